@@ -1,0 +1,35 @@
+//! The only way the database schema changes. Every migration has a working `down()`.
+
+pub use sea_orm_migration::prelude::*;
+
+mod m20261130_000001_initial;
+mod m20261130_000002_conclusion_public_metadata;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Dimension of the `vector` columns created by the initial migration. The server sets it from its
+/// embedder before migrating; the migration records it in `honcho_meta` so later starts can check it.
+static EMBEDDING_DIMS: AtomicU32 = AtomicU32::new(DEFAULT_EMBEDDING_DIMS);
+
+/// all-MiniLM-L6-v2, the default embedder.
+pub const DEFAULT_EMBEDDING_DIMS: u32 = 384;
+
+pub fn set_embedding_dims(dims: u32) {
+    EMBEDDING_DIMS.store(dims, Ordering::SeqCst);
+}
+
+pub(crate) fn embedding_dims() -> u32 {
+    EMBEDDING_DIMS.load(Ordering::SeqCst)
+}
+
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![
+            Box::new(m20261130_000001_initial::Migration),
+            Box::new(m20261130_000002_conclusion_public_metadata::Migration),
+        ]
+    }
+}

@@ -1,0 +1,1 @@
+//! honcho-graphql: Honcho's memory model over GraphQL, on PostgreSQL + pgvector.
