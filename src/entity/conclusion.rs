@@ -1,0 +1,27 @@
+use sea_orm::entity::prelude::*;
+
+/// Honcho's `documents`: a fact, inference or observation one peer holds about another.
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "conclusions")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub workspace_name: String,
+    pub observer: String,
+    pub observed: String,
+    pub session_name: Option<String>,
+    pub content: String,
+    pub level: String,
+    pub times_derived: i32,
+    pub source_ids: Option<Vec<String>>,
+    pub internal_metadata: Json,
+    /// Public, user-writable; added by the second migration.
+    pub metadata: Json,
+    pub created_at: DateTimeUtc,
+    pub deleted_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

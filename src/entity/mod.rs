@@ -1,0 +1,10 @@
+//! One SeaORM entity per table. Vector and tsvector columns are left out on purpose: no read path
+//! needs them back, and selecting 384 floats per row would make every list pay for search. The
+//! store writes and queries them with SQL of its own.
+
+pub mod conclusion;
+pub mod message;
+pub mod peer;
+pub mod session;
+pub mod session_peer;
+pub mod workspace;
