@@ -1,0 +1,2 @@
+//! Facts about the database the server checks before serving (placeholder; filled with the
+//! embedder check).

@@ -1,0 +1,73 @@
+//! The store's one error type. The GraphQL edge turns each variant into a stable `extensions.code`;
+//! database causes are logged there and never echoed to clients.
+
+use sea_orm::{DbErr, RuntimeErr};
+
+use super::filter::FilterError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0}")]
+    InvalidInput(String),
+    #[error(transparent)]
+    Filter(#[from] FilterError),
+    #[error("{what} {id} not found")]
+    NotFound { what: &'static str, id: String },
+    #[error("{0}")]
+    Conflict(String),
+    #[error("database error: {0}")]
+    Database(#[source] DbErr),
+    #[error("{0}")]
+    Internal(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+impl StoreError {
+    pub fn invalid(msg: impl Into<String>) -> Self {
+        StoreError::InvalidInput(msg.into())
+    }
+
+    pub fn not_found(what: &'static str, id: impl Into<String>) -> Self {
+        StoreError::NotFound {
+            what,
+            id: id.into(),
+        }
+    }
+
+    /// SQLSTATE of the database error behind this one, if any.
+    pub fn sqlstate(&self) -> Option<String> {
+        match self {
+            StoreError::Database(err) => sqlstate(err),
+            _ => None,
+        }
+    }
+}
+
+pub(crate) fn sqlstate(err: &DbErr) -> Option<String> {
+    let runtime = match err {
+        DbErr::Exec(e) | DbErr::Query(e) | DbErr::Conn(e) => e,
+        _ => return None,
+    };
+    match runtime {
+        RuntimeErr::SqlxError(sqlx_err) => match sqlx_err.as_ref() {
+            sea_orm::sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+impl From<DbErr> for StoreError {
+    /// Constraint violations that a client's input can cause become user errors; the rest stay
+    /// internal. Callers that know better (e.g. which row a foreign key names) map before this.
+    fn from(err: DbErr) -> Self {
+        match sqlstate(&err).as_deref() {
+            Some("23505") => StoreError::Conflict("a row with the same key already exists".into()),
+            Some("23514") | Some("22001") | Some("22P02") | Some("22021") => {
+                StoreError::InvalidInput("a value is out of the allowed range or format".into())
+            }
+            _ => StoreError::Database(err),
+        }
+    }
+}

@@ -1,0 +1,241 @@
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ActiveValue::{NotSet, Set},
+    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, TransactionTrait,
+};
+use serde_json::{Value, json};
+
+use super::filter::{self, Resource};
+use super::page::{self, Order, Page, Slice};
+use super::session::{MemberConfig, add_members};
+use super::workspace::ensure_workspace;
+use super::{Store, StoreError, StoreResult, new_id, stmt, tokens, validate};
+use crate::entity::{message, session};
+
+pub type Message = message::Model;
+
+pub struct NewMessage {
+    pub peer: String,
+    pub content: String,
+    pub metadata: Option<Value>,
+    pub created_at: Option<DateTime<Utc>>,
+}
+
+/// Which messages a list covers.
+#[derive(Clone, Copy, Debug)]
+pub enum MessageScope<'a> {
+    Workspace(&'a str),
+    Session(&'a str, &'a str),
+    Peer(&'a str, &'a str),
+}
+
+/// A run of consecutive messages of one session: `seq_in_session` in `from..=to`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SeqRange {
+    pub workspace: String,
+    pub session: String,
+    pub from: i64,
+    pub to: i64,
+}
+
+impl Store {
+    pub async fn message(&self, workspace: &str, id: &str) -> StoreResult<Option<Message>> {
+        Ok(message::Entity::find()
+            .filter(message::Column::WorkspaceName.eq(workspace))
+            .filter(message::Column::PublicId.eq(id))
+            .one(self.db())
+            .await?)
+    }
+
+    /// Appends messages to a session, creating workspace, session and authors as needed and
+    /// (re)joining authors as members (spec §2.2). Everything happens in one transaction: a batch
+    /// with one bad message writes nothing.
+    ///
+    /// `seq_in_session` is assigned under a transaction-scoped advisory lock on the session, taken
+    /// before anything else, so concurrent writers to one session queue up and the numbers stay
+    /// 1..N with no gaps and no duplicates (a rolled-back batch releases its numbers with it).
+    pub async fn create_messages(
+        &self,
+        workspace: &str,
+        session_name: &str,
+        batch: Vec<NewMessage>,
+    ) -> StoreResult<Vec<Message>> {
+        validate::name("workspace", workspace)?;
+        validate::name("session", session_name)?;
+        validate::batch_len("messages", batch.len())?;
+        let mut prepared = Vec::with_capacity(batch.len());
+        for (i, m) in batch.into_iter().enumerate() {
+            validate::name("peer", &m.peer)
+                .map_err(|e| StoreError::invalid(format!("messages[{i}].peerId: {e}")))?;
+            let content = validate::message_content(i, &m.content)?;
+            let metadata = match m.metadata {
+                Some(v) => validate::metadata(&format!("messages[{i}].metadata"), v)?,
+                None => json!({}),
+            };
+            let token_count = tokens::count(&content);
+            prepared.push((m.peer, content, metadata, m.created_at, token_count));
+        }
+        // One timestamp for the batch, as PostgreSQL's now() would give.
+        let now = Utc::now();
+
+        let txn = self.db().begin().await?;
+        txn.execute_unprepared("SET LOCAL lock_timeout = '5s'")
+            .await?;
+        txn.execute_raw(stmt(
+            "SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))",
+            [workspace.into(), session_name.into()],
+        ))
+        .await?;
+        ensure_workspace(&txn, workspace, None, None).await?;
+        ensure_session(&txn, workspace, session_name).await?;
+        let authors: Vec<MemberConfig> = prepared
+            .iter()
+            .map(|(peer, ..)| MemberConfig {
+                peer: peer.clone(),
+                ..MemberConfig::default()
+            })
+            .collect();
+        add_members(&txn, workspace, session_name, &authors).await?;
+
+        let last: i64 = txn
+            .query_one_raw(stmt(
+                "SELECT COALESCE(MAX(seq_in_session), 0) AS last FROM messages \
+                 WHERE workspace_name = $1 AND session_name = $2",
+                [workspace.into(), session_name.into()],
+            ))
+            .await?
+            .map(|r| r.try_get("", "last"))
+            .transpose()?
+            .unwrap_or(0);
+        let rows = prepared.into_iter().enumerate().map(
+            |(i, (peer, content, metadata, created_at, token_count))| message::ActiveModel {
+                id: NotSet,
+                public_id: Set(new_id()),
+                workspace_name: Set(workspace.to_owned()),
+                session_name: Set(session_name.to_owned()),
+                peer_name: Set(peer),
+                seq_in_session: Set(last + 1 + i as i64),
+                content: Set(content),
+                metadata: Set(metadata),
+                internal_metadata: Set(json!({})),
+                token_count: Set(token_count),
+                created_at: Set(created_at.unwrap_or(now)),
+            },
+        );
+        let mut created = message::Entity::insert_many(rows)
+            .exec_with_returning(&txn)
+            .await?;
+        txn.commit().await?;
+        created.sort_by_key(|m| m.seq_in_session);
+        Ok(created)
+    }
+
+    /// Replaces a message's metadata; `None` leaves it as it is.
+    pub async fn update_message(
+        &self,
+        workspace: &str,
+        id: &str,
+        metadata: Option<Value>,
+    ) -> StoreResult<Message> {
+        let metadata = metadata
+            .map(|m| validate::metadata("metadata", m))
+            .transpose()?;
+        message::Entity::find()
+            .from_raw_sql(stmt(
+                "UPDATE messages SET metadata = COALESCE($3, metadata) \
+                 WHERE workspace_name = $1 AND public_id = $2 \
+                 RETURNING id, public_id, workspace_name, session_name, peer_name, seq_in_session, \
+                   content, metadata, internal_metadata, token_count, created_at",
+                [workspace.into(), id.into(), metadata.into()],
+            ))
+            .one(self.db())
+            .await?
+            .ok_or_else(|| StoreError::not_found("message", id))
+    }
+
+    /// Messages of a scope. Within a session they are in `seq_in_session` order; across sessions
+    /// in insertion order.
+    pub async fn list_messages(
+        &self,
+        scope: MessageScope<'_>,
+        filters: &Value,
+        order: Order,
+        slice: Slice,
+    ) -> StoreResult<Page<Message>> {
+        let filter = filter::parse(Resource::Message, filters)?;
+        let select = message::Entity::find().filter(filter.condition("messages"));
+        let (select, key) = match scope {
+            MessageScope::Workspace(ws) => (
+                select.filter(message::Column::WorkspaceName.eq(ws)),
+                message::Column::Id,
+            ),
+            MessageScope::Session(ws, s) => (
+                select
+                    .filter(message::Column::WorkspaceName.eq(ws))
+                    .filter(message::Column::SessionName.eq(s)),
+                message::Column::SeqInSession,
+            ),
+            MessageScope::Peer(ws, p) => (
+                select
+                    .filter(message::Column::WorkspaceName.eq(ws))
+                    .filter(message::Column::PeerName.eq(p)),
+                message::Column::Id,
+            ),
+        };
+        let select = match order {
+            Order::Asc => select.order_by_asc(key),
+            Order::Desc => select.order_by_desc(key),
+        };
+        page::fetch(self.db(), select, slice).await
+    }
+
+    /// All messages inside any of `ranges`, in one statement. Ranges may overlap; each message
+    /// comes back once, ordered by session and seq.
+    pub async fn messages_in_ranges(&self, ranges: &[SeqRange]) -> StoreResult<Vec<Message>> {
+        if ranges.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ws: Vec<String> = ranges.iter().map(|r| r.workspace.clone()).collect();
+        let sessions: Vec<String> = ranges.iter().map(|r| r.session.clone()).collect();
+        let from: Vec<i64> = ranges.iter().map(|r| r.from).collect();
+        let to: Vec<i64> = ranges.iter().map(|r| r.to).collect();
+        Ok(message::Entity::find()
+            .from_raw_sql(stmt(
+                // A join on the (workspace, session, seq) unique index: one range scan per range.
+                "SELECT DISTINCT ON (m.workspace_name, m.session_name, m.seq_in_session) \
+                   m.id, m.public_id, m.workspace_name, m.session_name, m.peer_name, \
+                   m.seq_in_session, m.content, m.metadata, m.internal_metadata, m.token_count, \
+                   m.created_at \
+                 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS k(w, s, lo, hi) \
+                 JOIN messages m ON m.workspace_name = k.w AND m.session_name = k.s \
+                   AND m.seq_in_session BETWEEN k.lo AND k.hi \
+                 ORDER BY m.workspace_name, m.session_name, m.seq_in_session",
+                [ws.into(), sessions.into(), from.into(), to.into()],
+            ))
+            .all(self.db())
+            .await?)
+    }
+}
+
+async fn ensure_session<C: ConnectionTrait>(
+    db: &C,
+    workspace: &str,
+    name: &str,
+) -> StoreResult<()> {
+    db.execute_raw(stmt(
+        "INSERT INTO sessions (id, name, workspace_name) VALUES ($1, $2, $3) \
+         ON CONFLICT (name, workspace_name) DO NOTHING",
+        [new_id().into(), name.into(), workspace.into()],
+    ))
+    .await?;
+    let active = session::Entity::find()
+        .filter(session::Column::WorkspaceName.eq(workspace))
+        .filter(session::Column::Name.eq(name))
+        .filter(session::Column::IsActive.eq(true))
+        .one(db)
+        .await?;
+    match active {
+        Some(_) => Ok(()),
+        None => Err(StoreError::not_found("session", name)),
+    }
+}

@@ -1,0 +1,184 @@
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait,
+};
+use serde_json::Value;
+
+use super::filter::{self, Resource};
+use super::page::{self, Order, Page, Slice};
+use super::workspace::ensure_workspace;
+use super::{Store, StoreError, StoreResult, new_id, stmt, validate};
+use crate::entity::{peer, session, session_peer};
+
+pub type Peer = peer::Model;
+
+impl Store {
+    pub async fn peer(&self, workspace: &str, name: &str) -> StoreResult<Option<Peer>> {
+        Ok(peer::Entity::find()
+            .filter(peer::Column::WorkspaceName.eq(workspace))
+            .filter(peer::Column::Name.eq(name))
+            .one(self.db())
+            .await?)
+    }
+
+    /// Peers for many (workspace, name) keys in one statement; absent keys are simply missing.
+    pub async fn peers_by_keys(&self, keys: &[(String, String)]) -> StoreResult<Vec<Peer>> {
+        let (ws, names): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
+        Ok(peer::Entity::find()
+            .from_raw_sql(stmt(
+                "SELECT p.* FROM peers p \
+                 JOIN unnest($1::text[], $2::text[]) AS k(w, n) \
+                   ON p.workspace_name = k.w AND p.name = k.n",
+                [ws.into(), names.into()],
+            ))
+            .all(self.db())
+            .await?)
+    }
+
+    /// Creates the peer (and its workspace) or, when it exists, replaces the metadata and
+    /// configuration that were given (spec §5.5).
+    pub async fn get_or_create_peer(
+        &self,
+        workspace: &str,
+        name: &str,
+        metadata: Option<Value>,
+        configuration: Option<Value>,
+    ) -> StoreResult<Peer> {
+        validate::name("workspace", workspace)?;
+        validate::name("peer", name)?;
+        let metadata = metadata
+            .map(|m| validate::metadata("metadata", m))
+            .transpose()?;
+        let configuration = configuration
+            .map(|c| validate::configuration("configuration", c))
+            .transpose()?;
+        ensure_workspace(self.db(), workspace, None, None).await?;
+        peer::Entity::find()
+            .from_raw_sql(stmt(
+                "INSERT INTO peers (id, name, workspace_name, metadata, configuration) \
+                 VALUES ($1, $2, $3, COALESCE($4, '{}'::jsonb), COALESCE($5, '{}'::jsonb)) \
+                 ON CONFLICT (name, workspace_name) DO UPDATE SET \
+                   metadata = COALESCE($4, peers.metadata), \
+                   configuration = COALESCE($5, peers.configuration) \
+                 RETURNING *",
+                [
+                    new_id().into(),
+                    name.into(),
+                    workspace.into(),
+                    metadata.into(),
+                    configuration.into(),
+                ],
+            ))
+            .one(self.db())
+            .await?
+            .ok_or_else(|| StoreError::Internal("peer upsert returned no row".into()))
+    }
+
+    /// Replaces metadata and configuration where given.
+    pub async fn update_peer(
+        &self,
+        workspace: &str,
+        name: &str,
+        metadata: Option<Value>,
+        configuration: Option<Value>,
+    ) -> StoreResult<Peer> {
+        let metadata = metadata
+            .map(|m| validate::metadata("metadata", m))
+            .transpose()?;
+        let configuration = configuration
+            .map(|c| validate::configuration("configuration", c))
+            .transpose()?;
+        peer::Entity::find()
+            .from_raw_sql(stmt(
+                "UPDATE peers SET metadata = COALESCE($3, metadata), \
+                 configuration = COALESCE($4, configuration) \
+                 WHERE workspace_name = $1 AND name = $2 RETURNING *",
+                [
+                    workspace.into(),
+                    name.into(),
+                    metadata.into(),
+                    configuration.into(),
+                ],
+            ))
+            .one(self.db())
+            .await?
+            .ok_or_else(|| StoreError::not_found("peer", name))
+    }
+
+    pub async fn list_peers(
+        &self,
+        workspace: &str,
+        filters: &Value,
+        order: Order,
+        slice: Slice,
+    ) -> StoreResult<Page<Peer>> {
+        let filter = filter::parse(Resource::Peer, filters)?;
+        let select = peer::Entity::find()
+            .filter(peer::Column::WorkspaceName.eq(workspace))
+            .filter(filter.condition("peers"));
+        let select = match order {
+            Order::Asc => select
+                .order_by_asc(peer::Column::CreatedAt)
+                .order_by_asc(peer::Column::Id),
+            Order::Desc => select
+                .order_by_desc(peer::Column::CreatedAt)
+                .order_by_desc(peer::Column::Id),
+        };
+        page::fetch(self.db(), select, slice).await
+    }
+
+    /// Sessions the peer has ever been a member of, including ones it left (as Honcho).
+    pub async fn list_peer_sessions(
+        &self,
+        workspace: &str,
+        peer_name: &str,
+        filters: &Value,
+        order: Order,
+        slice: Slice,
+    ) -> StoreResult<Page<session::Model>> {
+        let filter = filter::parse(Resource::Session, filters)?;
+        let member_of = session_peer::Entity::find()
+            .select_only()
+            .column(session_peer::Column::SessionName)
+            .filter(session_peer::Column::WorkspaceName.eq(workspace))
+            .filter(session_peer::Column::PeerName.eq(peer_name))
+            .as_query()
+            .to_owned();
+        let select = session::Entity::find()
+            .filter(session::Column::WorkspaceName.eq(workspace))
+            .filter(session::Column::Name.in_subquery(member_of))
+            .filter(filter.condition("sessions"));
+        let select = match order {
+            Order::Asc => select
+                .order_by_asc(session::Column::CreatedAt)
+                .order_by_asc(session::Column::Id),
+            Order::Desc => select
+                .order_by_desc(session::Column::CreatedAt)
+                .order_by_desc(session::Column::Id),
+        };
+        page::fetch(self.db(), select, slice).await
+    }
+}
+
+/// Creates any of `names` that do not exist yet. Sorted so that concurrent writers creating
+/// overlapping sets take row locks in one order and cannot deadlock.
+pub(crate) async fn ensure_peers<C: ConnectionTrait>(
+    db: &C,
+    workspace: &str,
+    names: &[String],
+) -> StoreResult<()> {
+    let mut names = names.to_vec();
+    names.sort();
+    names.dedup();
+    for name in &names {
+        validate::name("peer", name)?;
+    }
+    let ids: Vec<String> = names.iter().map(|_| new_id()).collect();
+    db.execute_raw(stmt(
+        "INSERT INTO peers (id, name, workspace_name) \
+         SELECT i, n, $1 FROM unnest($2::text[], $3::text[]) AS t(i, n) ORDER BY n \
+         ON CONFLICT (name, workspace_name) DO NOTHING",
+        [workspace.into(), ids.into(), names.into()],
+    ))
+    .await?;
+    Ok(())
+}

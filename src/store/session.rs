@@ -1,0 +1,453 @@
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, TransactionTrait,
+};
+use serde_json::{Value, json};
+
+use super::filter::{self, Resource};
+use super::page::{self, Order, Page, Slice};
+use super::peer::ensure_peers;
+use super::workspace::ensure_workspace;
+use super::{Store, StoreError, StoreResult, new_id, stmt, validate};
+use crate::entity::{message, session, session_peer};
+
+pub type Session = session::Model;
+pub type SessionPeer = session_peer::Model;
+
+/// More peers than this observing others in one session is refused (Honcho's
+/// SESSION_OBSERVERS_LIMIT).
+pub const MAX_OBSERVERS: i64 = 10;
+
+/// A peer's membership settings in one session; `None` means "not set" (the deriver falls back to
+/// the peer's own configuration).
+#[derive(Clone, Debug, Default)]
+pub struct MemberConfig {
+    pub peer: String,
+    pub observe_me: Option<bool>,
+    pub observe_others: Option<bool>,
+}
+
+impl MemberConfig {
+    fn config_json(&self) -> Value {
+        json!({"observe_me": self.observe_me, "observe_others": self.observe_others})
+    }
+}
+
+impl Store {
+    pub async fn session(&self, workspace: &str, name: &str) -> StoreResult<Option<Session>> {
+        Ok(session::Entity::find()
+            .filter(session::Column::WorkspaceName.eq(workspace))
+            .filter(session::Column::Name.eq(name))
+            .filter(session::Column::IsActive.eq(true))
+            .one(self.db())
+            .await?)
+    }
+
+    pub async fn sessions_by_keys(&self, keys: &[(String, String)]) -> StoreResult<Vec<Session>> {
+        let (ws, names): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
+        Ok(session::Entity::find()
+            .from_raw_sql(stmt(
+                "SELECT s.* FROM sessions s \
+                 JOIN unnest($1::text[], $2::text[]) AS k(w, n) \
+                   ON s.workspace_name = k.w AND s.name = k.n \
+                 WHERE s.is_active",
+                [ws.into(), names.into()],
+            ))
+            .all(self.db())
+            .await?)
+    }
+
+    /// Active members of many sessions in one statement, in join order.
+    pub async fn members_by_sessions(
+        &self,
+        keys: &[(String, String)],
+    ) -> StoreResult<Vec<SessionPeer>> {
+        let (ws, names): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
+        Ok(session_peer::Entity::find()
+            .from_raw_sql(stmt(
+                "SELECT sp.* FROM session_peers sp \
+                 JOIN unnest($1::text[], $2::text[]) AS k(w, n) \
+                   ON sp.workspace_name = k.w AND sp.session_name = k.n \
+                 WHERE sp.left_at IS NULL \
+                 ORDER BY sp.joined_at, sp.peer_name",
+                [ws.into(), names.into()],
+            ))
+            .all(self.db())
+            .await?)
+    }
+
+    pub async fn session_member(
+        &self,
+        workspace: &str,
+        session: &str,
+        peer: &str,
+    ) -> StoreResult<Option<SessionPeer>> {
+        Ok(session_peer::Entity::find()
+            .filter(session_peer::Column::WorkspaceName.eq(workspace))
+            .filter(session_peer::Column::SessionName.eq(session))
+            .filter(session_peer::Column::PeerName.eq(peer))
+            .one(self.db())
+            .await?)
+    }
+
+    /// Creates the session (with its workspace and any missing peers) or, when it exists, replaces
+    /// its metadata, shallow-merges its configuration and makes the listed peers members.
+    pub async fn get_or_create_session(
+        &self,
+        workspace: &str,
+        name: &str,
+        metadata: Option<Value>,
+        configuration: Option<Value>,
+        peers: &[MemberConfig],
+    ) -> StoreResult<Session> {
+        validate::name("workspace", workspace)?;
+        validate::name("session", name)?;
+        let metadata = metadata
+            .map(|m| validate::metadata("metadata", m))
+            .transpose()?;
+        let configuration = configuration
+            .map(|c| validate::configuration("configuration", c))
+            .transpose()?;
+        let txn = self.db().begin().await?;
+        ensure_workspace(&txn, workspace, None, None).await?;
+        let session = session::Entity::find()
+            .from_raw_sql(stmt(
+                "INSERT INTO sessions (id, name, workspace_name, metadata, configuration) \
+                 VALUES ($1, $2, $3, COALESCE($4, '{}'::jsonb), COALESCE($5, '{}'::jsonb)) \
+                 ON CONFLICT (name, workspace_name) DO UPDATE SET \
+                   metadata = COALESCE($4, sessions.metadata), \
+                   configuration = sessions.configuration || COALESCE($5, '{}'::jsonb) \
+                 RETURNING *",
+                [
+                    new_id().into(),
+                    name.into(),
+                    workspace.into(),
+                    metadata.into(),
+                    configuration.into(),
+                ],
+            ))
+            .one(&txn)
+            .await?
+            .ok_or_else(|| StoreError::Internal("session upsert returned no row".into()))?;
+        add_members(&txn, workspace, name, peers).await?;
+        txn.commit().await?;
+        Ok(session)
+    }
+
+    pub async fn update_session(
+        &self,
+        workspace: &str,
+        name: &str,
+        metadata: Option<Value>,
+        configuration: Option<Value>,
+    ) -> StoreResult<Session> {
+        let metadata = metadata
+            .map(|m| validate::metadata("metadata", m))
+            .transpose()?;
+        let configuration = configuration
+            .map(|c| validate::configuration("configuration", c))
+            .transpose()?;
+        session::Entity::find()
+            .from_raw_sql(stmt(
+                "UPDATE sessions SET metadata = COALESCE($3, metadata), \
+                 configuration = configuration || COALESCE($4, '{}'::jsonb) \
+                 WHERE workspace_name = $1 AND name = $2 AND is_active RETURNING *",
+                [
+                    workspace.into(),
+                    name.into(),
+                    metadata.into(),
+                    configuration.into(),
+                ],
+            ))
+            .one(self.db())
+            .await?
+            .ok_or_else(|| StoreError::not_found("session", name))
+    }
+
+    /// Deletes the session with its messages and memberships at once. Honcho marks the session
+    /// inactive and lets a queue worker delete later; we have no worker, and a synchronous delete
+    /// in one transaction leaves nothing half-deleted. Conclusions drawn in the session stay, with
+    /// their session cleared.
+    pub async fn delete_session(&self, workspace: &str, name: &str) -> StoreResult<()> {
+        let deleted = session::Entity::delete_many()
+            .filter(session::Column::WorkspaceName.eq(workspace))
+            .filter(session::Column::Name.eq(name))
+            .exec(self.db())
+            .await?;
+        if deleted.rows_affected == 0 {
+            return Err(StoreError::not_found("session", name));
+        }
+        Ok(())
+    }
+
+    /// Copies a session under a fresh nanoid name: metadata, configuration, memberships (all
+    /// rejoined now, as Honcho) and the messages up to and including `up_to_message` with their
+    /// seqs, token counts, timestamps and embeddings. Honcho zeroes token counts and drops
+    /// embeddings of copies, and looks the cutoff up by session name across workspaces; both are
+    /// fixed here.
+    pub async fn clone_session(
+        &self,
+        workspace: &str,
+        name: &str,
+        up_to_message: Option<&str>,
+    ) -> StoreResult<Session> {
+        let txn = self.db().begin().await?;
+        let original = session::Entity::find()
+            .filter(session::Column::WorkspaceName.eq(workspace))
+            .filter(session::Column::Name.eq(name))
+            .filter(session::Column::IsActive.eq(true))
+            .one(&txn)
+            .await?
+            .ok_or_else(|| StoreError::not_found("session", name))?;
+        let cutoff = match up_to_message {
+            None => i64::MAX,
+            Some(id) => {
+                message::Entity::find()
+                    .filter(message::Column::WorkspaceName.eq(workspace))
+                    .filter(message::Column::SessionName.eq(name))
+                    .filter(message::Column::PublicId.eq(id))
+                    .one(&txn)
+                    .await?
+                    .ok_or_else(|| StoreError::not_found("message", id))?
+                    .seq_in_session
+            }
+        };
+        let clone_name = new_id();
+        let clone = session::Entity::find()
+            .from_raw_sql(stmt(
+                "INSERT INTO sessions (id, name, workspace_name, metadata, configuration) \
+                 VALUES ($1, $2, $3, $4, $5) RETURNING *",
+                [
+                    new_id().into(),
+                    clone_name.clone().into(),
+                    workspace.into(),
+                    original.metadata.clone().into(),
+                    original.configuration.clone().into(),
+                ],
+            ))
+            .one(&txn)
+            .await?
+            .ok_or_else(|| StoreError::Internal("session insert returned no row".into()))?;
+        txn.execute_raw(stmt(
+            "INSERT INTO session_peers (workspace_name, session_name, peer_name, configuration) \
+             SELECT workspace_name, $3, peer_name, configuration FROM session_peers \
+             WHERE workspace_name = $1 AND session_name = $2",
+            [workspace.into(), name.into(), clone_name.clone().into()],
+        ))
+        .await?;
+        // Public ids must be fresh nanoids; the database has no nanoid function, so they are made
+        // here and paired with the source rows by seq.
+        let seqs: Vec<i64> = message::Entity::find()
+            .filter(message::Column::WorkspaceName.eq(workspace))
+            .filter(message::Column::SessionName.eq(name))
+            .filter(message::Column::SeqInSession.lte(cutoff))
+            .order_by_asc(message::Column::SeqInSession)
+            .all(&txn)
+            .await?
+            .into_iter()
+            .map(|m| m.seq_in_session)
+            .collect();
+        let ids: Vec<String> = seqs.iter().map(|_| new_id()).collect();
+        txn.execute_raw(stmt(
+            "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, \
+               seq_in_session, content, metadata, token_count, created_at, embedding) \
+             SELECT k.id, m.workspace_name, $3, m.peer_name, m.seq_in_session, m.content, \
+               m.metadata, m.token_count, m.created_at, m.embedding \
+             FROM unnest($4::bigint[], $5::text[]) AS k(seq, id) \
+             JOIN messages m ON m.workspace_name = $1 AND m.session_name = $2 \
+               AND m.seq_in_session = k.seq \
+             ORDER BY m.seq_in_session",
+            [
+                workspace.into(),
+                name.into(),
+                clone_name.into(),
+                seqs.into(),
+                ids.into(),
+            ],
+        ))
+        .await?;
+        txn.commit().await?;
+        Ok(clone)
+    }
+
+    /// Makes the peers members (creating session and peers when missing). Active members keep
+    /// their configuration; peers that had left rejoin with the configuration given now.
+    pub async fn add_peers_to_session(
+        &self,
+        workspace: &str,
+        name: &str,
+        peers: &[MemberConfig],
+    ) -> StoreResult<Session> {
+        self.get_or_create_session(workspace, name, None, None, peers)
+            .await
+    }
+
+    pub async fn remove_peers_from_session(
+        &self,
+        workspace: &str,
+        name: &str,
+        peers: &[String],
+    ) -> StoreResult<Session> {
+        let txn = self.db().begin().await?;
+        let session = session::Entity::find()
+            .filter(session::Column::WorkspaceName.eq(workspace))
+            .filter(session::Column::Name.eq(name))
+            .filter(session::Column::IsActive.eq(true))
+            .one(&txn)
+            .await?
+            .ok_or_else(|| StoreError::not_found("session", name))?;
+        txn.execute_raw(stmt(
+            "UPDATE session_peers SET left_at = now() \
+             WHERE workspace_name = $1 AND session_name = $2 AND peer_name = ANY($3) \
+               AND left_at IS NULL",
+            [workspace.into(), name.into(), peers.to_vec().into()],
+        ))
+        .await?;
+        txn.commit().await?;
+        Ok(session)
+    }
+
+    /// Sets the non-null fields of a peer's configuration in a session, adding the membership
+    /// when there is none. Session and peer must exist.
+    pub async fn set_session_peer_config(
+        &self,
+        workspace: &str,
+        session_name: &str,
+        config: &MemberConfig,
+    ) -> StoreResult<SessionPeer> {
+        let txn = self.db().begin().await?;
+        if session::Entity::find()
+            .filter(session::Column::WorkspaceName.eq(workspace))
+            .filter(session::Column::Name.eq(session_name))
+            .filter(session::Column::IsActive.eq(true))
+            .one(&txn)
+            .await?
+            .is_none()
+        {
+            return Err(StoreError::not_found("session", session_name));
+        }
+        if crate::entity::peer::Entity::find()
+            .filter(crate::entity::peer::Column::WorkspaceName.eq(workspace))
+            .filter(crate::entity::peer::Column::Name.eq(config.peer.as_str()))
+            .one(&txn)
+            .await?
+            .is_none()
+        {
+            return Err(StoreError::not_found("peer", config.peer.clone()));
+        }
+        let patch = strip_nulls(config.config_json());
+        let member = session_peer::Entity::find()
+            .from_raw_sql(stmt(
+                "INSERT INTO session_peers (workspace_name, session_name, peer_name, configuration) \
+                 VALUES ($1, $2, $3, $5) \
+                 ON CONFLICT (workspace_name, session_name, peer_name) DO UPDATE SET \
+                   configuration = session_peers.configuration || $4 \
+                 RETURNING *",
+                [
+                    workspace.into(),
+                    session_name.into(),
+                    config.peer.clone().into(),
+                    patch.into(),
+                    config.config_json().into(),
+                ],
+            ))
+            .one(&txn)
+            .await?
+            .ok_or_else(|| StoreError::Internal("membership upsert returned no row".into()))?;
+        check_observer_limit(&txn, workspace, session_name).await?;
+        txn.commit().await?;
+        Ok(member)
+    }
+
+    pub async fn list_sessions(
+        &self,
+        workspace: &str,
+        filters: &Value,
+        order: Order,
+        slice: Slice,
+    ) -> StoreResult<Page<Session>> {
+        let filter = filter::parse(Resource::Session, filters)?;
+        let select = session::Entity::find()
+            .filter(session::Column::WorkspaceName.eq(workspace))
+            .filter(session::Column::IsActive.eq(true))
+            .filter(filter.condition("sessions"));
+        let select = match order {
+            Order::Asc => select
+                .order_by_asc(session::Column::CreatedAt)
+                .order_by_asc(session::Column::Id),
+            Order::Desc => select
+                .order_by_desc(session::Column::CreatedAt)
+                .order_by_desc(session::Column::Id),
+        };
+        page::fetch(self.db(), select, slice).await
+    }
+}
+
+/// Upserts memberships: new members join with the given config, members that had left rejoin with
+/// it, active members keep theirs. Checks the observer limit on the result, inside the transaction.
+pub(crate) async fn add_members<C: ConnectionTrait>(
+    db: &C,
+    workspace: &str,
+    session: &str,
+    members: &[MemberConfig],
+) -> StoreResult<()> {
+    if members.is_empty() {
+        return Ok(());
+    }
+    let mut members = members.to_vec();
+    members.sort_by(|a, b| a.peer.cmp(&b.peer));
+    members.dedup_by(|a, b| a.peer == b.peer);
+    let names: Vec<String> = members.iter().map(|m| m.peer.clone()).collect();
+    ensure_peers(db, workspace, &names).await?;
+    let rows: Vec<Value> = members
+        .iter()
+        .map(|m| json!({"peer": m.peer, "config": m.config_json()}))
+        .collect();
+    db.execute_raw(stmt(
+        "INSERT INTO session_peers (workspace_name, session_name, peer_name, configuration) \
+         SELECT $1, $2, t.peer, t.config FROM jsonb_to_recordset($3) AS t(peer text, config jsonb) \
+         ORDER BY t.peer \
+         ON CONFLICT (workspace_name, session_name, peer_name) DO UPDATE SET \
+           configuration = CASE WHEN session_peers.left_at IS NULL \
+                                THEN session_peers.configuration ELSE EXCLUDED.configuration END, \
+           joined_at = CASE WHEN session_peers.left_at IS NULL \
+                            THEN session_peers.joined_at ELSE now() END, \
+           left_at = NULL",
+        [workspace.into(), session.into(), Value::Array(rows).into()],
+    ))
+    .await?;
+    check_observer_limit(db, workspace, session).await
+}
+
+async fn check_observer_limit<C: ConnectionTrait>(
+    db: &C,
+    workspace: &str,
+    session: &str,
+) -> StoreResult<()> {
+    let row = db
+        .query_one_raw(stmt(
+            "SELECT count(*) AS n FROM session_peers \
+             WHERE workspace_name = $1 AND session_name = $2 AND left_at IS NULL \
+               AND configuration->'observe_others' = 'true'::jsonb",
+            [workspace.into(), session.into()],
+        ))
+        .await?;
+    let observers: i64 = match row {
+        Some(r) => r.try_get("", "n")?,
+        None => 0,
+    };
+    if observers > MAX_OBSERVERS {
+        return Err(StoreError::invalid(format!(
+            "session {session} would have {observers} observers; at most {MAX_OBSERVERS} peers may observe others"
+        )));
+    }
+    Ok(())
+}
+
+fn strip_nulls(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            Value::Object(map.into_iter().filter(|(_, v)| !v.is_null()).collect())
+        }
+        other => other,
+    }
+}

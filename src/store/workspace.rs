@@ -1,0 +1,145 @@
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, TransactionTrait,
+};
+use serde_json::Value;
+
+use super::filter::{self, Resource};
+use super::page::{self, Order, Page, Slice};
+use super::{Store, StoreError, StoreResult, new_id, stmt, validate};
+use crate::entity::{session, workspace};
+
+pub type Workspace = workspace::Model;
+
+impl Store {
+    pub async fn workspace(&self, name: &str) -> StoreResult<Option<Workspace>> {
+        Ok(workspace::Entity::find()
+            .filter(workspace::Column::Name.eq(name))
+            .one(self.db())
+            .await?)
+    }
+
+    /// Returns the existing workspace unchanged, or creates it (Honcho's get-or-create).
+    pub async fn get_or_create_workspace(
+        &self,
+        name: &str,
+        metadata: Option<Value>,
+        configuration: Option<Value>,
+    ) -> StoreResult<Workspace> {
+        validate::name("workspace", name)?;
+        let metadata = metadata
+            .map(|m| validate::metadata("metadata", m))
+            .transpose()?;
+        let configuration = configuration
+            .map(|c| validate::configuration("configuration", c))
+            .transpose()?;
+        ensure_workspace(self.db(), name, metadata, configuration).await
+    }
+
+    /// Replaces metadata, shallow-merges configuration (spec §5.5). Absent fields stay.
+    pub async fn update_workspace(
+        &self,
+        name: &str,
+        metadata: Option<Value>,
+        configuration: Option<Value>,
+    ) -> StoreResult<Workspace> {
+        let metadata = metadata
+            .map(|m| validate::metadata("metadata", m))
+            .transpose()?;
+        let configuration = configuration
+            .map(|c| validate::configuration("configuration", c))
+            .transpose()?;
+        workspace::Entity::find()
+            .from_raw_sql(stmt(
+                "UPDATE workspaces SET metadata = COALESCE($2, metadata), \
+                 configuration = configuration || COALESCE($3, '{}'::jsonb) \
+                 WHERE name = $1 RETURNING *",
+                [name.into(), metadata.into(), configuration.into()],
+            ))
+            .one(self.db())
+            .await?
+            .ok_or_else(|| StoreError::not_found("workspace", name))
+    }
+
+    /// Deletes the workspace and everything in it. Refused while it has active sessions, so a
+    /// workspace in use is never dropped by accident (Honcho answers 409 likewise).
+    pub async fn delete_workspace(&self, name: &str) -> StoreResult<()> {
+        let txn = self.db().begin().await?;
+        let found = workspace::Entity::find()
+            .from_raw_sql(stmt(
+                "SELECT * FROM workspaces WHERE name = $1 FOR UPDATE",
+                [name.into()],
+            ))
+            .one(&txn)
+            .await?;
+        if found.is_none() {
+            return Err(StoreError::not_found("workspace", name));
+        }
+        let active = session::Entity::find()
+            .filter(session::Column::WorkspaceName.eq(name))
+            .filter(session::Column::IsActive.eq(true))
+            .one(&txn)
+            .await?;
+        if active.is_some() {
+            return Err(StoreError::Conflict(format!(
+                "workspace {name} has active sessions; delete all sessions first"
+            )));
+        }
+        workspace::Entity::delete_many()
+            .filter(workspace::Column::Name.eq(name))
+            .exec(&txn)
+            .await?;
+        txn.commit().await?;
+        Ok(())
+    }
+
+    pub async fn list_workspaces(
+        &self,
+        filters: &Value,
+        order: Order,
+        slice: Slice,
+    ) -> StoreResult<Page<Workspace>> {
+        let filter = filter::parse(Resource::Workspace, filters)?;
+        let select = workspace::Entity::find().filter(filter.condition("workspaces"));
+        let select = match order {
+            Order::Asc => select
+                .order_by_asc(workspace::Column::CreatedAt)
+                .order_by_asc(workspace::Column::Id),
+            Order::Desc => select
+                .order_by_desc(workspace::Column::CreatedAt)
+                .order_by_desc(workspace::Column::Id),
+        };
+        page::fetch(self.db(), select, slice).await
+    }
+}
+
+/// Inserts the workspace unless it exists; either way returns the row. Race-free through
+/// `ON CONFLICT`, so concurrent creators all get the same workspace.
+pub(crate) async fn ensure_workspace<C: ConnectionTrait>(
+    db: &C,
+    name: &str,
+    metadata: Option<Value>,
+    configuration: Option<Value>,
+) -> StoreResult<Workspace> {
+    let inserted = workspace::Entity::find()
+        .from_raw_sql(stmt(
+            "INSERT INTO workspaces (id, name, metadata, configuration) \
+             VALUES ($1, $2, COALESCE($3, '{}'::jsonb), COALESCE($4, '{}'::jsonb)) \
+             ON CONFLICT (name) DO NOTHING RETURNING *",
+            [
+                new_id().into(),
+                name.into(),
+                metadata.into(),
+                configuration.into(),
+            ],
+        ))
+        .one(db)
+        .await?;
+    if let Some(ws) = inserted {
+        return Ok(ws);
+    }
+    workspace::Entity::find()
+        .filter(workspace::Column::Name.eq(name))
+        .one(db)
+        .await?
+        .ok_or_else(|| StoreError::Conflict(format!("workspace {name} was deleted concurrently")))
+}
