@@ -1,1 +1,77 @@
 //! honcho-graphql: Honcho's memory model over GraphQL, on PostgreSQL + pgvector.
+//!
+//! Layers depend one way: [`graphql`] → [`store`] → [`entity`].
+
+pub mod config;
+pub mod entity;
+pub mod graphql;
+pub mod http;
+pub mod meta;
+pub mod store;
+
+use anyhow::Context as _;
+use migration::{Migrator, MigratorTrait};
+
+use config::ServeConfig;
+use store::Store;
+
+/// Connects, migrates (unless told not to), checks the database matches this server, and serves
+/// until SIGINT/SIGTERM, letting in-flight requests finish.
+pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
+    let store = Store::connect(&cfg.db.database_url, cfg.db.db_pool)
+        .await
+        .with_context(|| format!("connecting to {}", redact(&cfg.db.database_url)))?;
+    if !cfg.no_migrate {
+        Migrator::up(store.db(), None).await.context("migrating")?;
+    }
+    let limits = graphql::Limits {
+        max_depth: cfg.max_depth,
+        max_complexity: cfg.max_complexity,
+    };
+    let schema = graphql::build_schema(store.clone(), &limits);
+    let app = http::router(schema, store, cfg.max_body_bytes);
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .with_context(|| format!("binding {}", cfg.listen))?;
+    tracing::info!("serving GraphQL on http://{}/graphql", cfg.listen);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            s.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+    tracing::info!("shutting down: finishing in-flight requests");
+}
+
+/// The URL without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let creds = &url[scheme + 3..at];
+            match creds.find(':') {
+                Some(colon) => format!(
+                    "{}{}:***{}",
+                    &url[..scheme + 3],
+                    &creds[..colon],
+                    &url[at..]
+                ),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}

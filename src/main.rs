@@ -1,1 +1,71 @@
-fn main() {}
+use clap::{Parser, Subcommand};
+use migration::{Migrator, MigratorTrait};
+
+use honcho_graphql::config::{DbConfig, ServeConfig};
+use honcho_graphql::store::Store;
+
+#[derive(Parser)]
+#[command(
+    name = "honcho-graphql",
+    version,
+    about = "Honcho's memory model over GraphQL"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Migrate and serve GraphQL over HTTP.
+    Serve(ServeConfig),
+    /// Apply or revert schema migrations.
+    Migrate {
+        #[command(subcommand)]
+        action: MigrateAction,
+        #[command(flatten)]
+        db: DbConfig,
+    },
+    /// Print the GraphQL schema (SDL).
+    Schema,
+}
+
+#[derive(Subcommand)]
+enum MigrateAction {
+    /// Apply pending migrations (all, or the next N).
+    Up { n: Option<u32> },
+    /// Revert the last N migrations (default 1).
+    Down { n: Option<u32> },
+    /// List migrations and whether each is applied.
+    Status,
+    /// Drop every table and migrate from scratch.
+    Fresh,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,sqlx=warn,sea_orm=warn".into()),
+        )
+        .init();
+    match Cli::parse().command {
+        Command::Serve(cfg) => honcho_graphql::serve(cfg).await,
+        Command::Migrate { action, db } => {
+            let store = Store::connect(&db.database_url, 2).await?;
+            let conn = store.db();
+            match action {
+                MigrateAction::Up { n } => Migrator::up(conn, n).await?,
+                MigrateAction::Down { n } => Migrator::down(conn, Some(n.unwrap_or(1))).await?,
+                MigrateAction::Status => Migrator::status(conn).await?,
+                MigrateAction::Fresh => Migrator::fresh(conn).await?,
+            }
+            Ok(())
+        }
+        Command::Schema => {
+            print!("{}", honcho_graphql::graphql::sdl());
+            Ok(())
+        }
+    }
+}

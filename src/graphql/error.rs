@@ -1,0 +1,86 @@
+//! The one place store errors become GraphQL errors. Every error a client sees carries
+//! `extensions.code` from [`Code`]; internal causes are logged with an id and never echoed.
+
+use async_graphql::{Error, ErrorExtensions};
+
+use crate::store::StoreError;
+
+/// Stable error codes, the `extensions.code` of every error (DESIGN §5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Code {
+    BadUserInput,
+    NotFound,
+    Conflict,
+    Unauthenticated,
+    Forbidden,
+    Internal,
+}
+
+impl Code {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::BadUserInput => "BAD_USER_INPUT",
+            Code::NotFound => "NOT_FOUND",
+            Code::Conflict => "CONFLICT",
+            Code::Unauthenticated => "UNAUTHENTICATED",
+            Code::Forbidden => "FORBIDDEN",
+            Code::Internal => "INTERNAL_SERVER_ERROR",
+        }
+    }
+
+    pub fn error(self, message: impl Into<String>) -> ApiError {
+        let code = self.as_str();
+        ApiError(Error::new(message.into()).extend_with(|_, e| e.set("code", code)))
+    }
+}
+
+/// A resolver error. Deliberately not `Display`, so that `?` on a [`StoreError`] goes through
+/// [`From<StoreError>`] here (and gets its code) instead of async-graphql's blanket conversion of
+/// anything printable, which would drop the code.
+#[derive(Clone, Debug)]
+pub struct ApiError(pub Error);
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl From<ApiError> for Error {
+    fn from(e: ApiError) -> Self {
+        e.0
+    }
+}
+
+impl From<Error> for ApiError {
+    /// Errors raised by async-graphql itself (missing context data, bad argument values) are the
+    /// client's or ours; without a code they are treated as internal.
+    fn from(e: Error) -> Self {
+        if e.extensions
+            .as_ref()
+            .is_some_and(|x| x.get("code").is_some())
+        {
+            ApiError(e)
+        } else {
+            ApiError(e.extend_with(|_, x| x.set("code", Code::Internal.as_str())))
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match &err {
+            StoreError::InvalidInput(_) | StoreError::Filter(_) => {
+                Code::BadUserInput.error(err.to_string())
+            }
+            StoreError::NotFound { .. } => Code::NotFound.error(err.to_string()),
+            StoreError::Conflict(_) => Code::Conflict.error(err.to_string()),
+            StoreError::Database(_) | StoreError::Internal(_) => {
+                let id = nanoid::nanoid!(10);
+                tracing::error!(error_id = %id, error = ?err, "internal error");
+                Code::Internal.error(format!("internal server error (id {id})"))
+            }
+        }
+    }
+}
+
+/// Argument checks that happen in the GraphQL layer (ranges, cursors).
+pub fn bad_input(message: impl Into<String>) -> ApiError {
+    Code::BadUserInput.error(message)
+}

@@ -1,0 +1,127 @@
+//! Dataloaders: every nested lookup of a request is collected and answered with one statement per
+//! kind, so a list of N items never costs N round trips. No caching: a loader only batches.
+
+use std::collections::HashMap;
+
+use async_graphql::dataloader::Loader;
+
+use super::error::ApiError;
+use crate::store::Store;
+use crate::store::message::{Message, SeqRange};
+use crate::store::peer::Peer;
+use crate::store::session::{Session, SessionPeer};
+
+pub struct Loaders {
+    store: Store,
+}
+
+impl Loaders {
+    pub fn new(store: Store) -> Self {
+        Loaders { store }
+    }
+}
+
+/// (workspace, peer name)
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PeerKey(pub String, pub String);
+
+/// (workspace, session name)
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SessionKey(pub String, pub String);
+
+/// Active members of (workspace, session name).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct MembersKey(pub String, pub String);
+
+/// Messages of one session with seq in a range.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RangeKey(pub SeqRange);
+
+impl Loader<PeerKey> for Loaders {
+    type Value = Peer;
+    type Error = ApiError;
+
+    async fn load(&self, keys: &[PeerKey]) -> Result<HashMap<PeerKey, Peer>, ApiError> {
+        let pairs: Vec<(String, String)> =
+            keys.iter().map(|k| (k.0.clone(), k.1.clone())).collect();
+        let rows = self.store.peers_by_keys(&pairs).await?;
+        Ok(rows
+            .into_iter()
+            .map(|p| (PeerKey(p.workspace_name.clone(), p.name.clone()), p))
+            .collect())
+    }
+}
+
+impl Loader<SessionKey> for Loaders {
+    type Value = Session;
+    type Error = ApiError;
+
+    async fn load(&self, keys: &[SessionKey]) -> Result<HashMap<SessionKey, Session>, ApiError> {
+        let pairs: Vec<(String, String)> =
+            keys.iter().map(|k| (k.0.clone(), k.1.clone())).collect();
+        let rows = self.store.sessions_by_keys(&pairs).await?;
+        Ok(rows
+            .into_iter()
+            .map(|s| (SessionKey(s.workspace_name.clone(), s.name.clone()), s))
+            .collect())
+    }
+}
+
+impl Loader<MembersKey> for Loaders {
+    type Value = Vec<SessionPeer>;
+    type Error = ApiError;
+
+    async fn load(
+        &self,
+        keys: &[MembersKey],
+    ) -> Result<HashMap<MembersKey, Vec<SessionPeer>>, ApiError> {
+        let pairs: Vec<(String, String)> =
+            keys.iter().map(|k| (k.0.clone(), k.1.clone())).collect();
+        let rows = self.store.members_by_sessions(&pairs).await?;
+        let mut out: HashMap<MembersKey, Vec<SessionPeer>> =
+            keys.iter().map(|k| (k.clone(), Vec::new())).collect();
+        for m in rows {
+            if let Some(list) = out.get_mut(&MembersKey(
+                m.workspace_name.clone(),
+                m.session_name.clone(),
+            )) {
+                list.push(m);
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Loader<RangeKey> for Loaders {
+    type Value = Vec<Message>;
+    type Error = ApiError;
+
+    async fn load(&self, keys: &[RangeKey]) -> Result<HashMap<RangeKey, Vec<Message>>, ApiError> {
+        let ranges: Vec<SeqRange> = keys.iter().map(|k| k.0.clone()).collect();
+        let rows = self.store.messages_in_ranges(&ranges).await?;
+        // Rows arrive sorted by (workspace, session, seq); hand each range its slice.
+        let mut by_session: HashMap<(&str, &str), Vec<&Message>> = HashMap::new();
+        for m in &rows {
+            by_session
+                .entry((m.workspace_name.as_str(), m.session_name.as_str()))
+                .or_default()
+                .push(m);
+        }
+        Ok(keys
+            .iter()
+            .map(|k| {
+                let r = &k.0;
+                let msgs = by_session
+                    .get(&(r.workspace.as_str(), r.session.as_str()))
+                    .map(|ms| {
+                        ms.iter()
+                            .filter(|m| (r.from..=r.to).contains(&m.seq_in_session))
+                            .map(|m| (*m).clone())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (k.clone(), msgs)
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,271 @@
+use crate::graphql::scalars::DateTime;
+use async_graphql::{Context, ID, InputObject, Json, Object};
+use serde_json::Value;
+
+use super::error::ApiResult;
+use super::types::{Message, Peer, Session, SessionPeer, Workspace};
+use super::{prefetch, store};
+use crate::store::message::NewMessage;
+use crate::store::session::MemberConfig;
+
+#[derive(Default)]
+pub struct MutationRoot;
+
+/// A message to append to a session.
+#[derive(InputObject)]
+pub struct MessageInput {
+    /// Author; created (and joined to the session) if new.
+    pub peer_id: ID,
+    /// Up to 25,000 characters; NUL bytes are removed.
+    pub content: String,
+    pub metadata: Option<Json<Value>>,
+    /// Defaults to the time of the write.
+    pub created_at: Option<DateTime>,
+}
+
+/// A peer's membership settings in a session.
+#[derive(InputObject)]
+pub struct SessionPeerInput {
+    pub peer_id: ID,
+    pub observe_me: Option<bool>,
+    pub observe_others: Option<bool>,
+}
+
+impl From<SessionPeerInput> for MemberConfig {
+    fn from(p: SessionPeerInput) -> Self {
+        MemberConfig {
+            peer: p.peer_id.0,
+            observe_me: p.observe_me,
+            observe_others: p.observe_others,
+        }
+    }
+}
+
+fn json(v: Option<Json<Value>>) -> Option<Value> {
+    v.map(|j| j.0)
+}
+
+#[Object]
+impl MutationRoot {
+    /// Returns the workspace, creating it if needed. An existing workspace is returned unchanged.
+    async fn get_or_create_workspace(
+        &self,
+        ctx: &Context<'_>,
+        id: ID,
+        metadata: Option<Json<Value>>,
+        configuration: Option<Json<Value>>,
+    ) -> ApiResult<Workspace> {
+        let ws = store(ctx)?
+            .get_or_create_workspace(&id, json(metadata), json(configuration))
+            .await?;
+        Ok(Workspace(ws))
+    }
+
+    /// Replaces metadata and merges configuration keys into the existing configuration.
+    async fn update_workspace(
+        &self,
+        ctx: &Context<'_>,
+        id: ID,
+        metadata: Option<Json<Value>>,
+        configuration: Option<Json<Value>>,
+    ) -> ApiResult<Workspace> {
+        let ws = store(ctx)?
+            .update_workspace(&id, json(metadata), json(configuration))
+            .await?;
+        Ok(Workspace(ws))
+    }
+
+    /// Deletes the workspace and all it holds; refused (CONFLICT) while it has sessions.
+    async fn delete_workspace(&self, ctx: &Context<'_>, id: ID) -> ApiResult<bool> {
+        store(ctx)?.delete_workspace(&id).await?;
+        Ok(true)
+    }
+
+    /// Returns the peer, creating it (and its workspace) if needed; given metadata and
+    /// configuration replace the stored ones.
+    async fn get_or_create_peer(
+        &self,
+        ctx: &Context<'_>,
+        workspace_id: ID,
+        id: ID,
+        metadata: Option<Json<Value>>,
+        configuration: Option<Json<Value>>,
+    ) -> ApiResult<Peer> {
+        let peer = store(ctx)?
+            .get_or_create_peer(&workspace_id, &id, json(metadata), json(configuration))
+            .await?;
+        Ok(Peer(peer))
+    }
+
+    /// Replaces the peer's metadata and/or configuration.
+    async fn update_peer(
+        &self,
+        ctx: &Context<'_>,
+        workspace_id: ID,
+        id: ID,
+        metadata: Option<Json<Value>>,
+        configuration: Option<Json<Value>>,
+    ) -> ApiResult<Peer> {
+        let peer = store(ctx)?
+            .update_peer(&workspace_id, &id, json(metadata), json(configuration))
+            .await?;
+        Ok(Peer(peer))
+    }
+
+    /// Returns the session, creating it (and its workspace and peers) if needed. On an existing
+    /// session, metadata is replaced, configuration merged, and the listed peers made members.
+    async fn get_or_create_session(
+        &self,
+        ctx: &Context<'_>,
+        workspace_id: ID,
+        id: ID,
+        metadata: Option<Json<Value>>,
+        configuration: Option<Json<Value>>,
+        peers: Option<Vec<SessionPeerInput>>,
+    ) -> ApiResult<Session> {
+        let peers: Vec<MemberConfig> = peers
+            .unwrap_or_default()
+            .into_iter()
+            .map(Into::into)
+            .collect();
+        let session = store(ctx)?
+            .get_or_create_session(
+                &workspace_id,
+                &id,
+                json(metadata),
+                json(configuration),
+                &peers,
+            )
+            .await?;
+        Ok(Session(session))
+    }
+
+    /// Replaces metadata and merges configuration keys.
+    async fn update_session(
+        &self,
+        ctx: &Context<'_>,
+        workspace_id: ID,
+        id: ID,
+        metadata: Option<Json<Value>>,
+        configuration: Option<Json<Value>>,
+    ) -> ApiResult<Session> {
+        let session = store(ctx)?
+            .update_session(&workspace_id, &id, json(metadata), json(configuration))
+            .await?;
+        Ok(Session(session))
+    }
+
+    /// Deletes the session with its messages and memberships.
+    async fn delete_session(&self, ctx: &Context<'_>, workspace_id: ID, id: ID) -> ApiResult<bool> {
+        store(ctx)?.delete_session(&workspace_id, &id).await?;
+        Ok(true)
+    }
+
+    /// Copies the session (messages up to and including `upToMessageId`, or all) under a new id.
+    async fn clone_session(
+        &self,
+        ctx: &Context<'_>,
+        workspace_id: ID,
+        id: ID,
+        up_to_message_id: Option<ID>,
+    ) -> ApiResult<Session> {
+        let session = store(ctx)?
+            .clone_session(
+                &workspace_id,
+                &id,
+                up_to_message_id.as_ref().map(|m| m.as_str()),
+            )
+            .await?;
+        Ok(Session(session))
+    }
+
+    /// Makes peers members of the session, creating session and peers when missing.
+    async fn add_peers_to_session(
+        &self,
+        ctx: &Context<'_>,
+        workspace_id: ID,
+        session_id: ID,
+        peers: Vec<SessionPeerInput>,
+    ) -> ApiResult<Session> {
+        let peers: Vec<MemberConfig> = peers.into_iter().map(Into::into).collect();
+        let session = store(ctx)?
+            .add_peers_to_session(&workspace_id, &session_id, &peers)
+            .await?;
+        Ok(Session(session))
+    }
+
+    /// Marks peers as having left the session.
+    async fn remove_peers_from_session(
+        &self,
+        ctx: &Context<'_>,
+        workspace_id: ID,
+        session_id: ID,
+        peer_ids: Vec<ID>,
+    ) -> ApiResult<Session> {
+        let peers: Vec<String> = peer_ids.into_iter().map(|p| p.0).collect();
+        let session = store(ctx)?
+            .remove_peers_from_session(&workspace_id, &session_id, &peers)
+            .await?;
+        Ok(Session(session))
+    }
+
+    /// Sets the given (non-null) observation flags of a peer in a session.
+    async fn set_session_peer_config(
+        &self,
+        ctx: &Context<'_>,
+        workspace_id: ID,
+        session_id: ID,
+        peer_id: ID,
+        observe_me: Option<bool>,
+        observe_others: Option<bool>,
+    ) -> ApiResult<SessionPeer> {
+        let config = MemberConfig {
+            peer: peer_id.0,
+            observe_me,
+            observe_others,
+        };
+        let member = store(ctx)?
+            .set_session_peer_config(&workspace_id, &session_id, &config)
+            .await?;
+        Ok(SessionPeer(member))
+    }
+
+    /// Appends 1 to 100 messages to the session, creating workspace, session and authors as
+    /// needed. All or nothing.
+    async fn create_messages(
+        &self,
+        ctx: &Context<'_>,
+        workspace_id: ID,
+        session_id: ID,
+        messages: Vec<MessageInput>,
+    ) -> ApiResult<Vec<Message>> {
+        let batch = messages
+            .into_iter()
+            .map(|m| NewMessage {
+                peer: m.peer_id.0,
+                content: m.content,
+                metadata: json(m.metadata),
+                created_at: m.created_at.map(|t| t.0),
+            })
+            .collect();
+        let created = store(ctx)?
+            .create_messages(&workspace_id, &session_id, batch)
+            .await?;
+        prefetch::messages(ctx, &created, &[ctx.look_ahead()]).await?;
+        Ok(created.into_iter().map(Message).collect())
+    }
+
+    /// Replaces the message's metadata (null leaves it unchanged).
+    async fn update_message(
+        &self,
+        ctx: &Context<'_>,
+        workspace_id: ID,
+        id: ID,
+        metadata: Option<Json<Value>>,
+    ) -> ApiResult<Message> {
+        let message = store(ctx)?
+            .update_message(&workspace_id, &id, json(metadata))
+            .await?;
+        Ok(Message(message))
+    }
+}

@@ -1,0 +1,37 @@
+use async_graphql::{Context, ID, Json, Object};
+use serde_json::Value;
+
+use super::connection::{Conn, SortOrder, connection, slice};
+use super::error::ApiResult;
+use super::store;
+use super::types::Workspace;
+
+pub struct QueryRoot;
+
+#[Object]
+impl QueryRoot {
+    /// The workspace with this id, or null.
+    async fn workspace(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Workspace>> {
+        Ok(store(ctx)?.workspace(&id).await?.map(Workspace))
+    }
+
+    /// All workspaces, oldest first unless `order: DESC`.
+    #[allow(clippy::too_many_arguments)]
+    async fn workspaces(
+        &self,
+        ctx: &Context<'_>,
+        filters: Option<Json<Value>>,
+        #[graphql(default)] order: SortOrder,
+        first: Option<i32>,
+        after: Option<String>,
+        last: Option<i32>,
+        before: Option<String>,
+    ) -> ApiResult<Conn<Workspace>> {
+        let slice = slice(ctx, first, after, last, before)?;
+        let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
+        let page = store(ctx)?
+            .list_workspaces(&filters, order.into(), slice)
+            .await?;
+        Ok(connection(page, Workspace))
+    }
+}

@@ -1,0 +1,97 @@
+use crate::graphql::scalars::DateTime;
+use async_graphql::{Context, ID, Json, Object};
+use serde_json::Value;
+
+use super::{Peer, Session};
+use crate::graphql::error::{ApiResult, bad_input};
+use crate::graphql::loaders::{PeerKey, RangeKey, SessionKey};
+use crate::graphql::{loader, prefetch};
+use crate::store::message::SeqRange;
+
+/// Most messages `context` returns on either side of a message.
+pub const MAX_CONTEXT_SIDE: i32 = 10;
+pub const DEFAULT_CONTEXT_SIDE: i64 = 2;
+
+/// The seq range `context(before, after)` of a message covers (the message itself included).
+pub fn context_range(m: &crate::store::message::Message, before: i64, after: i64) -> SeqRange {
+    SeqRange {
+        workspace: m.workspace_name.clone(),
+        session: m.session_name.clone(),
+        from: m.seq_in_session - before,
+        to: m.seq_in_session + after,
+    }
+}
+
+pub struct Message(pub crate::store::message::Message);
+
+#[Object]
+impl Message {
+    async fn id(&self) -> ID {
+        ID(self.0.public_id.clone())
+    }
+
+    async fn content(&self) -> &str {
+        &self.0.content
+    }
+
+    async fn peer_id(&self) -> ID {
+        ID(self.0.peer_name.clone())
+    }
+
+    async fn peer(&self, ctx: &Context<'_>) -> ApiResult<Option<Peer>> {
+        let key = PeerKey(self.0.workspace_name.clone(), self.0.peer_name.clone());
+        Ok(loader(ctx)?.load_one(key).await?.map(Peer))
+    }
+
+    async fn session_id(&self) -> ID {
+        ID(self.0.session_name.clone())
+    }
+
+    async fn session(&self, ctx: &Context<'_>) -> ApiResult<Option<Session>> {
+        let key = SessionKey(self.0.workspace_name.clone(), self.0.session_name.clone());
+        Ok(loader(ctx)?.load_one(key).await?.map(Session))
+    }
+
+    async fn workspace_id(&self) -> ID {
+        ID(self.0.workspace_name.clone())
+    }
+
+    async fn metadata(&self) -> Json<&Value> {
+        Json(&self.0.metadata)
+    }
+
+    async fn created_at(&self) -> DateTime {
+        self.0.created_at.into()
+    }
+
+    /// Tokens in the content under tiktoken's o200k_base.
+    async fn token_count(&self) -> i32 {
+        self.0.token_count
+    }
+
+    /// Position in the session: 1 for the first message, no gaps.
+    async fn seq_in_session(&self) -> i64 {
+        self.0.seq_in_session
+    }
+
+    /// This message with up to `before` messages before it and `after` after it in its session,
+    /// in seqInSession order. Batched: context on a whole list of messages is one query.
+    async fn context(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default = 2)] before: i32,
+        #[graphql(default = 2)] after: i32,
+    ) -> ApiResult<Vec<Message>> {
+        for (name, v) in [("before", before), ("after", after)] {
+            if !(0..=MAX_CONTEXT_SIDE).contains(&v) {
+                return Err(bad_input(format!(
+                    "{name} must be between 0 and {MAX_CONTEXT_SIDE} (got {v})"
+                )));
+            }
+        }
+        let key = RangeKey(context_range(&self.0, before.into(), after.into()));
+        let msgs = loader(ctx)?.load_one(key).await?.unwrap_or_default();
+        prefetch::messages(ctx, &msgs, &[ctx.look_ahead()]).await?;
+        Ok(msgs.into_iter().map(Message).collect())
+    }
+}

@@ -1,0 +1,11 @@
+//! GraphQL object types, each a thin wrapper over a store row.
+
+pub mod message;
+mod peer;
+mod session;
+mod workspace;
+
+pub use message::Message;
+pub use peer::Peer;
+pub use session::{Session, SessionPeer};
+pub use workspace::Workspace;

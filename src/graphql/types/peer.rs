@@ -1,0 +1,86 @@
+use crate::graphql::scalars::DateTime;
+use async_graphql::{Context, ID, Json, Object};
+use serde_json::Value;
+
+use super::{Message, Session};
+use crate::graphql::connection::{Conn, SortOrder, connection, slice};
+use crate::graphql::error::ApiResult;
+use crate::graphql::{prefetch, store};
+use crate::store::message::MessageScope;
+
+pub struct Peer(pub crate::store::peer::Peer);
+
+#[Object]
+impl Peer {
+    async fn id(&self) -> ID {
+        ID(self.0.name.clone())
+    }
+
+    async fn workspace_id(&self) -> ID {
+        ID(self.0.workspace_name.clone())
+    }
+
+    async fn metadata(&self) -> Json<&Value> {
+        Json(&self.0.metadata)
+    }
+
+    async fn configuration(&self) -> Json<&Value> {
+        Json(&self.0.configuration)
+    }
+
+    async fn created_at(&self) -> DateTime {
+        self.0.created_at.into()
+    }
+
+    /// Sessions this peer is or was a member of.
+    #[allow(clippy::too_many_arguments)]
+    async fn sessions(
+        &self,
+        ctx: &Context<'_>,
+        filters: Option<Json<Value>>,
+        #[graphql(default)] order: SortOrder,
+        first: Option<i32>,
+        after: Option<String>,
+        last: Option<i32>,
+        before: Option<String>,
+    ) -> ApiResult<Conn<Session>> {
+        let slice = slice(ctx, first, after, last, before)?;
+        let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
+        let page = store(ctx)?
+            .list_peer_sessions(
+                &self.0.workspace_name,
+                &self.0.name,
+                &filters,
+                order.into(),
+                slice,
+            )
+            .await?;
+        Ok(connection(page, Session))
+    }
+
+    /// Messages this peer wrote, in every session, in the order they were written.
+    #[allow(clippy::too_many_arguments)]
+    async fn messages(
+        &self,
+        ctx: &Context<'_>,
+        filters: Option<Json<Value>>,
+        #[graphql(default)] order: SortOrder,
+        first: Option<i32>,
+        after: Option<String>,
+        last: Option<i32>,
+        before: Option<String>,
+    ) -> ApiResult<Conn<Message>> {
+        let slice = slice(ctx, first, after, last, before)?;
+        let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
+        let page = store(ctx)?
+            .list_messages(
+                MessageScope::Peer(&self.0.workspace_name, &self.0.name),
+                &filters,
+                order.into(),
+                slice,
+            )
+            .await?;
+        prefetch::messages(ctx, &page.items, &prefetch::nodes(ctx.look_ahead())).await?;
+        Ok(connection(page, Message))
+    }
+}

@@ -1,0 +1,126 @@
+use crate::graphql::scalars::DateTime;
+use async_graphql::{Context, ID, Json, Object};
+use serde_json::Value;
+
+use super::{Message, Peer};
+use crate::graphql::connection::{Conn, SortOrder, connection, slice};
+use crate::graphql::error::ApiResult;
+use crate::graphql::loaders::{MembersKey, PeerKey};
+use crate::graphql::{loader, prefetch, store};
+use crate::store::message::MessageScope;
+
+pub struct Session(pub crate::store::session::Session);
+
+#[Object]
+impl Session {
+    async fn id(&self) -> ID {
+        ID(self.0.name.clone())
+    }
+
+    async fn workspace_id(&self) -> ID {
+        ID(self.0.workspace_name.clone())
+    }
+
+    async fn is_active(&self) -> bool {
+        self.0.is_active
+    }
+
+    async fn metadata(&self) -> Json<&Value> {
+        Json(&self.0.metadata)
+    }
+
+    async fn configuration(&self) -> Json<&Value> {
+        Json(&self.0.configuration)
+    }
+
+    async fn created_at(&self) -> DateTime {
+        self.0.created_at.into()
+    }
+
+    /// Active members with their per-session configuration, in join order.
+    async fn peers(&self, ctx: &Context<'_>) -> ApiResult<Vec<SessionPeer>> {
+        let key = MembersKey(self.0.workspace_name.clone(), self.0.name.clone());
+        let loader = loader(ctx)?;
+        let members = loader.load_one(key).await?.unwrap_or_default();
+        if ctx.look_ahead().field("peer").exists() {
+            loader
+                .load_many(
+                    members
+                        .iter()
+                        .map(|m| PeerKey(m.workspace_name.clone(), m.peer_name.clone())),
+                )
+                .await?;
+        }
+        Ok(members.into_iter().map(SessionPeer).collect())
+    }
+
+    /// Messages in `seqInSession` order (`order: DESC` for newest first).
+    #[allow(clippy::too_many_arguments)]
+    async fn messages(
+        &self,
+        ctx: &Context<'_>,
+        filters: Option<Json<Value>>,
+        #[graphql(default)] order: SortOrder,
+        first: Option<i32>,
+        after: Option<String>,
+        last: Option<i32>,
+        before: Option<String>,
+    ) -> ApiResult<Conn<Message>> {
+        let slice = slice(ctx, first, after, last, before)?;
+        let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
+        let page = store(ctx)?
+            .list_messages(
+                MessageScope::Session(&self.0.workspace_name, &self.0.name),
+                &filters,
+                order.into(),
+                slice,
+            )
+            .await?;
+        prefetch::messages(ctx, &page.items, &prefetch::nodes(ctx.look_ahead())).await?;
+        Ok(connection(page, Message))
+    }
+}
+
+/// A peer's membership in a session.
+pub struct SessionPeer(pub crate::store::session::SessionPeer);
+
+impl SessionPeer {
+    fn flag(&self, key: &str) -> Option<bool> {
+        self.0.configuration.get(key).and_then(Value::as_bool)
+    }
+}
+
+#[Object]
+impl SessionPeer {
+    async fn peer_id(&self) -> ID {
+        ID(self.0.peer_name.clone())
+    }
+
+    async fn peer(&self, ctx: &Context<'_>) -> ApiResult<Option<Peer>> {
+        let key = PeerKey(self.0.workspace_name.clone(), self.0.peer_name.clone());
+        Ok(loader(ctx)?.load_one(key).await?.map(Peer))
+    }
+
+    async fn session_id(&self) -> ID {
+        ID(self.0.session_name.clone())
+    }
+
+    /// Whether others in this session form conclusions about this peer; null = not set here.
+    async fn observe_me(&self) -> Option<bool> {
+        self.flag("observe_me")
+    }
+
+    /// Whether this peer forms conclusions about others in this session; null = not set here.
+    async fn observe_others(&self) -> Option<bool> {
+        self.flag("observe_others")
+    }
+
+    async fn joined_at(&self) -> DateTime {
+        self.0.joined_at.into()
+    }
+
+    /// Set when the peer left; null while it is a member.
+    async fn left_at(&self) -> Option<DateTime> {
+        self.0.left_at.map(Into::into)
+    }
+}

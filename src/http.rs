@@ -1,0 +1,62 @@
+//! HTTP surface: `/graphql` (POST and GET), `/health`, `/ready`.
+
+use std::time::Duration;
+
+use async_graphql_axum::{GraphQLRequest, GraphQLResponse};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::json;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::graphql::AppSchema;
+use crate::store::Store;
+
+#[derive(Clone)]
+struct AppState {
+    schema: AppSchema,
+    store: Store,
+}
+
+pub fn router(schema: AppSchema, store: Store, max_body_bytes: usize) -> Router {
+    Router::new()
+        .route("/graphql", get(graphql).post(graphql))
+        .route("/health", get(health))
+        .route("/ready", get(ready))
+        .route("/", get(index))
+        .with_state(AppState { schema, store })
+        .layer(RequestBodyLimitLayer::new(max_body_bytes))
+        .layer(TraceLayer::new_for_http())
+}
+
+async fn graphql(State(app): State<AppState>, req: GraphQLRequest) -> GraphQLResponse {
+    crate::graphql::execute(&app.schema, req.into_inner())
+        .await
+        .into()
+}
+
+/// The process is up.
+async fn health() -> Json<serde_json::Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// The database answers; load balancers should route here only when this is 200.
+async fn ready(State(app): State<AppState>) -> impl IntoResponse {
+    match tokio::time::timeout(Duration::from_secs(2), app.store.ping()).await {
+        Ok(Ok(())) => (StatusCode::OK, Json(json!({"status": "ready"}))),
+        _ => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "database unavailable"})),
+        ),
+    }
+}
+
+async fn index() -> Html<&'static str> {
+    Html(
+        "<!doctype html><title>honcho-graphql</title>\
+         <p>honcho-graphql is running. POST GraphQL requests to <code>/graphql</code>.</p>",
+    )
+}
