@@ -1,0 +1,241 @@
+//! Every test gets its own database, cloned from a template migrated once per test process, on the
+//! PostgreSQL named by DATABASE_URL (default: the local server, trust auth).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_graphql::{Request, Variables};
+use honcho_graphql::graphql::{self, AppSchema, Limits};
+use honcho_graphql::store::Store;
+use migration::{Migrator, MigratorTrait};
+use sea_orm::{ConnectionTrait, Database, DatabaseConnection};
+use serde_json::Value;
+use tokio::sync::OnceCell;
+
+static TEMPLATE: OnceCell<String> = OnceCell::const_new();
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// `postgres://user@host:port` and the query string, without a database name.
+fn server_url() -> (String, String) {
+    let url = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let (url, query) = match url.split_once('?') {
+        Some((u, q)) => (u.to_owned(), format!("?{q}")),
+        None => (url, String::new()),
+    };
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let base = match url[after_scheme..].find('/') {
+        Some(i) => url[..after_scheme + i].to_owned(),
+        None => url,
+    };
+    (base, query)
+}
+
+pub fn database_url(name: &str) -> String {
+    let (base, query) = server_url();
+    format!("{base}/{name}{query}")
+}
+
+pub async fn admin() -> DatabaseConnection {
+    Database::connect(database_url("postgres"))
+        .await
+        .expect("connect to the PostgreSQL server (set DATABASE_URL)")
+}
+
+fn pid_alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Drops databases left behind by test processes that are gone (a panic skips cleanup).
+async fn sweep_stale(admin: &DatabaseConnection) {
+    let rows = admin
+        .query_all_raw(sea_orm::Statement::from_string(
+            sea_orm::DbBackend::Postgres,
+            "SELECT datname FROM pg_database WHERE datname LIKE 'honcho_t%'",
+        ))
+        .await
+        .expect("list databases");
+    for row in rows {
+        let name: String = row.try_get("", "datname").unwrap();
+        let pid = name.split('_').nth(2).and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = pid {
+            if !pid_alive(pid) {
+                let _ = admin
+                    .execute_unprepared(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+                    .await;
+            }
+        }
+    }
+}
+
+async fn template() -> String {
+    TEMPLATE
+        .get_or_init(|| async {
+            let admin = admin().await;
+            sweep_stale(&admin).await;
+            let name = format!("honcho_tpl_{}", std::process::id());
+            admin
+                .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .await
+                .unwrap();
+            admin
+                .execute_unprepared(&format!("CREATE DATABASE {name}"))
+                .await
+                .unwrap();
+            let db = Database::connect(database_url(&name)).await.unwrap();
+            Migrator::up(&db, None).await.expect("migrate the template");
+            db.close().await.unwrap();
+            admin.close().await.unwrap();
+            name
+        })
+        .await
+        .clone()
+}
+
+/// A fresh, empty database (not migrated), for migration tests. Dropped with the guard.
+pub async fn blank_database() -> DbGuard {
+    let name = format!(
+        "honcho_tb_{}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    );
+    let admin = admin().await;
+    admin
+        .execute_unprepared(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap();
+    admin.close().await.unwrap();
+    DbGuard { name }
+}
+
+/// Drops its database when the test ends, pass or fail.
+pub struct DbGuard {
+    pub name: String,
+}
+
+impl DbGuard {
+    pub fn url(&self) -> String {
+        database_url(&self.name)
+    }
+}
+
+impl Drop for DbGuard {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        // Drop runs outside any async context we may block; use a short-lived runtime of its own.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let admin = admin().await;
+                let _ = admin
+                    .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .await;
+                let _ = admin.close().await;
+            });
+        })
+        .join();
+    }
+}
+
+pub struct TestApp {
+    pub store: Store,
+    pub schema: AppSchema,
+    statements: Arc<AtomicUsize>,
+    pub _db: DbGuard,
+}
+
+impl TestApp {
+    pub async fn new() -> Self {
+        let template = template().await;
+        let name = format!(
+            "honcho_t_{}_{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        );
+        let admin = admin().await;
+        let mut attempt = 0;
+        loop {
+            // Two clones of one template at the same instant can collide; retry briefly.
+            match admin
+                .execute_unprepared(&format!("CREATE DATABASE {name} TEMPLATE {template}"))
+                .await
+            {
+                Ok(_) => break,
+                Err(e) if attempt < 20 => {
+                    attempt += 1;
+                    let _ = e;
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("create test database: {e}"),
+            }
+        }
+        admin.close().await.unwrap();
+        let guard = DbGuard { name };
+        let mut conn = Database::connect(guard.url()).await.unwrap();
+        let statements = Arc::new(AtomicUsize::new(0));
+        let counter = statements.clone();
+        conn.set_metric_callback(move |_| {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+        let store = Store::new(conn);
+        let schema = graphql::build_schema(store.clone(), &Limits::default());
+        TestApp {
+            store,
+            schema,
+            statements,
+            _db: guard,
+        }
+    }
+
+    /// Runs a GraphQL request and returns the whole response as JSON (`data`, `errors`).
+    pub async fn exec(&self, query: &str, vars: Value) -> Value {
+        let req = Request::new(query).variables(Variables::from_json(vars));
+        serde_json::to_value(graphql::execute(&self.schema, req).await).unwrap()
+    }
+
+    /// Runs a request that must succeed; returns `data`.
+    pub async fn ok(&self, query: &str, vars: Value) -> Value {
+        let resp = self.exec(query, vars).await;
+        assert!(
+            resp.get("errors").is_none(),
+            "unexpected errors: {}",
+            serde_json::to_string_pretty(&resp).unwrap()
+        );
+        resp["data"].clone()
+    }
+
+    /// Runs a request that must fail; returns (extensions.code, message) of the first error.
+    pub async fn err(&self, query: &str, vars: Value) -> (String, String) {
+        let resp = self.exec(query, vars).await;
+        let err = resp
+            .get("errors")
+            .and_then(|e| e.get(0))
+            .unwrap_or_else(|| panic!("expected an error, got {resp}"));
+        (
+            err["extensions"]["code"].as_str().unwrap_or("").to_owned(),
+            err["message"].as_str().unwrap_or("").to_owned(),
+        )
+    }
+
+    /// SQL statements run through the store since the last call.
+    pub fn take_statements(&self) -> usize {
+        self.statements.swap(0, Ordering::SeqCst)
+    }
+
+    pub async fn sql_i64(&self, sql: &str) -> i64 {
+        let row = self
+            .store
+            .db()
+            .query_one_raw(sea_orm::Statement::from_string(
+                sea_orm::DbBackend::Postgres,
+                sql,
+            ))
+            .await
+            .unwrap()
+            .unwrap();
+        row.try_get_by_index::<i64>(0).unwrap()
+    }
+}

@@ -1,0 +1,11 @@
+//! Integration tests: GraphQL against a real PostgreSQL with pgvector, one database per test.
+
+mod harness;
+
+mod batching;
+mod http;
+mod messages;
+mod migrations;
+mod schema_file;
+mod sessions;
+mod workspaces_peers;

@@ -1,0 +1,149 @@
+use migration::{Migrator, MigratorTrait};
+use sea_orm::{ConnectionTrait, Database, DbBackend, Statement};
+
+use crate::harness::blank_database;
+
+async fn scalar(db: &sea_orm::DatabaseConnection, sql: &str) -> Option<String> {
+    db.query_one_raw(Statement::from_string(DbBackend::Postgres, sql))
+        .await
+        .unwrap()
+        .map(|r| r.try_get_by_index::<Option<String>>(0).unwrap())
+        .flatten()
+}
+
+#[tokio::test]
+async fn migrations_go_up_down_to_zero_and_up_again() {
+    let guard = blank_database().await;
+    let db = Database::connect(guard.url()).await.unwrap();
+    Migrator::up(&db, None).await.unwrap();
+    assert_eq!(
+        Migrator::get_pending_migrations(&db).await.unwrap().len(),
+        0
+    );
+    Migrator::down(&db, None).await.unwrap();
+    assert_eq!(
+        scalar(&db, "SELECT to_regclass('public.messages')::text").await,
+        None,
+        "down() to zero drops the tables"
+    );
+    Migrator::up(&db, None).await.unwrap();
+    assert!(
+        scalar(&db, "SELECT to_regclass('public.conclusions')::text")
+            .await
+            .is_some()
+    );
+    db.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn conclusion_written_before_the_metadata_migration_reads_empty_object_after_it() {
+    let guard = blank_database().await;
+    let db = Database::connect(guard.url()).await.unwrap();
+    Migrator::up(&db, Some(1)).await.unwrap();
+    assert_eq!(
+        scalar(
+            &db,
+            "SELECT column_name::text FROM information_schema.columns \
+             WHERE table_name = 'conclusions' AND column_name = 'metadata'"
+        )
+        .await,
+        None,
+        "the initial schema has no public metadata on conclusions"
+    );
+    db.execute_unprepared(
+        "INSERT INTO workspaces (id, name) VALUES ('wwwwwwwwwwwwwwwwwwwww', 'ws');
+         INSERT INTO peers (id, name, workspace_name) VALUES ('ppppppppppppppppppppa', 'alice', 'ws');
+         INSERT INTO conclusions (id, workspace_name, observer, observed, content)
+           VALUES ('ccccccccccccccccccccc', 'ws', 'alice', 'alice', 'likes tea');",
+    )
+    .await
+    .unwrap();
+    Migrator::up(&db, None).await.unwrap();
+    assert_eq!(
+        scalar(&db, "SELECT metadata::text FROM conclusions")
+            .await
+            .as_deref(),
+        Some("{}")
+    );
+    assert_eq!(
+        scalar(
+            &db,
+            "SELECT is_nullable::text FROM information_schema.columns \
+             WHERE table_name = 'conclusions' AND column_name = 'metadata'"
+        )
+        .await
+        .as_deref(),
+        Some("NO")
+    );
+    let index = scalar(
+        &db,
+        "SELECT am.amname::text || ':' || i.indisvalid::text FROM pg_class c \
+         JOIN pg_index i ON i.indexrelid = c.oid JOIN pg_am am ON am.oid = c.relam \
+         WHERE c.relname = 'ix_conclusions_metadata_gin'",
+    )
+    .await;
+    assert_eq!(index.as_deref(), Some("gin:true"));
+
+    // down() of the second migration drops both and leaves the rest.
+    Migrator::down(&db, Some(1)).await.unwrap();
+    assert_eq!(
+        scalar(
+            &db,
+            "SELECT to_regclass('public.ix_conclusions_metadata_gin')::text"
+        )
+        .await,
+        None
+    );
+    assert_eq!(
+        scalar(&db, "SELECT content FROM conclusions")
+            .await
+            .as_deref(),
+        Some("likes tea")
+    );
+    db.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn initial_schema_has_the_search_and_provenance_indexes() {
+    let guard = blank_database().await;
+    let db = Database::connect(guard.url()).await.unwrap();
+    Migrator::up(&db, None).await.unwrap();
+    for (index, method) in [
+        ("ix_messages_embedding_hnsw", "hnsw"),
+        ("ix_conclusions_embedding_hnsw", "hnsw"),
+        ("ix_messages_content_tsv", "gin"),
+        ("ix_messages_content_trgm", "gin"),
+        ("ix_conclusions_source_ids_gin", "gin"),
+        ("uq_messages_session_seq", "btree"),
+    ] {
+        let got = scalar(
+            &db,
+            &format!(
+                "SELECT am.amname::text FROM pg_class c JOIN pg_am am ON am.oid = c.relam \
+                 WHERE c.relname = '{index}'"
+            ),
+        )
+        .await;
+        assert_eq!(got.as_deref(), Some(method), "{index}");
+    }
+    assert_eq!(
+        scalar(
+            &db,
+            "SELECT value FROM honcho_meta WHERE key = 'embedding_dims'"
+        )
+        .await
+        .as_deref(),
+        Some("384")
+    );
+    assert_eq!(
+        scalar(
+            &db,
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute \
+             WHERE attrelid = 'messages'::regclass AND attname = 'embedding'"
+        )
+        .await
+        .as_deref(),
+        Some("vector(384)")
+    );
+    db.close().await.unwrap();
+}
