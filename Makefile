@@ -1,0 +1,89 @@
+# honcho-graphql: `make run` and `make test` set up what is missing (PostgreSQL + pgvector unless
+# DATABASE_URL is set, the embedding model) and then call cargo. See scripts/ for the set-up.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+# One shell per recipe, so a recipe can compute the database URL and export it to cargo.
+.ONESHELL:
+.DELETE_ON_ERROR:
+.DEFAULT_GOAL := help
+
+# rustup installs into ~/.cargo/bin, which non-login shells (CI, cron, IDEs) may not have on PATH.
+ifeq ($(shell command -v cargo 2>/dev/null),)
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+endif
+
+CARGO ?= cargo
+# One target dir outside the clone: every clone, worktree and CI run reuses the same builds.
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/honcho-graphql/target
+export HONCHO_MODEL_DIR ?= $(CURDIR)/.data/models/all-MiniLM-L6-v2
+# Extra arguments for cargo test, e.g. make test TEST_ARGS='search -- --nocapture'
+TEST_ARGS ?=
+BENCH_ARGS ?=
+
+PLAYGROUND_SRC := $(shell find playground -path playground/node_modules -prune -o -path playground/dist -prune -o -type f -print 2>/dev/null)
+
+.PHONY: help setup postgres model run test lint schema bench playground
+
+help:
+	@echo "make run         set up PostgreSQL (unless DATABASE_URL is set) and the model, serve on 127.0.0.1:8000"
+	@echo "make test        same set-up, then cargo test --workspace --all-targets \$$TEST_ARGS"
+	@echo "make lint        cargo fmt --check and clippy -D warnings"
+	@echo "make schema      regenerate schema.graphql"
+	@echo "make setup       only the set-up (PostgreSQL + pgvector, model files)"
+	@echo "make bench       run the benchmark (when bench/ exists)"
+	@echo "make playground  build playground/dist (when playground/ has a package.json)"
+
+setup: postgres model
+
+# With DATABASE_URL set we never touch local clusters.
+postgres:
+	@if [ -z "$${DATABASE_URL:-}" ]; then scripts/setup-postgres.sh; fi
+
+model:
+	@scripts/fetch-model.sh >/dev/null
+
+run: model playground
+	if [ -z "$${DATABASE_URL:-}" ]; then
+	  base=$$(scripts/setup-postgres.sh)
+	  if [ -z "$$(psql "$$base/postgres" -XAtqc "select 1 from pg_database where datname = 'honcho'")" ]; then
+	    psql "$$base/postgres" -Xqc 'create database honcho'
+	  fi
+	  export DATABASE_URL="$$base/honcho"
+	fi
+	# The server migrates on start.
+	exec $(CARGO) run --release --bin honcho-graphql -- serve
+
+# The test harness creates its own databases from this URL (one per test, from a template).
+test: model
+	if [ -z "$${DATABASE_URL:-}" ]; then
+	  base=$$(scripts/setup-postgres.sh)
+	  export DATABASE_URL="$$base/postgres"
+	fi
+	$(CARGO) test --workspace --all-targets $(TEST_ARGS)
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# Write to a temp file first so a failed build never leaves a truncated schema.graphql.
+schema:
+	$(CARGO) run --bin honcho-graphql -- schema > schema.graphql.tmp
+	mv schema.graphql.tmp schema.graphql
+
+bench:
+	if [ ! -f bench/Cargo.toml ]; then echo "no benchmark yet (bench/Cargo.toml does not exist)"; exit 0; fi
+	scripts/fetch-model.sh >/dev/null
+	if [ -z "$${DATABASE_URL:-}" ]; then
+	  base=$$(scripts/setup-postgres.sh)
+	  export DATABASE_URL="$$base/postgres"
+	fi
+	$(CARGO) run --release -p honcho-bench -- $(BENCH_ARGS)
+
+ifneq ($(wildcard playground/package.json),)
+playground: playground/dist/index.html
+playground/dist/index.html: $(PLAYGROUND_SRC)
+	scripts/build-playground.sh
+else
+playground:
+	@:
+endif
