@@ -187,6 +187,8 @@ build_pgvector() {
   local mk=(-s -C "$src" PG_CONFIG="/usr/lib/postgresql/$n/bin/pg_config" OPTFLAGS=)
   make "${mk[@]}" -j"$(nproc)"
   as_root make "${mk[@]}" install
+  # Only needed once: the trixie index alone is ~20 MB.
+  rm -rf "$aptdir" "$build/pgvector-src"
 }
 
 ext_version() {  # default_version of an available extension, empty when absent
