@@ -2,14 +2,15 @@ use crate::graphql::scalars::DateTime;
 use async_graphql::{Context, ID, InputObject, Json, Object};
 use serde_json::Value;
 
-use super::error::ApiResult;
-use super::types::{Message, Peer, Session, SessionPeer, Workspace};
-use super::{prefetch, store};
+use crate::graphql::error::ApiResult;
+use crate::graphql::types::{Message, Peer, Session, SessionPeer, Workspace};
+use crate::graphql::{prefetch, store};
 use crate::store::message::NewMessage;
 use crate::store::session::MemberConfig;
 
+/// Workspaces, peers, sessions and messages.
 #[derive(Default)]
-pub struct MutationRoot;
+pub struct CoreMutation;
 
 /// A message to append to a session.
 #[derive(InputObject)]
@@ -46,7 +47,7 @@ fn json(v: Option<Json<Value>>) -> Option<Value> {
 }
 
 #[Object]
-impl MutationRoot {
+impl CoreMutation {
     /// Returns the workspace, creating it if needed. An existing workspace is returned unchanged.
     async fn get_or_create_workspace(
         &self,

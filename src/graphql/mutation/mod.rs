@@ -1,0 +1,8 @@
+//! Mutations, one object per area, merged into the root.
+
+mod core;
+
+use async_graphql::MergedObject;
+
+#[derive(MergedObject, Default)]
+pub struct MutationRoot(core::CoreMutation);
