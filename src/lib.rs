@@ -1,1 +1,2 @@
 //! honcho-graphql: Honcho's memory model over GraphQL, on PostgreSQL + pgvector.
+pub mod embed;
