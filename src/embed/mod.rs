@@ -24,8 +24,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod minilm;
+mod openai;
 
 pub use minilm::{MINILM_MAX_SEQ_LEN, MINILM_MODEL_ID, MiniLm, MiniLmModel};
+pub use openai::OpenAiEmbedder;
 
 /// Turns texts into vectors. Implementations are cheap to share (`Arc<dyn Embedder>`).
 #[async_trait::async_trait]
@@ -289,9 +291,7 @@ pub fn build(cfg: &EmbedConfig) -> Result<Option<Arc<dyn Embedder>>, EmbedError>
     Ok(match cfg.kind {
         EmbedderKind::None => None,
         EmbedderKind::MiniLm => Some(Arc::new(MiniLm::load(&cfg.model_dir)?)),
-        EmbedderKind::OpenAi => {
-            return Err(EmbedError::Config("the openai embedder is not built yet".into()));
-        }
+        EmbedderKind::OpenAi => Some(Arc::new(OpenAiEmbedder::new(cfg)?)),
     })
 }
 
