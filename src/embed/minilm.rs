@@ -157,6 +157,12 @@ pub struct MiniLm {
     dims: usize,
 }
 
+impl std::fmt::Debug for MiniLm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MiniLm").field("dims", &self.dims).finish()
+    }
+}
+
 impl MiniLm {
     /// Loads the model from `dir` (blocking, ~0.1 s) and starts the inference thread, which stops when the
     /// `MiniLm` is dropped.
@@ -399,7 +405,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::copy(model_dir().join(CONFIG_FILE), dir.join(CONFIG_FILE)).unwrap();
         std::fs::copy(model_dir().join(TOKENIZER_FILE), dir.join(TOKENIZER_FILE)).unwrap();
-        let err = MiniLm::load(&dir).err().expect("must fail without weights");
+        let err = MiniLm::load(&dir).expect_err("must fail without weights");
         std::fs::remove_dir_all(&dir).unwrap();
         match &err {
             EmbedError::ModelFiles { path } => assert!(path.ends_with(WEIGHTS_FILE)),

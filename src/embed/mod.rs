@@ -26,8 +26,8 @@ use std::time::Duration;
 mod minilm;
 mod openai;
 
-pub use minilm::{MINILM_MAX_SEQ_LEN, MINILM_MODEL_ID, MiniLm, MiniLmModel};
-pub use openai::OpenAiEmbedder;
+pub use minilm::{MINILM_BATCH_SIZE, MINILM_MAX_SEQ_LEN, MINILM_MODEL_ID, MiniLm, MiniLmModel};
+pub use openai::{OPENAI_MAX_INPUTS_PER_REQUEST, OpenAiEmbedder};
 
 /// Turns texts into vectors. Implementations are cheap to share (`Arc<dyn Embedder>`).
 #[async_trait::async_trait]
