@@ -3,6 +3,7 @@
 //! Layers depend one way: [`graphql`] → [`store`] → [`entity`].
 
 pub mod config;
+pub mod embed;
 pub mod entity;
 pub mod graphql;
 pub mod http;

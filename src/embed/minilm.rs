@@ -1,0 +1,445 @@
+//! all-MiniLM-L6-v2 in-process on candle (CPU, f32).
+//!
+//! [`MiniLmModel`] is the synchronous model (tokenizer + BERT + pooling). [`MiniLm`] owns one on a dedicated
+//! inference thread and implements [`Embedder`]: `embed` splits its input into batches of
+//! [`MINILM_BATCH_SIZE`] (texts of similar length together, so little padding is computed), sends them to the
+//! thread one at a time and awaits the answers, so the async runtime never runs inference, concurrent callers
+//! interleave batch by batch, and at most one forward pass (which itself uses all cores) runs at a time.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use tokio::sync::oneshot;
+
+use super::{EmbedError, Embedder};
+
+/// Model id recorded next to stored vectors.
+pub const MINILM_MODEL_ID: &str = "all-MiniLM-L6-v2";
+/// Longest input in word pieces, `[CLS]` and `[SEP]` included (the model's `max_seq_length`); the rest of a
+/// longer text is cut off and does not influence its vector.
+pub const MINILM_MAX_SEQ_LEN: usize = 256;
+/// Texts per forward pass.
+pub const MINILM_BATCH_SIZE: usize = 32;
+
+const CONFIG_FILE: &str = "config.json";
+const TOKENIZER_FILE: &str = "tokenizer.json";
+const WEIGHTS_FILE: &str = "model.safetensors";
+
+fn inference(e: impl std::fmt::Display) -> EmbedError {
+    EmbedError::Inference(e.to_string())
+}
+
+/// The synchronous model: tokenizer, BERT encoder, mean pooling, L2 normalisation.
+pub struct MiniLmModel {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    device: Device,
+    dims: usize,
+}
+
+impl MiniLmModel {
+    /// Loads `config.json`, `tokenizer.json` and `model.safetensors` from `dir`.
+    pub fn load(dir: &Path) -> Result<Self, EmbedError> {
+        if !dir.is_dir() {
+            return Err(EmbedError::ModelFiles {
+                path: dir.to_path_buf(),
+            });
+        }
+        let file = |name: &str| -> Result<PathBuf, EmbedError> {
+            let path = dir.join(name);
+            if path.is_file() {
+                Ok(path)
+            } else {
+                Err(EmbedError::ModelFiles { path })
+            }
+        };
+        let (config_path, tokenizer_path, weights_path) = (
+            file(CONFIG_FILE)?,
+            file(TOKENIZER_FILE)?,
+            file(WEIGHTS_FILE)?,
+        );
+        let load_err = |path: &Path, e: &dyn std::fmt::Display| EmbedError::ModelLoad {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        };
+
+        let config: BertConfig = std::fs::read_to_string(&config_path)
+            .map_err(|e| load_err(&config_path, &e))
+            .and_then(|s| serde_json::from_str(&s).map_err(|e| load_err(&config_path, &e)))?;
+
+        let mut tokenizer =
+            Tokenizer::from_file(&tokenizer_path).map_err(|e| load_err(&tokenizer_path, &e))?;
+        // tokenizer.json pads every input to a fixed 128 and truncates at 128; we pad to the longest text
+        // of a batch and truncate at the model's max_seq_length, as sentence-transformers does.
+        let padding = PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            ..tokenizer.get_padding().cloned().unwrap_or_default()
+        };
+        tokenizer.with_padding(Some(padding));
+        let truncation = TruncationParams {
+            max_length: MINILM_MAX_SEQ_LEN.min(config.max_position_embeddings),
+            ..tokenizer.get_truncation().cloned().unwrap_or_default()
+        };
+        tokenizer
+            .with_truncation(Some(truncation))
+            .map_err(|e| load_err(&tokenizer_path, &e))?;
+
+        let device = Device::Cpu;
+        let weights = std::fs::read(&weights_path).map_err(|e| load_err(&weights_path, &e))?;
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
+            .map_err(|e| load_err(&weights_path, &e))?;
+        let model = BertModel::load(vb, &config).map_err(|e| load_err(&weights_path, &e))?;
+        Ok(Self {
+            model,
+            tokenizer,
+            device,
+            dims: config.hidden_size,
+        })
+    }
+
+    /// Vector length (384 for all-MiniLM-L6-v2).
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    /// Embeds `texts` in ONE forward pass (padded to the longest); callers chunk large inputs. Blocking and
+    /// CPU-heavy: never call it on an async runtime thread.
+    pub fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(inference)?;
+        let n = encodings.len();
+        let seq = encodings[0].len();
+        let mut ids = Vec::with_capacity(n * seq);
+        let mut type_ids = Vec::with_capacity(n * seq);
+        let mut mask = Vec::with_capacity(n * seq);
+        for e in &encodings {
+            if e.len() != seq {
+                return Err(inference("tokenizer did not pad the batch to one length"));
+            }
+            ids.extend_from_slice(e.get_ids());
+            type_ids.extend_from_slice(e.get_type_ids());
+            mask.extend_from_slice(e.get_attention_mask());
+        }
+        let run = || -> candle_core::Result<Vec<Vec<f32>>> {
+            let ids = Tensor::from_vec(ids, (n, seq), &self.device)?;
+            let type_ids = Tensor::from_vec(type_ids, (n, seq), &self.device)?;
+            let mask = Tensor::from_vec(mask, (n, seq), &self.device)?;
+            let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?; // (n, seq, dims)
+            // Mean over the real tokens only (every input has at least [CLS] and [SEP]).
+            let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (n, seq, 1)
+            let summed = hidden.broadcast_mul(&mask)?.sum(1)?; // (n, dims)
+            let mean = summed.broadcast_div(&mask.sum(1)?)?;
+            let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?;
+            mean.broadcast_div(&norm)?.to_vec2::<f32>()
+        };
+        run().map_err(inference)
+    }
+}
+
+struct Job {
+    texts: Vec<String>,
+    reply: oneshot::Sender<Result<Vec<Vec<f32>>, EmbedError>>,
+}
+
+/// all-MiniLM-L6-v2 behind a dedicated inference thread; see the module docs.
+pub struct MiniLm {
+    jobs: mpsc::Sender<Job>,
+    dims: usize,
+}
+
+impl std::fmt::Debug for MiniLm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MiniLm").field("dims", &self.dims).finish()
+    }
+}
+
+impl MiniLm {
+    /// Loads the model from `dir` (blocking, ~0.1 s) and starts the inference thread, which stops when the
+    /// `MiniLm` is dropped.
+    pub fn load(dir: &Path) -> Result<Self, EmbedError> {
+        Self::from_model(MiniLmModel::load(dir)?)
+    }
+
+    /// Starts the inference thread for an already loaded model.
+    pub fn from_model(model: MiniLmModel) -> Result<Self, EmbedError> {
+        let dims = model.dims();
+        let (jobs, queue) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("honcho-embed".into())
+            .spawn(move || {
+                while let Ok(job) = queue.recv() {
+                    if job.reply.is_closed() {
+                        continue; // the caller went away (request cancelled)
+                    }
+                    let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
+                    let result = catch_unwind(AssertUnwindSafe(|| model.embed_batch(&texts)))
+                        .unwrap_or_else(|panic| {
+                            let what = panic
+                                .downcast_ref::<&str>()
+                                .map(|s| s.to_string())
+                                .or_else(|| panic.downcast_ref::<String>().cloned())
+                                .unwrap_or_else(|| "unknown panic".into());
+                            Err(EmbedError::Inference(format!("model panicked: {what}")))
+                        });
+                    let _ = job.reply.send(result);
+                }
+            })
+            .map_err(|e| {
+                EmbedError::Inference(format!("cannot start the inference thread: {e}"))
+            })?;
+        Ok(Self { jobs, dims })
+    }
+
+    async fn run_batch(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job { texts, reply })
+            .map_err(|_| EmbedError::WorkerStopped)?;
+        answer.await.map_err(|_| EmbedError::WorkerStopped)?
+    }
+}
+
+#[async_trait::async_trait]
+impl Embedder for MiniLm {
+    fn dims(&self) -> usize {
+        self.dims
+    }
+
+    fn model_id(&self) -> &str {
+        MINILM_MODEL_ID
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        // Similar lengths in one batch waste less work on padding; characters are a good enough proxy for
+        // word pieces, and anything beyond ~4 KB is truncated anyway.
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| texts[i].len().min(4096));
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        for chunk in order.chunks(MINILM_BATCH_SIZE) {
+            let batch = chunk.iter().map(|&i| texts[i].clone()).collect();
+            let vectors = self.run_batch(batch).await?;
+            if vectors.len() != chunk.len() {
+                return Err(EmbedError::Inference("model returned a short batch".into()));
+            }
+            for (&i, v) in chunk.iter().zip(vectors) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::embed_non_blank;
+    use std::sync::{Arc, OnceLock};
+    use std::time::Instant;
+
+    /// `HONCHO_MODEL_DIR`, else `<crate>/.data/models/all-MiniLM-L6-v2` (filled by `make setup`).
+    fn model_dir() -> PathBuf {
+        std::env::var_os("HONCHO_MODEL_DIR")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                Path::new(env!("CARGO_MANIFEST_DIR")).join(crate::embed::DEFAULT_MODEL_SUBDIR)
+            })
+    }
+
+    fn embedder() -> &'static MiniLm {
+        static MODEL: OnceLock<MiniLm> = OnceLock::new();
+        MODEL.get_or_init(|| MiniLm::load(&model_dir()).unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    fn strings(texts: &[&str]) -> Vec<String> {
+        texts.iter().map(|t| t.to_string()).collect()
+    }
+
+    fn cosine(a: &[f32], b: &[f32]) -> f32 {
+        a.iter().zip(b).map(|(x, y)| x * y).sum()
+    }
+
+    fn norm(a: &[f32]) -> f32 {
+        a.iter().map(|x| x * x).sum::<f32>().sqrt()
+    }
+
+    fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f32::max)
+    }
+
+    #[tokio::test]
+    async fn vectors_have_384_unit_length_dimensions() {
+        let e = embedder();
+        assert_eq!(e.dims(), 384);
+        assert_eq!(e.model_id(), "all-MiniLM-L6-v2");
+        let v = e
+            .embed(&strings(&[
+                "Hello, world!",
+                "A second, somewhat longer sentence.",
+            ]))
+            .await
+            .unwrap();
+        assert_eq!(v.len(), 2);
+        for x in &v {
+            assert_eq!(x.len(), 384);
+            assert!((norm(x) - 1.0).abs() < 1e-4, "norm {}", norm(x));
+            assert!(x.iter().all(|f| f.is_finite()));
+        }
+        assert!(e.embed(&[]).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn similar_meaning_scores_higher_than_unrelated() {
+        let v = embedder()
+            .embed(&strings(&[
+                "My favorite color is blue",
+                "What colors do you like?",
+                "The quarterly tax filing deadline is in April.",
+            ]))
+            .await
+            .unwrap();
+        let related = cosine(&v[0], &v[1]);
+        let unrelated = cosine(&v[0], &v[2]);
+        eprintln!("cosine related = {related:.4}, unrelated = {unrelated:.4}");
+        assert!(related > 0.55, "related cosine {related}");
+        assert!(unrelated < 0.2, "unrelated cosine {unrelated}");
+    }
+
+    #[tokio::test]
+    async fn batch_equals_one_by_one() {
+        // 40 texts of varied length: two batches, padding inside each.
+        let mut texts = strings(&[
+            "My favorite color is blue",
+            "What colors do you like?",
+            "",
+            "Short.",
+            "A considerably longer sentence that goes on for a while, mentioning trains, \
+             mountains, coffee and the way the light falls in the late afternoon.",
+        ]);
+        for i in 0..35 {
+            texts.push(format!("Message number {i} says: {}", "la ".repeat(i % 9)));
+        }
+        let e = embedder();
+        let batched = e.embed(&texts).await.unwrap();
+        assert_eq!(batched.len(), texts.len());
+        for (text, b) in texts.iter().zip(&batched) {
+            let single = e.embed(std::slice::from_ref(text)).await.unwrap();
+            let d = max_diff(&single[0], b);
+            assert!(d < 1e-4, "{text:?}: batched differs by {d}");
+        }
+    }
+
+    #[tokio::test]
+    async fn text_beyond_256_word_pieces_is_truncated() {
+        let head = "the weather today is mild ".repeat(60); // ~300 word pieces
+        let v = embedder()
+            .embed(&[
+                format!("{head} and cats are lovely"),
+                format!("{head} quantum chromodynamics explains the strong force"),
+            ])
+            .await
+            .unwrap();
+        assert!(
+            max_diff(&v[0], &v[1]) < 1e-5,
+            "tail beyond 256 tokens changed the vector"
+        );
+        assert!((norm(&v[0]) - 1.0).abs() < 1e-4);
+    }
+
+    #[tokio::test]
+    async fn blank_texts_get_a_fixed_unit_vector_or_are_skipped() {
+        let e = embedder();
+        let v = e.embed(&strings(&["", "   \n\t"])).await.unwrap();
+        assert!((norm(&v[0]) - 1.0).abs() < 1e-4);
+        assert!(max_diff(&v[0], &v[1]) < 1e-5);
+
+        let texts = strings(&["", "blue", "  ", "red"]);
+        let some = embed_non_blank(e, &texts).await.unwrap();
+        assert!(some[0].is_none() && some[2].is_none());
+        let direct = e.embed(&strings(&["blue", "red"])).await.unwrap();
+        assert!(max_diff(some[1].as_ref().unwrap(), &direct[0]) < 1e-4);
+        assert!(max_diff(some[3].as_ref().unwrap(), &direct[1]) < 1e-4);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_callers_get_their_own_answers() {
+        let e: Arc<dyn Embedder> = Arc::new(MiniLm::load(&model_dir()).unwrap());
+        let sets: Vec<Vec<String>> = (0..6)
+            .map(|t| {
+                (0..(t * 7 + 1))
+                    .map(|i| format!("task {t} text {i}"))
+                    .collect()
+            })
+            .collect();
+        let mut handles = Vec::new();
+        for set in sets.clone() {
+            let e = e.clone();
+            handles.push(tokio::spawn(async move { e.embed(&set).await.unwrap() }));
+        }
+        for (set, h) in sets.iter().zip(handles) {
+            let got = h.await.unwrap();
+            let want = e.embed(set).await.unwrap();
+            assert_eq!(got.len(), set.len());
+            for (g, w) in got.iter().zip(&want) {
+                assert!(max_diff(g, w) < 1e-4);
+            }
+        }
+    }
+
+    #[test]
+    fn incomplete_model_dir_names_the_missing_file() {
+        let dir = std::env::temp_dir().join(format!("honcho-embed-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(model_dir().join(CONFIG_FILE), dir.join(CONFIG_FILE)).unwrap();
+        std::fs::copy(model_dir().join(TOKENIZER_FILE), dir.join(TOKENIZER_FILE)).unwrap();
+        let err = MiniLm::load(&dir).expect_err("must fail without weights");
+        std::fs::remove_dir_all(&dir).unwrap();
+        match &err {
+            EmbedError::ModelFiles { path } => assert!(path.ends_with(WEIGHTS_FILE)),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(err.to_string().contains("make setup"));
+    }
+
+    /// Timing figures, not assertions: `cargo test --lib embed::minilm -- --ignored --nocapture`.
+    #[tokio::test(flavor = "multi_thread")]
+    #[ignore]
+    async fn timings() {
+        let t = Instant::now();
+        let e = MiniLm::load(&model_dir()).unwrap();
+        let load = t.elapsed();
+        let sentence = "My favorite color is blue and I like to walk by the sea in the evening.";
+        e.embed(&strings(&[sentence])).await.unwrap(); // warm-up
+        let rounds = 20;
+        let t = Instant::now();
+        for i in 0..rounds {
+            e.embed(&[format!("{sentence} {i}")]).await.unwrap();
+        }
+        let single = t.elapsed() / rounds;
+        let batch: Vec<String> = (0..32 * 4).map(|i| format!("{sentence} {i}")).collect();
+        let t = Instant::now();
+        e.embed(&batch).await.unwrap();
+        let per = t.elapsed() / batch.len() as u32;
+        eprintln!(
+            "MiniLM: load {:.1} ms, single sentence {:.1} ms, {:.2} ms per sentence in batches of 32 \
+             ({} threads)",
+            load.as_secs_f64() * 1e3,
+            single.as_secs_f64() * 1e3,
+            per.as_secs_f64() * 1e3,
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+        );
+    }
+}

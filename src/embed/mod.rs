@@ -1,0 +1,426 @@
+//! Text embeddings (DESIGN §7).
+//!
+//! One trait, [`Embedder`], with two providers:
+//! - [`MiniLm`]: all-MiniLM-L6-v2 run in-process with candle on the CPU (the default). 384 dimensions,
+//!   attention-mask-weighted mean pooling, L2-normalised, like sentence-transformers. Texts longer than
+//!   256 word pieces (the model's `max_seq_length`) are truncated: only their beginning is embedded.
+//! - [`OpenAiEmbedder`]: any OpenAI-compatible `POST {base_url}/embeddings` endpoint, with per-request
+//!   timeouts, bounded retries (exponential backoff with jitter) and a check of the returned dimension.
+//!
+//! `HONCHO_EMBEDDER=none` means no embedder at all: [`build`] returns `None` and search is full-text only.
+//!
+//! Both providers return unit-length vectors, one per input, in input order.
+//!
+//! **Blank texts.** Embedding an empty or whitespace-only text gives no useful vector. Callers that store
+//! embeddings should skip such texts (store no embedding); [`embed_non_blank`] does exactly that. If a blank
+//! text is passed to [`Embedder::embed`] anyway, MiniLM returns the model's embedding of the empty sequence
+//! (`[CLS] [SEP]`, a fixed unit vector, the same as sentence-transformers returns) and never a zero vector
+//! (which has no cosine); an HTTP provider forwards the text and may reject it (OpenAI answers 400).
+//!
+//! Configuration comes from the environment, see [`EmbedConfig::from_env`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+mod minilm;
+mod openai;
+
+pub use minilm::{MINILM_BATCH_SIZE, MINILM_MAX_SEQ_LEN, MINILM_MODEL_ID, MiniLm, MiniLmModel};
+pub use openai::{OPENAI_MAX_INPUTS_PER_REQUEST, OpenAiEmbedder};
+
+/// Turns texts into vectors. Implementations are cheap to share (`Arc<dyn Embedder>`).
+#[async_trait::async_trait]
+pub trait Embedder: Send + Sync {
+    /// Length of every vector [`Embedder::embed`] returns.
+    fn dims(&self) -> usize;
+    /// Stable identifier of the model, recorded next to stored vectors (e.g. `all-MiniLM-L6-v2`,
+    /// `openai:text-embedding-3-small`). Vectors from different model ids are not comparable.
+    fn model_id(&self) -> &str;
+    /// Embeds `texts` (any number, batched internally); the result has one unit vector per text, in order.
+    /// An empty slice gives an empty result without any work.
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// Everything that can go wrong while configuring, loading or running an embedder.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// A model file (or the model directory) is missing.
+    #[error(
+        "embedding model file missing: {} does not exist; run `make setup` (or scripts/fetch-model.sh) \
+         to download all-MiniLM-L6-v2, point HONCHO_MODEL_DIR at a directory holding config.json, \
+         tokenizer.json and model.safetensors, or set HONCHO_EMBEDDER=none for full-text search only",
+        path.display()
+    )]
+    ModelFiles { path: PathBuf },
+    /// The model files exist but could not be read or understood.
+    #[error("cannot load the embedding model from {}: {message}", path.display())]
+    ModelLoad { path: PathBuf, message: String },
+    /// Invalid configuration (environment variables).
+    #[error("embedding configuration: {0}")]
+    Config(String),
+    /// Tokenisation or the forward pass failed.
+    #[error("embedding inference failed: {0}")]
+    Inference(String),
+    /// The inference worker thread is gone (it only stops when the embedder is dropped).
+    #[error("the embedding worker has stopped")]
+    WorkerStopped,
+    /// The HTTP provider failed: a non-retryable status, or retries exhausted on 429/5xx/connection errors.
+    /// `status` is `None` for transport errors. The message never contains the API key.
+    #[error("embedding request failed after {attempts} attempt(s){}: {message}",
+        status.map(|s| format!(" (HTTP {s})")).unwrap_or_default())]
+    Http {
+        status: Option<u16>,
+        attempts: u32,
+        message: String,
+    },
+    /// Every attempt of the HTTP provider timed out.
+    #[error("embedding request timed out after {attempts} attempt(s) of {timeout:?} each")]
+    Timeout { attempts: u32, timeout: Duration },
+    /// The provider answered with something that is not a valid embeddings response.
+    #[error("embedding provider sent an invalid response: {0}")]
+    BadResponse(String),
+    /// The provider's vectors do not have the configured dimension.
+    #[error(
+        "embedding provider returned vectors of {got} dimensions, configured for {expected} \
+         (set HONCHO_OPENAI_DIMS to the model's dimension)"
+    )]
+    Dimension { expected: usize, got: usize },
+}
+
+/// Which embedder to run: `HONCHO_EMBEDDER = minilm (default) | openai | none`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EmbedderKind {
+    #[default]
+    MiniLm,
+    OpenAi,
+    None,
+}
+
+impl std::str::FromStr for EmbedderKind {
+    type Err = EmbedError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "minilm" | "" => Ok(Self::MiniLm),
+            "openai" => Ok(Self::OpenAi),
+            "none" | "off" => Ok(Self::None),
+            other => Err(EmbedError::Config(format!(
+                "HONCHO_EMBEDDER={other:?} is not one of minilm, openai, none"
+            ))),
+        }
+    }
+}
+
+/// Directory name of the default model under `.data/models/`.
+pub const DEFAULT_MODEL_SUBDIR: &str = ".data/models/all-MiniLM-L6-v2";
+/// Default `HONCHO_OPENAI_BASE_URL`.
+pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+/// Default `HONCHO_OPENAI_MODEL`.
+pub const DEFAULT_OPENAI_MODEL: &str = "text-embedding-3-small";
+
+/// Embedder settings. Build one with [`EmbedConfig::from_env`] (or literally, e.g. in tests, starting from
+/// `EmbedConfig::default()`, which is MiniLM from the default model directory).
+#[derive(Clone)]
+pub struct EmbedConfig {
+    pub kind: EmbedderKind,
+    /// Directory with config.json, tokenizer.json and model.safetensors (MiniLM only).
+    pub model_dir: PathBuf,
+    /// Base URL up to and including the version, e.g. `https://api.openai.com/v1`; `/embeddings` is appended.
+    pub openai_base_url: String,
+    pub openai_model: String,
+    /// Sent as `Authorization: Bearer …` when set.
+    pub openai_api_key: Option<String>,
+    /// Expected vector length; responses with another length are an error.
+    pub openai_dims: usize,
+    /// Timeout of one HTTP attempt (connect + response).
+    pub timeout: Duration,
+    /// Retries after the first attempt on 429, 5xx, timeouts and connection errors.
+    pub max_retries: u32,
+}
+
+impl std::fmt::Debug for EmbedConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbedConfig")
+            .field("kind", &self.kind)
+            .field("model_dir", &self.model_dir)
+            .field("openai_base_url", &self.openai_base_url)
+            .field("openai_model", &self.openai_model)
+            .field(
+                "openai_api_key",
+                &self.openai_api_key.as_ref().map(|_| "<redacted>"),
+            )
+            .field("openai_dims", &self.openai_dims)
+            .field("timeout", &self.timeout)
+            .field("max_retries", &self.max_retries)
+            .finish()
+    }
+}
+
+impl Default for EmbedConfig {
+    fn default() -> Self {
+        Self {
+            kind: EmbedderKind::MiniLm,
+            model_dir: default_model_dir(),
+            openai_base_url: DEFAULT_OPENAI_BASE_URL.to_owned(),
+            openai_model: DEFAULT_OPENAI_MODEL.to_owned(),
+            openai_api_key: None,
+            openai_dims: 1536,
+            timeout: Duration::from_secs(30),
+            max_retries: 3,
+        }
+    }
+}
+
+/// `.data/models/all-MiniLM-L6-v2` relative to the working directory; when that does not exist but the
+/// same directory exists in the source tree this binary was built from, that one (so `cargo test` and
+/// `cargo run` find the model from any working directory).
+pub fn default_model_dir() -> PathBuf {
+    let relative = PathBuf::from(DEFAULT_MODEL_SUBDIR);
+    if relative.is_dir() {
+        return relative;
+    }
+    let in_source = Path::new(env!("CARGO_MANIFEST_DIR")).join(DEFAULT_MODEL_SUBDIR);
+    if in_source.is_dir() {
+        in_source
+    } else {
+        relative
+    }
+}
+
+/// Native dimension of well-known OpenAI embedding models.
+fn known_openai_dims(model: &str) -> Option<usize> {
+    match model {
+        "text-embedding-3-small" | "text-embedding-ada-002" => Some(1536),
+        "text-embedding-3-large" => Some(3072),
+        _ => None,
+    }
+}
+
+impl EmbedConfig {
+    /// Reads the configuration from the environment:
+    ///
+    /// | variable | meaning | default |
+    /// |---|---|---|
+    /// | `HONCHO_EMBEDDER` | `minilm`, `openai` or `none` | `minilm` |
+    /// | `HONCHO_MODEL_DIR` | MiniLM model directory | [`default_model_dir`] |
+    /// | `HONCHO_OPENAI_BASE_URL` | OpenAI-compatible base URL | `https://api.openai.com/v1` |
+    /// | `HONCHO_OPENAI_MODEL` | model name sent in requests | `text-embedding-3-small` |
+    /// | `HONCHO_OPENAI_API_KEY` | bearer token (optional) | none |
+    /// | `HONCHO_OPENAI_DIMS` | vector length | known for OpenAI's models, else required |
+    /// | `HONCHO_OPENAI_TIMEOUT_SECS` | timeout per HTTP attempt (may be fractional) | 30 |
+    /// | `HONCHO_OPENAI_MAX_RETRIES` | retries after the first attempt | 3 |
+    ///
+    /// Empty variables count as unset. Files are not checked here; [`build`] does that.
+    pub fn from_env() -> Result<Self, EmbedError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// [`EmbedConfig::from_env`] over any variable source (for tests and for callers with their own
+    /// configuration layer).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, EmbedError> {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let mut cfg = Self::default();
+        if let Some(kind) = get("HONCHO_EMBEDDER") {
+            cfg.kind = kind.parse()?;
+        }
+        if let Some(dir) = get("HONCHO_MODEL_DIR") {
+            cfg.model_dir = PathBuf::from(dir);
+        }
+        if let Some(url) = get("HONCHO_OPENAI_BASE_URL") {
+            cfg.openai_base_url = url.trim().trim_end_matches('/').to_owned();
+        }
+        if let Some(model) = get("HONCHO_OPENAI_MODEL") {
+            cfg.openai_model = model.trim().to_owned();
+        }
+        cfg.openai_api_key = get("HONCHO_OPENAI_API_KEY").map(|k| k.trim().to_owned());
+        match get("HONCHO_OPENAI_DIMS") {
+            Some(dims) => {
+                cfg.openai_dims = dims.trim().parse().ok().filter(|d| *d > 0).ok_or_else(|| {
+                    EmbedError::Config(format!(
+                        "HONCHO_OPENAI_DIMS={dims:?} is not a positive integer"
+                    ))
+                })?;
+            }
+            None => match known_openai_dims(&cfg.openai_model) {
+                Some(d) => cfg.openai_dims = d,
+                None if cfg.kind == EmbedderKind::OpenAi => {
+                    return Err(EmbedError::Config(format!(
+                        "HONCHO_OPENAI_DIMS is required for model {:?} (its vector length)",
+                        cfg.openai_model
+                    )));
+                }
+                None => {}
+            },
+        }
+        if let Some(secs) = get("HONCHO_OPENAI_TIMEOUT_SECS") {
+            cfg.timeout = secs
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map(Duration::from_secs_f64)
+                .ok_or_else(|| {
+                    EmbedError::Config(format!(
+                        "HONCHO_OPENAI_TIMEOUT_SECS={secs:?} is not a positive number of seconds"
+                    ))
+                })?;
+        }
+        if let Some(retries) = get("HONCHO_OPENAI_MAX_RETRIES") {
+            cfg.max_retries = retries
+                .trim()
+                .parse()
+                .ok()
+                .filter(|r| *r <= 10)
+                .ok_or_else(|| {
+                    EmbedError::Config(format!(
+                        "HONCHO_OPENAI_MAX_RETRIES={retries:?} is not an integer in 0..=10"
+                    ))
+                })?;
+        }
+        Ok(cfg)
+    }
+}
+
+/// Builds the configured embedder; `Ok(None)` for [`EmbedderKind::None`].
+///
+/// For MiniLM this loads the model synchronously (about 0.1 s of file reading and weight conversion) and
+/// starts its inference thread; call it at start-up (before or outside request handling), not per request.
+/// The returned embedder needs no particular runtime: `embed` may be awaited from any tokio runtime.
+pub fn build(cfg: &EmbedConfig) -> Result<Option<Arc<dyn Embedder>>, EmbedError> {
+    Ok(match cfg.kind {
+        EmbedderKind::None => None,
+        EmbedderKind::MiniLm => Some(Arc::new(MiniLm::load(&cfg.model_dir)?)),
+        EmbedderKind::OpenAi => Some(Arc::new(OpenAiEmbedder::new(cfg)?)),
+    })
+}
+
+/// True for texts that should not be embedded (empty or whitespace only).
+pub fn is_blank(text: &str) -> bool {
+    text.trim().is_empty()
+}
+
+/// Embeds the non-blank texts in one batched call; blank texts get `None` (store no embedding for them).
+pub async fn embed_non_blank(
+    embedder: &dyn Embedder,
+    texts: &[String],
+) -> Result<Vec<Option<Vec<f32>>>, EmbedError> {
+    let wanted: Vec<String> = texts.iter().filter(|t| !is_blank(t)).cloned().collect();
+    let mut vectors = embedder.embed(&wanted).await?.into_iter();
+    Ok(texts
+        .iter()
+        .map(|t| if is_blank(t) { None } else { vectors.next() })
+        .collect())
+}
+
+/// Scales `v` to unit length in place (leaves an all-zero vector alone).
+pub(crate) fn l2_normalize(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn cfg(vars: &[(&str, &str)]) -> Result<EmbedConfig, EmbedError> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        EmbedConfig::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn config_defaults_to_minilm() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!(c.kind, EmbedderKind::MiniLm);
+        assert!(c.model_dir.ends_with(DEFAULT_MODEL_SUBDIR));
+        assert_eq!(c.openai_api_key, None);
+        assert_eq!(c.max_retries, 3);
+    }
+
+    #[test]
+    fn config_reads_openai_settings() {
+        let c = cfg(&[
+            ("HONCHO_EMBEDDER", "OpenAI"),
+            ("HONCHO_OPENAI_BASE_URL", "http://localhost:11434/v1/"),
+            ("HONCHO_OPENAI_MODEL", "nomic-embed-text"),
+            ("HONCHO_OPENAI_DIMS", "768"),
+            ("HONCHO_OPENAI_API_KEY", "sk-secret"),
+            ("HONCHO_OPENAI_TIMEOUT_SECS", "2.5"),
+            ("HONCHO_OPENAI_MAX_RETRIES", "0"),
+        ])
+        .unwrap();
+        assert_eq!(c.kind, EmbedderKind::OpenAi);
+        assert_eq!(c.openai_base_url, "http://localhost:11434/v1");
+        assert_eq!(c.openai_model, "nomic-embed-text");
+        assert_eq!(c.openai_dims, 768);
+        assert_eq!(c.timeout, Duration::from_millis(2500));
+        assert_eq!(c.max_retries, 0);
+        assert!(!format!("{c:?}").contains("sk-secret"));
+    }
+
+    #[test]
+    fn config_knows_openai_model_dims() {
+        let c = cfg(&[
+            ("HONCHO_EMBEDDER", "openai"),
+            ("HONCHO_OPENAI_MODEL", "text-embedding-3-large"),
+        ])
+        .unwrap();
+        assert_eq!(c.openai_dims, 3072);
+    }
+
+    #[test]
+    fn config_rejects_bad_values() {
+        for vars in [
+            vec![("HONCHO_EMBEDDER", "bert")],
+            vec![("HONCHO_EMBEDDER", "openai"), ("HONCHO_OPENAI_MODEL", "x")],
+            vec![("HONCHO_OPENAI_DIMS", "0")],
+            vec![("HONCHO_OPENAI_DIMS", "many")],
+            vec![("HONCHO_OPENAI_TIMEOUT_SECS", "-1")],
+            vec![("HONCHO_OPENAI_MAX_RETRIES", "100")],
+        ] {
+            assert!(
+                matches!(cfg(&vars), Err(EmbedError::Config(_))),
+                "{vars:?} accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn none_builds_nothing() {
+        let c = cfg(&[("HONCHO_EMBEDDER", "none")]).unwrap();
+        assert!(build(&c).unwrap().is_none());
+    }
+
+    #[test]
+    fn missing_model_dir_says_how_to_fix_it() {
+        let c = EmbedConfig {
+            model_dir: PathBuf::from("/nonexistent/models/all-MiniLM-L6-v2"),
+            ..EmbedConfig::default()
+        };
+        let err = build(&c).err().expect("missing model must fail");
+        assert!(matches!(err, EmbedError::ModelFiles { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("/nonexistent/models/all-MiniLM-L6-v2"),
+            "{msg}"
+        );
+        assert!(msg.contains("make setup"), "{msg}");
+        assert!(msg.contains("scripts/fetch-model.sh"), "{msg}");
+    }
+
+    #[test]
+    fn normalizes() {
+        let mut v = vec![3.0, 4.0];
+        l2_normalize(&mut v);
+        assert_eq!(v, vec![0.6, 0.8]);
+        let mut z = vec![0.0; 3];
+        l2_normalize(&mut z);
+        assert_eq!(z, vec![0.0; 3]);
+    }
+}

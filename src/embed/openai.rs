@@ -1,0 +1,619 @@
+//! Any OpenAI-compatible embeddings endpoint: `POST {base_url}/embeddings` with
+//! `{"model": …, "input": [...]}`, answered by `{"data": [{"index": i, "embedding": [...]}, ...]}`.
+//!
+//! Inputs are sent in requests of at most [`OPENAI_MAX_INPUTS_PER_REQUEST`] texts, one request at a time.
+//! Each attempt has the configured timeout; 408, 429, 5xx, timeouts and connection errors are retried up to
+//! `max_retries` times with exponential backoff and jitter (a `Retry-After` in seconds is honoured up to
+//! 10 s), so one request takes at most about `(max_retries + 1) × timeout + Σ backoff` (with the defaults,
+//! 4 × 30 s + < 4 s). Other statuses fail at once. Vectors of another length than the configured dims are an
+//! error; vectors are L2-normalised before they are returned (OpenAI's already are; cosine is unaffected).
+
+use std::hash::BuildHasher;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde::Deserialize;
+
+use super::{EmbedConfig, EmbedError, Embedder, l2_normalize};
+
+/// Most texts sent in one HTTP request.
+pub const OPENAI_MAX_INPUTS_PER_REQUEST: usize = 96;
+const BACKOFF_BASE: Duration = Duration::from_millis(200);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+const RETRY_AFTER_MAX: Duration = Duration::from_secs(10);
+
+/// Embedder for an OpenAI-compatible HTTP API; see the module docs.
+pub struct OpenAiEmbedder {
+    client: reqwest::Client,
+    url: String,
+    model: String,
+    model_id: String,
+    api_key: Option<String>,
+    dims: usize,
+    timeout: Duration,
+    max_retries: u32,
+}
+
+impl std::fmt::Debug for OpenAiEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiEmbedder")
+            .field("url", &self.url)
+            .field("model", &self.model)
+            .field("dims", &self.dims)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Deserialize)]
+struct EmbeddingsResponse {
+    data: Vec<EmbeddingItem>,
+}
+
+#[derive(Deserialize)]
+struct EmbeddingItem {
+    embedding: Vec<f32>,
+    index: Option<usize>,
+}
+
+/// Why one attempt failed.
+enum Failure {
+    Timeout,
+    Transport(String),
+    Status {
+        status: StatusCode,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    /// Final, not retried (bad response body, wrong dimension).
+    Fatal(EmbedError),
+}
+
+impl Failure {
+    fn retryable(&self) -> bool {
+        match self {
+            Failure::Timeout | Failure::Transport(_) => true,
+            Failure::Status { status, .. } => {
+                *status == StatusCode::TOO_MANY_REQUESTS
+                    || *status == StatusCode::REQUEST_TIMEOUT
+                    || status.is_server_error()
+            }
+            Failure::Fatal(_) => false,
+        }
+    }
+
+    fn into_error(self, attempts: u32, timeout: Duration) -> EmbedError {
+        match self {
+            Failure::Timeout => EmbedError::Timeout { attempts, timeout },
+            Failure::Transport(message) => EmbedError::Http {
+                status: None,
+                attempts,
+                message,
+            },
+            Failure::Status {
+                status, message, ..
+            } => EmbedError::Http {
+                status: Some(status.as_u16()),
+                attempts,
+                message,
+            },
+            Failure::Fatal(e) => e,
+        }
+    }
+}
+
+/// A uniformly distributed number in [0, 1) (std's per-instance random hash keys; enough for jitter).
+fn random_unit() -> f64 {
+    let bits = std::collections::hash_map::RandomState::new().hash_one(());
+    (bits >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Delay before retry number `retry` (1-based): half of the capped exponential step plus a random half.
+fn backoff(retry: u32, retry_after: Option<Duration>) -> Duration {
+    let step = BACKOFF_BASE
+        .saturating_mul(1u32 << (retry - 1).min(16))
+        .min(BACKOFF_MAX);
+    let jittered = step / 2 + step.mul_f64(random_unit() / 2.0);
+    match retry_after {
+        Some(wait) => jittered.max(wait.min(RETRY_AFTER_MAX)),
+        None => jittered,
+    }
+}
+
+/// The error text of a failed response: OpenAI's `error.message`, else the start of the body.
+fn error_message(body: &[u8]) -> String {
+    #[derive(Deserialize)]
+    struct ErrorBody {
+        error: ErrorDetail,
+    }
+    #[derive(Deserialize)]
+    struct ErrorDetail {
+        message: String,
+    }
+    if let Ok(parsed) = serde_json::from_slice::<ErrorBody>(body) {
+        return parsed.error.message;
+    }
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    match text.char_indices().nth(300) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None if text.is_empty() => "(empty body)".into(),
+        None => text.to_owned(),
+    }
+}
+
+impl OpenAiEmbedder {
+    /// Checks the settings and prepares the HTTP client; no request is made.
+    pub fn new(cfg: &EmbedConfig) -> Result<Self, EmbedError> {
+        let base = cfg.openai_base_url.trim().trim_end_matches('/');
+        let url = format!("{base}/embeddings");
+        match reqwest::Url::parse(&url) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") => {}
+            _ => {
+                return Err(EmbedError::Config(format!(
+                    "HONCHO_OPENAI_BASE_URL={:?} is not an http(s) URL",
+                    cfg.openai_base_url
+                )));
+            }
+        }
+        if cfg.openai_model.trim().is_empty() {
+            return Err(EmbedError::Config("HONCHO_OPENAI_MODEL is empty".into()));
+        }
+        if cfg.openai_dims == 0 {
+            return Err(EmbedError::Config(
+                "HONCHO_OPENAI_DIMS must be positive".into(),
+            ));
+        }
+        if cfg.timeout.is_zero() {
+            return Err(EmbedError::Config(
+                "the embedding timeout must be positive".into(),
+            ));
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(cfg.timeout)
+            .user_agent(concat!("honcho-graphql/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| EmbedError::Config(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Self {
+            client,
+            url,
+            model: cfg.openai_model.clone(),
+            model_id: format!("openai:{}", cfg.openai_model),
+            api_key: cfg.openai_api_key.clone().filter(|k| !k.is_empty()),
+            dims: cfg.openai_dims,
+            timeout: cfg.timeout,
+            max_retries: cfg.max_retries,
+        })
+    }
+
+    /// One request for `texts` (at most [`OPENAI_MAX_INPUTS_PER_REQUEST`]), with retries.
+    async fn request(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let body = serde_json::json!({ "model": self.model, "input": texts });
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let failure = match self.attempt(&body, texts.len()).await {
+                Ok(vectors) => return Ok(vectors),
+                Err(failure) => failure,
+            };
+            if !failure.retryable() || attempts > self.max_retries {
+                return Err(failure.into_error(attempts, self.timeout));
+            }
+            let retry_after = match &failure {
+                Failure::Status { retry_after, .. } => *retry_after,
+                _ => None,
+            };
+            tokio::time::sleep(backoff(attempts, retry_after)).await;
+        }
+    }
+
+    async fn attempt(
+        &self,
+        body: &serde_json::Value,
+        expected: usize,
+    ) -> Result<Vec<Vec<f32>>, Failure> {
+        let mut request = self.client.post(&self.url).timeout(self.timeout).json(body);
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let transport = |e: reqwest::Error| {
+            if e.is_timeout() {
+                Failure::Timeout
+            } else {
+                // Without the URL: it is in the configuration already and keeps error texts short.
+                Failure::Transport(e.without_url().to_string())
+            }
+        };
+        let response = request.send().await.map_err(transport)?;
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let bytes = response.bytes().await.map_err(transport)?;
+        if !status.is_success() {
+            return Err(Failure::Status {
+                status,
+                message: error_message(&bytes),
+                retry_after,
+            });
+        }
+        self.parse(&bytes, expected).map_err(Failure::Fatal)
+    }
+
+    fn parse(&self, body: &[u8], expected: usize) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let response: EmbeddingsResponse = serde_json::from_slice(body)
+            .map_err(|e| EmbedError::BadResponse(format!("not an embeddings response: {e}")))?;
+        if response.data.len() != expected {
+            return Err(EmbedError::BadResponse(format!(
+                "{} embeddings for {expected} inputs",
+                response.data.len()
+            )));
+        }
+        let mut slots: Vec<Option<Vec<f32>>> = vec![None; expected];
+        for (position, item) in response.data.into_iter().enumerate() {
+            let index = item.index.unwrap_or(position);
+            if item.embedding.len() != self.dims {
+                return Err(EmbedError::Dimension {
+                    expected: self.dims,
+                    got: item.embedding.len(),
+                });
+            }
+            match slots.get_mut(index) {
+                Some(slot @ None) => *slot = Some(item.embedding),
+                _ => {
+                    return Err(EmbedError::BadResponse(format!(
+                        "embedding index {index} is out of range or repeated"
+                    )));
+                }
+            }
+        }
+        // Every slot is filled: `expected` distinct indices below `expected`.
+        let mut vectors: Vec<Vec<f32>> = slots.into_iter().flatten().collect();
+        for v in &mut vectors {
+            if v.iter().any(|x| !x.is_finite()) {
+                return Err(EmbedError::BadResponse(
+                    "non-finite number in an embedding".into(),
+                ));
+            }
+            l2_normalize(v);
+        }
+        Ok(vectors)
+    }
+}
+
+#[async_trait::async_trait]
+impl Embedder for OpenAiEmbedder {
+    fn dims(&self) -> usize {
+        self.dims
+    }
+
+    fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut out = Vec::with_capacity(texts.len());
+        for chunk in texts.chunks(OPENAI_MAX_INPUTS_PER_REQUEST) {
+            out.extend(self.request(chunk).await?);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::EmbedderKind;
+    use axum::Json;
+    use axum::extract::State;
+    use axum::http::{HeaderMap, StatusCode as AxumStatus};
+    use axum::response::{IntoResponse, Response};
+    use axum::routing::post;
+    use serde_json::{Value, json};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    /// What the stub answers to request number `n` (1-based).
+    type Script = dyn Fn(u32, &Value) -> Reply + Send + Sync;
+
+    enum Reply {
+        /// A proper embeddings response with vectors of this many dimensions.
+        Embeddings(usize),
+        Status(u16, Value),
+        Sleep(Duration),
+        Raw(Value),
+    }
+
+    struct Stub {
+        hits: AtomicU32,
+        script: Box<Script>,
+        requests: Mutex<Vec<(Option<String>, Value)>>,
+    }
+
+    /// Deterministic, not normalised, distinct per text length: [len + 1, 1, 0, …].
+    fn fake_vector(text: &str, dims: usize) -> Vec<f32> {
+        let mut v = vec![0.0; dims];
+        v[0] = text.len() as f32 + 1.0;
+        v[1] = 1.0;
+        v
+    }
+
+    async fn handle(
+        State(stub): State<Arc<Stub>>,
+        headers: HeaderMap,
+        Json(body): Json<Value>,
+    ) -> Response {
+        let n = stub.hits.fetch_add(1, Ordering::SeqCst) + 1;
+        let auth = headers
+            .get("authorization")
+            .map(|v| v.to_str().unwrap().to_owned());
+        stub.requests.lock().unwrap().push((auth, body.clone()));
+        match (stub.script)(n, &body) {
+            Reply::Embeddings(dims) => {
+                let inputs = body["input"].as_array().unwrap();
+                // Reversed on purpose: clients must order by `index`.
+                let data: Vec<Value> = inputs
+                    .iter()
+                    .enumerate()
+                    .rev()
+                    .map(|(i, t)| {
+                        json!({"object": "embedding", "index": i,
+                               "embedding": fake_vector(t.as_str().unwrap(), dims)})
+                    })
+                    .collect();
+                Json(json!({"object": "list", "data": data, "model": body["model"]}))
+                    .into_response()
+            }
+            Reply::Status(code, value) => {
+                let mut r = (AxumStatus::from_u16(code).unwrap(), Json(value)).into_response();
+                if code == 429 {
+                    r.headers_mut().insert("retry-after", "0".parse().unwrap());
+                }
+                r
+            }
+            Reply::Sleep(d) => {
+                tokio::time::sleep(d).await;
+                Json(json!({"data": []})).into_response()
+            }
+            Reply::Raw(value) => Json(value).into_response(),
+        }
+    }
+
+    /// Starts the stub on 127.0.0.1:0 and returns it with its base URL.
+    async fn stub(
+        script: impl Fn(u32, &Value) -> Reply + Send + Sync + 'static,
+    ) -> (Arc<Stub>, String) {
+        let state = Arc::new(Stub {
+            hits: AtomicU32::new(0),
+            script: Box::new(script),
+            requests: Mutex::new(Vec::new()),
+        });
+        let app = axum::Router::new()
+            .route("/v1/embeddings", post(handle))
+            .with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (state, format!("http://{addr}/v1"))
+    }
+
+    fn config(base_url: &str, dims: usize) -> EmbedConfig {
+        EmbedConfig {
+            kind: EmbedderKind::OpenAi,
+            openai_base_url: base_url.to_owned(),
+            openai_model: "stub-model".into(),
+            openai_api_key: Some("sk-test".into()),
+            openai_dims: dims,
+            timeout: Duration::from_secs(5),
+            max_retries: 2,
+            ..EmbedConfig::default()
+        }
+    }
+
+    fn strings(texts: &[&str]) -> Vec<String> {
+        texts.iter().map(|t| t.to_string()).collect()
+    }
+
+    #[tokio::test]
+    async fn happy_path_orders_by_index_and_normalises() {
+        let (stub, url) = stub(|_, _| Reply::Embeddings(8)).await;
+        let e = crate::embed::build(&config(&url, 8)).unwrap().unwrap();
+        assert_eq!(e.dims(), 8);
+        assert_eq!(e.model_id(), "openai:stub-model");
+        let texts = strings(&["a", "three", "sixteen letters!"]);
+        let v = e.embed(&texts).await.unwrap();
+        assert_eq!(v.len(), 3);
+        for (t, x) in texts.iter().zip(&v) {
+            let mut want = fake_vector(t, 8);
+            l2_normalize(&mut want);
+            assert_eq!(x, &want, "vector for {t:?}");
+        }
+        assert_eq!(stub.hits.load(Ordering::SeqCst), 1);
+        let requests = stub.requests.lock().unwrap();
+        let (auth, body) = &requests[0];
+        assert_eq!(auth.as_deref(), Some("Bearer sk-test"));
+        assert_eq!(body, &json!({"model": "stub-model", "input": texts}));
+    }
+
+    #[tokio::test]
+    async fn large_inputs_are_split_into_requests_and_keep_order() {
+        let (stub, url) = stub(|_, _| Reply::Embeddings(4)).await;
+        let mut cfg = config(&url, 4);
+        cfg.openai_api_key = None;
+        let e = OpenAiEmbedder::new(&cfg).unwrap();
+        let texts: Vec<String> = (0..200).map(|i| "x".repeat(i)).collect();
+        let v = e.embed(&texts).await.unwrap();
+        assert_eq!(v.len(), 200);
+        for (t, x) in texts.iter().zip(&v) {
+            let mut want = fake_vector(t, 4);
+            l2_normalize(&mut want);
+            assert_eq!(x, &want);
+        }
+        assert_eq!(stub.hits.load(Ordering::SeqCst), 3); // 96 + 96 + 8
+        assert!(
+            stub.requests
+                .lock()
+                .unwrap()
+                .iter()
+                .all(|(a, _)| a.is_none())
+        );
+        assert!(e.embed(&[]).await.unwrap().is_empty());
+        assert_eq!(stub.hits.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn server_error_then_success_is_retried() {
+        let (stub, url) = stub(|n, _| match n {
+            1 => Reply::Status(500, json!({"error": {"message": "boom"}})),
+            2 => Reply::Status(429, json!({"error": {"message": "slow down"}})),
+            _ => Reply::Embeddings(8),
+        })
+        .await;
+        let e = OpenAiEmbedder::new(&config(&url, 8)).unwrap();
+        let v = e.embed(&strings(&["hello"])).await.unwrap();
+        assert_eq!(v.len(), 1);
+        assert_eq!(stub.hits.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn retries_are_bounded() {
+        let (stub, url) =
+            stub(|_, _| Reply::Status(503, json!({"error": {"message": "down"}}))).await;
+        let e = OpenAiEmbedder::new(&config(&url, 8)).unwrap();
+        let err = e.embed(&strings(&["hello"])).await.unwrap_err();
+        match &err {
+            EmbedError::Http {
+                status: Some(503),
+                attempts: 3,
+                message,
+            } => assert_eq!(message, "down"),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!(stub.hits.load(Ordering::SeqCst), 3);
+        assert!(!err.to_string().contains("sk-test"));
+    }
+
+    #[tokio::test]
+    async fn client_errors_are_not_retried() {
+        let (stub, url) =
+            stub(|_, _| Reply::Status(400, json!({"error": {"message": "input is too long"}})))
+                .await;
+        let e = OpenAiEmbedder::new(&config(&url, 8)).unwrap();
+        let err = e.embed(&strings(&["hello"])).await.unwrap_err();
+        assert!(
+            matches!(&err, EmbedError::Http { status: Some(400), attempts: 1, message }
+                if message == "input is too long"),
+            "{err:?}"
+        );
+        assert_eq!(stub.hits.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn wrong_dimension_is_an_error() {
+        let (stub, url) = stub(|_, _| Reply::Embeddings(7)).await;
+        let e = OpenAiEmbedder::new(&config(&url, 8)).unwrap();
+        let err = e.embed(&strings(&["hello", "world"])).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                EmbedError::Dimension {
+                    expected: 8,
+                    got: 7
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(stub.hits.load(Ordering::SeqCst), 1, "not retried");
+    }
+
+    #[tokio::test]
+    async fn malformed_responses_are_errors() {
+        let (_, url) = stub(|n, _| match n {
+            1 => Reply::Raw(json!({"data": [{"index": 0, "embedding": [1.0, 0.0]}]})),
+            2 => Reply::Raw(json!({"data": [
+                {"index": 0, "embedding": [1.0, 0.0]},
+                {"index": 0, "embedding": [0.0, 1.0]}]})),
+            _ => Reply::Raw(json!({"nothing": true})),
+        })
+        .await;
+        let e = OpenAiEmbedder::new(&config(&url, 2)).unwrap();
+        for _ in 0..3 {
+            let err = e.embed(&strings(&["a", "b"])).await.unwrap_err();
+            assert!(matches!(err, EmbedError::BadResponse(_)), "{err:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn timeouts_are_bounded_and_retried() {
+        let (stub, url) = stub(|_, _| Reply::Sleep(Duration::from_secs(30))).await;
+        let mut cfg = config(&url, 8);
+        cfg.timeout = Duration::from_millis(200);
+        cfg.max_retries = 1;
+        let e = OpenAiEmbedder::new(&cfg).unwrap();
+        // Generous outer bound: the call must end by itself (2 × 200 ms + one backoff), not hang.
+        let err = tokio::time::timeout(Duration::from_secs(20), e.embed(&strings(&["hello"])))
+            .await
+            .expect("the embedder's own timeout must fire")
+            .unwrap_err();
+        assert!(
+            matches!(err, EmbedError::Timeout { attempts: 2, .. }),
+            "{err:?}"
+        );
+        assert_eq!(stub.hits.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn connection_refused_is_retried_then_reported() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        drop(listener); // nothing listens there now
+        let mut cfg = config(&format!("http://{addr}/v1"), 8);
+        cfg.max_retries = 1;
+        let e = OpenAiEmbedder::new(&cfg).unwrap();
+        let err = e.embed(&strings(&["hello"])).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                EmbedError::Http {
+                    status: None,
+                    attempts: 2,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn rejects_bad_settings() {
+        let mut cfg = config("ftp://example.com", 8);
+        assert!(matches!(
+            OpenAiEmbedder::new(&cfg),
+            Err(EmbedError::Config(_))
+        ));
+        cfg.openai_base_url = "http://localhost:1/v1".into();
+        cfg.openai_dims = 0;
+        assert!(matches!(
+            OpenAiEmbedder::new(&cfg),
+            Err(EmbedError::Config(_))
+        ));
+    }
+
+    #[test]
+    fn backoff_grows_is_jittered_and_capped() {
+        for retry in 1..=20 {
+            let step = BACKOFF_BASE
+                .saturating_mul(1 << (retry - 1).min(16))
+                .min(BACKOFF_MAX);
+            let d = backoff(retry, None);
+            assert!(d >= step / 2 && d <= step, "retry {retry}: {d:?}");
+        }
+        assert_eq!(
+            backoff(1, Some(Duration::from_secs(3))),
+            Duration::from_secs(3)
+        );
+        assert_eq!(backoff(1, Some(Duration::from_secs(3600))), RETRY_AFTER_MAX);
+    }
+}
