@@ -7,7 +7,6 @@ pub mod embed;
 pub mod entity;
 pub mod graphql;
 pub mod http;
-pub mod meta;
 pub mod store;
 
 use anyhow::Context as _;
@@ -19,12 +18,11 @@ use store::Store;
 /// Connects, migrates (unless told not to), checks the database matches this server, and serves
 /// until SIGINT/SIGTERM, letting in-flight requests finish.
 pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
-    let store = Store::connect(&cfg.db.database_url, cfg.db.db_pool)
-        .await
-        .with_context(|| format!("connecting to {}", redact(&cfg.db.database_url)))?;
+    let store = open_store(&cfg.db).await?;
     if !cfg.no_migrate {
         Migrator::up(store.db(), None).await.context("migrating")?;
     }
+    store.check_embedder().await?;
     let limits = graphql::Limits {
         max_depth: cfg.max_depth,
         max_complexity: cfg.max_complexity,
@@ -39,6 +37,23 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         .with_graceful_shutdown(shutdown_signal())
         .await?;
     Ok(())
+}
+
+/// Connects to the database with the configured embedder (HONCHO_EMBEDDER); a fresh database's
+/// vector columns get the embedder's dimension.
+pub async fn open_store(db: &config::DbConfig) -> anyhow::Result<Store> {
+    let embedder = embed::build(&embed::EmbedConfig::from_env()?)?;
+    match &embedder {
+        Some(e) => {
+            migration::set_embedding_dims(e.dims() as u32);
+            tracing::info!(model = e.model_id(), dims = e.dims(), "embedder ready");
+        }
+        None => tracing::info!("no embedder: search is full-text only"),
+    }
+    let store = Store::connect(&db.database_url, db.db_pool)
+        .await
+        .with_context(|| format!("connecting to {}", redact(&db.database_url)))?;
+    Ok(store.with_embedder(embedder))
 }
 
 async fn shutdown_signal() {

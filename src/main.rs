@@ -28,6 +28,17 @@ enum Command {
     },
     /// Print the GraphQL schema (SDL).
     Schema,
+    /// Fill in missing embeddings of messages and conclusions with the configured embedder.
+    Reembed {
+        /// Re-embed every row, not only those without an embedding (after a model change).
+        #[arg(long)]
+        all: bool,
+        /// Convert the vector columns to the embedder's dimension first (drops all embeddings).
+        #[arg(long)]
+        resize: bool,
+        #[command(flatten)]
+        db: DbConfig,
+    },
 }
 
 #[derive(Subcommand)]
@@ -61,6 +72,13 @@ async fn main() -> anyhow::Result<()> {
                 MigrateAction::Status => Migrator::status(conn).await?,
                 MigrateAction::Fresh => Migrator::fresh(conn).await?,
             }
+            Ok(())
+        }
+        Command::Reembed { all, resize, db } => {
+            let store = honcho_graphql::open_store(&db).await?;
+            Migrator::up(store.db(), None).await?;
+            let n = store.reembed(all, resize, true).await?;
+            println!("embedded {n} rows");
             Ok(())
         }
         Command::Schema => {

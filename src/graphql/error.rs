@@ -71,7 +71,7 @@ impl From<StoreError> for ApiError {
             }
             StoreError::NotFound { .. } => Code::NotFound.error(err.to_string()),
             StoreError::Conflict(_) => Code::Conflict.error(err.to_string()),
-            StoreError::Database(_) | StoreError::Internal(_) => {
+            StoreError::Database(_) | StoreError::Internal(_) | StoreError::Incompatible(_) => {
                 let id = nanoid::nanoid!(10);
                 tracing::error!(error_id = %id, error = ?err, "internal error");
                 Code::Internal.error(format!("internal server error (id {id})"))

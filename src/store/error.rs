@@ -19,6 +19,9 @@ pub enum StoreError {
     Database(#[source] DbErr),
     #[error("{0}")]
     Internal(String),
+    /// The database does not fit this server's configuration (checked at start-up).
+    #[error("{0}")]
+    Incompatible(String),
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;

@@ -5,6 +5,7 @@ use sea_orm::{
 };
 use serde_json::{Value, json};
 
+use super::embedding::set_embeddings;
 use super::filter::{self, Resource};
 use super::page::{self, Order, Page, Slice};
 use super::session::{MemberConfig, add_members};
@@ -77,6 +78,9 @@ impl Store {
         }
         // One timestamp for the batch, as PostgreSQL's now() would give.
         let now = Utc::now();
+        // Embedded before the transaction so the session lock is never held during inference.
+        let contents: Vec<String> = prepared.iter().map(|p| p.1.clone()).collect();
+        let embeddings = self.embed_texts(&contents).await;
 
         let txn = self.db().begin().await?;
         txn.execute_unprepared("SET LOCAL lock_timeout = '5s'")
@@ -125,8 +129,10 @@ impl Store {
         let mut created = message::Entity::insert_many(rows)
             .exec_with_returning(&txn)
             .await?;
-        txn.commit().await?;
         created.sort_by_key(|m| m.seq_in_session);
+        let ids: Vec<i64> = created.iter().map(|m| m.id).collect();
+        set_embeddings(&txn, "messages", &ids, &embeddings).await?;
+        txn.commit().await?;
         Ok(created)
     }
 

@@ -1,8 +1,10 @@
 //! Everything that reads or writes the database, one module per resource. Knows nothing of GraphQL.
 
+pub mod embedding;
 pub mod error;
 pub mod filter;
 pub mod message;
+pub mod meta;
 pub mod page;
 pub mod peer;
 pub mod session;
@@ -11,19 +13,34 @@ pub mod validate;
 pub mod workspace;
 
 use sea_orm::{ConnectOptions, DatabaseConnection, DbBackend, Statement, Value};
+use std::sync::Arc;
 use std::time::Duration;
+
+use crate::embed::Embedder;
 
 pub use error::{StoreError, StoreResult};
 
-/// Handle to the database; cheap to clone (the pool is shared).
+/// Handle to the database and the embedder; cheap to clone (both are shared).
 #[derive(Clone)]
 pub struct Store {
     db: DatabaseConnection,
+    embedder: Option<Arc<dyn Embedder>>,
 }
 
 impl Store {
     pub fn new(db: DatabaseConnection) -> Self {
-        Store { db }
+        Store { db, embedder: None }
+    }
+
+    /// Messages and conclusions written through this store get embeddings; search gets a vector
+    /// leg. Without one, full-text search answers alone.
+    pub fn with_embedder(mut self, embedder: Option<Arc<dyn Embedder>>) -> Self {
+        self.embedder = embedder;
+        self
+    }
+
+    pub fn embedder(&self) -> Option<&Arc<dyn Embedder>> {
+        self.embedder.as_ref()
     }
 
     pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Self> {
@@ -52,6 +69,20 @@ where
     I: IntoIterator<Item = Value>,
 {
     Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
+}
+
+/// pgvector's text form, `[x,y,…]`, for binding a vector as a text parameter cast to `vector`.
+pub(crate) fn vector_literal(v: &[f32]) -> String {
+    let mut out = String::with_capacity(v.len() * 12 + 2);
+    out.push('[');
+    for (i, x) in v.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&x.to_string());
+    }
+    out.push(']');
+    out
 }
 
 pub(crate) fn new_id() -> String {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_graphql::{Request, Variables};
+use honcho_graphql::embed::{EmbedConfig, Embedder, EmbedderKind};
 use honcho_graphql::graphql::{self, AppSchema, Limits};
 use honcho_graphql::store::Store;
 use migration::{Migrator, MigratorTrait};
@@ -13,6 +14,21 @@ use serde_json::Value;
 use tokio::sync::OnceCell;
 
 static TEMPLATE: OnceCell<String> = OnceCell::const_new();
+static MINILM: std::sync::OnceLock<Arc<dyn Embedder>> = std::sync::OnceLock::new();
+
+/// The real all-MiniLM-L6-v2, loaded once per test process (it runs on its own thread, so every
+/// test's runtime can use it).
+pub fn minilm() -> Arc<dyn Embedder> {
+    MINILM
+        .get_or_init(|| {
+            let mut cfg = EmbedConfig::from_env().expect("embedder configuration");
+            cfg.kind = EmbedderKind::MiniLm;
+            honcho_graphql::embed::build(&cfg)
+                .expect("load all-MiniLM-L6-v2 (run `make setup` first)")
+                .expect("minilm is an embedder")
+        })
+        .clone()
+}
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// `postgres://user@host:port` and the query string, without a database name.
@@ -148,6 +164,14 @@ pub struct TestApp {
 }
 
 impl TestApp {
+    /// A server with the real MiniLM embedder.
+    pub async fn with_embedder() -> Self {
+        let mut app = Self::new().await;
+        app.store = app.store.clone().with_embedder(Some(minilm()));
+        app.schema = graphql::build_schema(app.store.clone(), &Limits::default());
+        app
+    }
+
     pub async fn new() -> Self {
         let template = template().await;
         let name = format!(

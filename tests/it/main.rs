@@ -3,6 +3,7 @@
 mod harness;
 
 mod batching;
+mod embeddings;
 mod http;
 mod messages;
 mod migrations;

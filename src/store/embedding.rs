@@ -1,0 +1,182 @@
+//! Writing and refreshing the vector columns of messages and conclusions.
+
+use indicatif::{ProgressBar, ProgressStyle};
+use sea_orm::{ConnectionTrait, TransactionTrait};
+
+use super::{Store, StoreError, StoreResult, stmt, vector_literal};
+use crate::embed::embed_non_blank;
+
+/// Tables with an `embedding` column, and the type of their `id`.
+const TABLES: [(&str, &str); 2] = [("messages", "bigint"), ("conclusions", "text")];
+
+impl Store {
+    /// Embeddings for `texts` (None for blank ones). A failing embedder is logged and yields no
+    /// embeddings: the rows are still written and full-text search still finds them;
+    /// `honcho-graphql reembed` fills them in later.
+    pub(crate) async fn embed_texts(&self, texts: &[String]) -> Vec<Option<Vec<f32>>> {
+        let Some(embedder) = self.embedder() else {
+            return vec![None; texts.len()];
+        };
+        match embed_non_blank(embedder.as_ref(), texts).await {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(error = %e, "embedding failed; storing without embeddings");
+                vec![None; texts.len()]
+            }
+        }
+    }
+
+    /// Embeds rows that have none (`all`: every row) in batches, with a progress bar.
+    /// `resize` first converts the vector columns to the embedder's dimension.
+    pub async fn reembed(&self, all: bool, resize: bool, show_progress: bool) -> StoreResult<u64> {
+        let embedder = self
+            .embedder()
+            .ok_or_else(|| StoreError::invalid("HONCHO_EMBEDDER=none: nothing to embed with"))?
+            .clone();
+        if resize {
+            self.resize_vectors(embedder.dims()).await?;
+        }
+        let mut done = 0;
+        for (table, id_type) in TABLES {
+            let only_missing = if all && !resize {
+                ""
+            } else {
+                "AND embedding IS NULL"
+            };
+            let soft_delete = if table == "conclusions" {
+                "AND deleted_at IS NULL"
+            } else {
+                ""
+            };
+            let total: i64 = self
+                .db()
+                .query_one_raw(stmt(
+                    &format!(
+                        "SELECT count(*) AS n FROM {table} WHERE btrim(content) <> '' {only_missing} {soft_delete}"
+                    ),
+                    [],
+                ))
+                .await?
+                .map(|r| r.try_get("", "n"))
+                .transpose()?
+                .unwrap_or(0);
+            let bar = if show_progress {
+                let bar = ProgressBar::new(total as u64).with_message(table);
+                bar.set_style(
+                    ProgressStyle::with_template(
+                        "{msg:>12} [{bar:40}] {pos}/{len} {per_sec} eta {eta}",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                );
+                bar
+            } else {
+                ProgressBar::hidden()
+            };
+            // Keyset over the id, so rows embedded by a concurrent writer are not visited twice.
+            let mut after = if id_type == "bigint" {
+                "0".to_owned()
+            } else {
+                String::new()
+            };
+            loop {
+                let rows = self
+                    .db()
+                    .query_all_raw(stmt(
+                        &format!(
+                            "SELECT id::text AS id, content FROM {table} \
+                             WHERE btrim(content) <> '' {only_missing} {soft_delete} AND id > $1::{id_type} \
+                             ORDER BY id LIMIT 64"
+                        ),
+                        [after.clone().into()],
+                    ))
+                    .await?;
+                if rows.is_empty() {
+                    break;
+                }
+                let mut ids = Vec::with_capacity(rows.len());
+                let mut texts = Vec::with_capacity(rows.len());
+                for r in &rows {
+                    ids.push(r.try_get::<String>("", "id")?);
+                    texts.push(r.try_get::<String>("", "content")?);
+                }
+                let vectors = embedder
+                    .embed(&texts)
+                    .await
+                    .map_err(|e| StoreError::Internal(e.to_string()))?;
+                let literals: Vec<String> = vectors.iter().map(|v| vector_literal(v)).collect();
+                self.db()
+                    .execute_raw(stmt(
+                        &format!(
+                            "UPDATE {table} t SET embedding = v.e::vector \
+                             FROM unnest($1::text[], $2::text[]) AS v(id, e) WHERE t.id = v.id::{id_type}"
+                        ),
+                        [ids.clone().into(), literals.into()],
+                    ))
+                    .await?;
+                done += ids.len() as u64;
+                bar.inc(ids.len() as u64);
+                after = ids.pop().unwrap_or_default();
+            }
+            bar.finish();
+        }
+        self.db()
+            .execute_raw(stmt(
+                "INSERT INTO honcho_meta (key, value) VALUES ('embedding_model', $1) \
+                 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                [embedder.model_id().into()],
+            ))
+            .await?;
+        Ok(done)
+    }
+
+    /// Rebuilds the vector columns (and their HNSW indexes) with `dims` dimensions, emptied.
+    async fn resize_vectors(&self, dims: usize) -> StoreResult<()> {
+        let txn = self.db().begin().await?;
+        for (table, _) in TABLES {
+            txn.execute_unprepared(&format!(
+                "DROP INDEX IF EXISTS ix_{table}_embedding_hnsw;
+                 ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({dims}) USING NULL;
+                 CREATE INDEX ix_{table}_embedding_hnsw ON {table} USING hnsw (embedding vector_cosine_ops)
+                   WITH (m = 16, ef_construction = 64);"
+            ))
+            .await?;
+        }
+        txn.execute_raw(stmt(
+            "UPDATE honcho_meta SET value = $1 WHERE key = 'embedding_dims'",
+            [dims.to_string().into()],
+        ))
+        .await?;
+        txn.commit().await?;
+        Ok(())
+    }
+}
+
+/// Writes embeddings for freshly inserted rows (same order as `ids`); rows with `None` keep NULL.
+pub(crate) async fn set_embeddings<C: ConnectionTrait, I: ToString>(
+    db: &C,
+    table: &str,
+    ids: &[I],
+    embeddings: &[Option<Vec<f32>>],
+) -> StoreResult<()> {
+    let (ids, literals): (Vec<String>, Vec<String>) = ids
+        .iter()
+        .zip(embeddings)
+        .filter_map(|(id, e)| e.as_ref().map(|v| (id.to_string(), vector_literal(v))))
+        .unzip();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let id_type = TABLES
+        .iter()
+        .find(|(t, _)| *t == table)
+        .map_or("text", |(_, ty)| ty);
+    db.execute_raw(stmt(
+        &format!(
+            "UPDATE {table} t SET embedding = v.e::vector \
+             FROM unnest($1::text[], $2::text[]) AS v(id, e) WHERE t.id = v.id::{id_type}"
+        ),
+        [ids.into(), literals.into()],
+    ))
+    .await?;
+    Ok(())
+}

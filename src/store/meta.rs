@@ -1,0 +1,61 @@
+//! Facts about the database that must agree with this server: the dimension of the vector
+//! columns and the model that filled them (`honcho_meta`, written by the initial migration and at
+//! first start).
+
+use sea_orm::ConnectionTrait;
+
+use super::{Store, StoreError, StoreResult, stmt};
+
+impl Store {
+    async fn meta(&self, key: &str) -> StoreResult<Option<String>> {
+        let row = self
+            .db()
+            .query_one_raw(stmt(
+                "SELECT value FROM honcho_meta WHERE key = $1",
+                [key.into()],
+            ))
+            .await?;
+        Ok(row.map(|r| r.try_get::<String>("", "value")).transpose()?)
+    }
+
+    /// Refuses to serve with an embedder whose vectors do not fit the database, or that is not the
+    /// model that embedded what is stored (its vectors would not be comparable). The first start
+    /// with an embedder records its model.
+    pub async fn check_embedder(&self) -> StoreResult<()> {
+        let Some(embedder) = self.embedder() else {
+            return Ok(());
+        };
+        let dims: usize = self
+            .meta("embedding_dims")
+            .await?
+            .and_then(|d| d.parse().ok())
+            .ok_or_else(|| StoreError::Internal("honcho_meta has no embedding_dims".into()))?;
+        if dims != embedder.dims() {
+            return Err(StoreError::Incompatible(format!(
+                "the database stores {dims}-dimensional embeddings but the embedder {} produces {}; \
+                 run `honcho-graphql reembed --resize` to convert the database to this embedder, \
+                 or choose an embedder of {dims} dimensions (HONCHO_EMBEDDER)",
+                embedder.model_id(),
+                embedder.dims()
+            )));
+        }
+        match self.meta("embedding_model").await? {
+            None => {
+                self.db()
+                    .execute_raw(stmt(
+                        "INSERT INTO honcho_meta (key, value) VALUES ('embedding_model', $1) \
+                         ON CONFLICT (key) DO NOTHING",
+                        [embedder.model_id().into()],
+                    ))
+                    .await?;
+                Ok(())
+            }
+            Some(model) if model == embedder.model_id() => Ok(()),
+            Some(model) => Err(StoreError::Incompatible(format!(
+                "the stored embeddings come from {model} but the embedder is {}; run \
+                 `honcho-graphql reembed --all` to re-embed everything with it, or switch back to {model}",
+                embedder.model_id()
+            ))),
+        }
+    }
+}

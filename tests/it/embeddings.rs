@@ -1,0 +1,98 @@
+use honcho_graphql::store::Store;
+use migration::{Migrator, MigratorTrait};
+use sea_orm::{ConnectionTrait, Database};
+use serde_json::json;
+
+use crate::harness::{TestApp, blank_database, minilm};
+
+#[tokio::test]
+async fn written_messages_get_embeddings_except_blank_ones() {
+    let app = TestApp::with_embedder().await;
+    app.ok(
+        "mutation { createMessages(workspaceId: \"ws\", sessionId: \"s\", messages: [
+            {peerId: \"a\", content: \"My favorite color is blue\"}, {peerId: \"a\", content: \"   \"}]) { id } }",
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        app.sql_i64("SELECT count(*) FROM messages WHERE embedding IS NOT NULL")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.sql_i64(
+            "SELECT count(*) FROM messages WHERE embedding IS NULL AND btrim(content) = ''"
+        )
+        .await,
+        1
+    );
+    // Unit length, as the model normalises: cosine distance to itself is 0.
+    assert_eq!(
+        app.sql_i64("SELECT round((embedding <=> embedding)::numeric)::bigint FROM messages WHERE embedding IS NOT NULL")
+            .await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_dimension_mismatch_stops_start_up_and_reembed_resize_fixes_it() {
+    let guard = blank_database().await;
+    let db = Database::connect(guard.url()).await.unwrap();
+    Migrator::up(&db, None).await.unwrap();
+    // A database built for a 768-dimensional model.
+    db.execute_unprepared(
+        "ALTER TABLE messages ALTER COLUMN embedding TYPE vector(768) USING NULL;
+         UPDATE honcho_meta SET value = '768' WHERE key = 'embedding_dims';",
+    )
+    .await
+    .unwrap();
+    let store = Store::new(db.clone()).with_embedder(Some(minilm()));
+    let err = store.check_embedder().await.unwrap_err().to_string();
+    assert!(err.contains("768") && err.contains("384"), "{err}");
+    assert!(
+        err.contains("honcho-graphql reembed --resize"),
+        "names the fix: {err}"
+    );
+
+    store.reembed(false, true, false).await.unwrap();
+    store.check_embedder().await.unwrap();
+    db.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_different_model_of_the_same_dimension_is_refused_too() {
+    let app = TestApp::with_embedder().await;
+    app.store.check_embedder().await.unwrap();
+    app.store
+        .db()
+        .execute_unprepared(
+            "UPDATE honcho_meta SET value = 'some-other-model' WHERE key = 'embedding_model'",
+        )
+        .await
+        .unwrap();
+    let err = app.store.check_embedder().await.unwrap_err().to_string();
+    assert!(err.contains("reembed --all"), "{err}");
+}
+
+#[tokio::test]
+async fn reembed_fills_in_missing_embeddings() {
+    let app = TestApp::new().await; // written without an embedder
+    app.ok(
+        "mutation { createMessages(workspaceId: \"ws\", sessionId: \"s\", messages: [
+            {peerId: \"a\", content: \"one\"}, {peerId: \"a\", content: \"two\"}]) { id } }",
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        app.sql_i64("SELECT count(*) FROM messages WHERE embedding IS NULL")
+            .await,
+        2
+    );
+    let store = app.store.clone().with_embedder(Some(minilm()));
+    assert_eq!(store.reembed(false, false, false).await.unwrap(), 2);
+    assert_eq!(
+        app.sql_i64("SELECT count(*) FROM messages WHERE embedding IS NULL")
+            .await,
+        0
+    );
+}
