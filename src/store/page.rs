@@ -40,12 +40,12 @@ pub struct Page<T> {
 impl Slice {
     pub fn validate(&self) -> StoreResult<()> {
         for (name, v) in [("first", self.first), ("last", self.last)] {
-            if let Some(n) = v {
-                if !(1..=MAX_PAGE).contains(&n) {
-                    return Err(StoreError::invalid(format!(
-                        "{name} must be between 1 and {MAX_PAGE} (got {n})"
-                    )));
-                }
+            if let Some(n) = v
+                && !(1..=MAX_PAGE).contains(&n)
+            {
+                return Err(StoreError::invalid(format!(
+                    "{name} must be between 1 and {MAX_PAGE} (got {n})"
+                )));
             }
         }
         Ok(())

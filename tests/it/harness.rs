@@ -74,12 +74,12 @@ async fn sweep_stale(admin: &DatabaseConnection) {
     for row in rows {
         let name: String = row.try_get("", "datname").unwrap();
         let pid = name.split('_').nth(2).and_then(|p| p.parse::<u32>().ok());
-        if let Some(pid) = pid {
-            if !pid_alive(pid) {
-                let _ = admin
-                    .execute_unprepared(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
-                    .await;
-            }
+        if let Some(pid) = pid
+            && !pid_alive(pid)
+        {
+            let _ = admin
+                .execute_unprepared(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+                .await;
         }
     }
 }

@@ -7,8 +7,7 @@ async fn scalar(db: &sea_orm::DatabaseConnection, sql: &str) -> Option<String> {
     db.query_one_raw(Statement::from_string(DbBackend::Postgres, sql))
         .await
         .unwrap()
-        .map(|r| r.try_get_by_index::<Option<String>>(0).unwrap())
-        .flatten()
+        .and_then(|r| r.try_get_by_index::<Option<String>>(0).unwrap())
 }
 
 #[tokio::test]
