@@ -6,6 +6,7 @@ use sea_orm::{
 use serde_json::{Value, json};
 
 use super::embedding::set_embeddings;
+use super::events::{self, Notice};
 use super::filter::{self, Resource};
 use super::page::{self, Order, Page, Slice};
 use super::session::{MemberConfig, add_members};
@@ -132,6 +133,16 @@ impl Store {
         created.sort_by_key(|m| m.seq_in_session);
         let ids: Vec<i64> = created.iter().map(|m| m.id).collect();
         set_embeddings(&txn, "messages", &ids, &embeddings).await?;
+        // Delivered to listeners at commit, never if the batch rolls back.
+        if let (Some(first), Some(last)) = (created.first(), created.last()) {
+            let notice = Notice::Message {
+                w: workspace.to_owned(),
+                s: session_name.to_owned(),
+                from: first.seq_in_session,
+                to: last.seq_in_session,
+            };
+            events::publish(&txn, &notice).await?;
+        }
         txn.commit().await?;
         Ok(created)
     }

@@ -2,6 +2,7 @@
 
 pub mod embedding;
 pub mod error;
+pub mod events;
 pub mod filter;
 pub mod message;
 pub mod meta;

@@ -1,0 +1,335 @@
+//! Change events across server instances, through PostgreSQL LISTEN/NOTIFY.
+//!
+//! **Publishing.** A write calls [`publish`] inside its own transaction. PostgreSQL delivers a
+//! notification only if that transaction commits, at commit, and in commit order; a rolled-back
+//! write emits nothing. The payload names rows (a seq range, ids), never carries them, so it stays
+//! far below PostgreSQL's 8000-byte limit whatever the content.
+//!
+//! **Receiving.** Each server process runs one [`EventBus`]: one dedicated connection that
+//! `LISTEN`s on [`CHANNEL`] and a background task that parses each notice into an [`Event`] and
+//! fans it out through a bounded tokio broadcast channel. Sending never waits for receivers, so a
+//! slow subscriber slows neither writers nor other subscribers; a receiver that falls more than
+//! the buffer behind is told how many events it lost (tokio's `Lagged`), and the subscription
+//! layer ends it (see `graphql::subscription`).
+//!
+//! **Loading.** Subscribers filter events by their ids alone and load rows only for events they
+//! want, through [`MessageBatch::rows`]: the first subscriber to ask runs one query for the batch,
+//! every other subscriber of this process shares its result.
+//!
+//! **Reconnecting.** When the listener's connection drops, the task reconnects by itself (with
+//! exponential backoff and jitter, 100 ms up to 10 s) and re-`LISTEN`s. Notifications sent while
+//! no connection was listening are gone for good (PostgreSQL queues them only for listening
+//! sessions), so after every reconnect the bus sends [`Event::Gap`] and subscribers that were open
+//! end with an error telling the client to resubscribe and catch up from its last seq.
+//!
+//! **Adding a kind** (e.g. conclusions): a [`Notice`] variant with the ids, an [`Event`] variant
+//! with a batch type that loads its rows once (like [`MessageBatch`]), one arm in `dispatch`, and a
+//! `publish` call in the writing transaction.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use sea_orm::ConnectionTrait;
+use sea_orm::sqlx::ConnectOptions as _;
+use sea_orm::sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{OnceCell, broadcast};
+use tokio::task::JoinHandle;
+
+use super::message::{Message, SeqRange};
+use super::{Store, StoreError, StoreResult, stmt};
+
+/// The one notification channel of this server.
+pub const CHANNEL: &str = "honcho_events";
+
+/// `application_name` of the listener's connection, to find it in `pg_stat_activity`.
+pub const LISTENER_APPLICATION_NAME: &str = "honcho-graphql-events";
+
+/// Events buffered per process when no size is configured.
+pub const DEFAULT_BUFFER: usize = 1024;
+
+/// What a notification says, serialised as its JSON payload. Unknown kinds (e.g. from a newer
+/// server during a rolling deploy) are ignored by receivers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Notice {
+    /// One `createMessages` batch: the messages of session `s` in workspace `w` with
+    /// `seq_in_session` in `from..=to`. Seqs of a batch are contiguous (assigned under the
+    /// session's lock), so the range names exactly the batch's rows, in 2 numbers whatever its
+    /// size; with names of at most 512 characters the payload stays under 1.2 kB.
+    Message {
+        w: String,
+        s: String,
+        from: i64,
+        to: i64,
+    },
+}
+
+/// Sends `notice` on [`CHANNEL`] as part of `db`'s transaction: delivered at commit, or never.
+pub(crate) async fn publish<C: ConnectionTrait>(db: &C, notice: &Notice) -> StoreResult<()> {
+    let payload = serde_json::to_string(notice)
+        .map_err(|e| StoreError::Internal(format!("serialising an event: {e}")))?;
+    db.execute_raw(stmt(
+        "SELECT pg_notify($1, $2)",
+        [CHANNEL.into(), payload.into()],
+    ))
+    .await?;
+    Ok(())
+}
+
+/// What the bus hands to subscribers.
+#[derive(Clone, Debug)]
+pub enum Event {
+    Messages(Arc<MessageBatch>),
+    /// The listener's connection was lost and is back: notifications committed in between were
+    /// not received, and nobody can tell which.
+    Gap,
+}
+
+/// Messages created by one committed batch; rows are loaded on first demand, once per process.
+#[derive(Debug)]
+pub struct MessageBatch {
+    pub workspace: String,
+    pub session: String,
+    pub from: i64,
+    pub to: i64,
+    rows: OnceCell<Arc<[Message]>>,
+}
+
+impl MessageBatch {
+    pub fn new(workspace: String, session: String, from: i64, to: i64) -> Self {
+        MessageBatch {
+            workspace,
+            session,
+            from,
+            to,
+            rows: OnceCell::new(),
+        }
+    }
+
+    /// The batch's messages in `seq_in_session` order: one query the first time, shared after.
+    /// A failed load is not cached; the next caller tries again.
+    pub async fn rows(&self, store: &Store) -> StoreResult<Arc<[Message]>> {
+        self.rows
+            .get_or_try_init(|| async {
+                let range = SeqRange {
+                    workspace: self.workspace.clone(),
+                    session: self.session.clone(),
+                    from: self.from,
+                    to: self.to,
+                };
+                Ok::<_, StoreError>(store.messages_in_ranges(&[range]).await?.into())
+            })
+            .await
+            .cloned()
+    }
+}
+
+#[derive(Default)]
+struct Stats {
+    notices: AtomicU64,
+    reconnects: AtomicU64,
+    listening: AtomicBool,
+}
+
+struct Inner {
+    tx: broadcast::Sender<Event>,
+    stats: Arc<Stats>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Closes the listener's connection; receivers see the channel close.
+        self.task.abort();
+    }
+}
+
+/// One process's view of the event stream: a dedicated LISTEN connection and a bounded fan-out.
+/// Cheap to clone; the listener stops when the last clone is dropped.
+#[derive(Clone)]
+pub struct EventBus {
+    inner: Arc<Inner>,
+}
+
+impl EventBus {
+    /// Connects the listener to `url` (its own connection, outside the pool) and starts the
+    /// fan-out task. `LISTEN` is in effect when this returns: a subscriber that subscribes after
+    /// this misses no write committed after its `subscribe`.
+    ///
+    /// `buffer` is how many events the broadcast channel holds for its slowest receiver.
+    pub async fn start(url: &str, buffer: usize) -> StoreResult<EventBus> {
+        let opts: PgConnectOptions = url
+            .parse()
+            .map_err(|e| StoreError::Internal(format!("event listener URL: {e}")))?;
+        let opts = opts
+            .application_name(LISTENER_APPLICATION_NAME)
+            .disable_statement_logging();
+        let listener = connect(&opts).await.map_err(listener_error)?;
+        let (tx, _) = broadcast::channel(buffer.max(1));
+        let stats = Arc::new(Stats::default());
+        stats.listening.store(true, Ordering::SeqCst);
+        let task = tokio::spawn(run(listener, opts, tx.clone(), stats.clone()));
+        Ok(EventBus {
+            inner: Arc::new(Inner { tx, stats, task }),
+        })
+    }
+
+    /// A receiver of every event from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.inner.tx.subscribe()
+    }
+
+    /// Receivers currently subscribed (one per open subscription).
+    pub fn subscribers(&self) -> usize {
+        self.inner.tx.receiver_count()
+    }
+
+    /// Notifications received since start (valid or not).
+    pub fn notices_received(&self) -> u64 {
+        self.inner.stats.notices.load(Ordering::SeqCst)
+    }
+
+    /// Times the listener's connection was re-established.
+    pub fn reconnects(&self) -> u64 {
+        self.inner.stats.reconnects.load(Ordering::SeqCst)
+    }
+
+    /// Whether the listener's connection is up (false while it reconnects).
+    pub fn is_listening(&self) -> bool {
+        self.inner.stats.listening.load(Ordering::SeqCst)
+    }
+}
+
+fn listener_error(e: sea_orm::sqlx::Error) -> StoreError {
+    StoreError::Database(sea_orm::DbErr::Conn(sea_orm::RuntimeErr::SqlxError(
+        Arc::new(e),
+    )))
+}
+
+/// A listener on its own one-connection pool (never shared with queries), listening on
+/// [`CHANNEL`]. The pool lets sqlx reconnect by itself after a plain connection loss.
+async fn connect(opts: &PgConnectOptions) -> Result<PgListener, sea_orm::sqlx::Error> {
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .min_connections(0)
+        .max_lifetime(None)
+        .idle_timeout(None)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(opts.clone())
+        .await?;
+    let mut listener = PgListener::connect_with(&pool).await?;
+    listener.ignore_pool_close_event(true);
+    listener.listen(CHANNEL).await?;
+    Ok(listener)
+}
+
+async fn run(
+    mut listener: PgListener,
+    opts: PgConnectOptions,
+    tx: broadcast::Sender<Event>,
+    stats: Arc<Stats>,
+) {
+    loop {
+        match listener.try_recv().await {
+            Ok(Some(n)) => {
+                stats.notices.fetch_add(1, Ordering::SeqCst);
+                dispatch(&tx, n.payload());
+            }
+            Ok(None) => {
+                // sqlx noticed the loss and has already reconnected and re-listened.
+                stats.reconnects.fetch_add(1, Ordering::SeqCst);
+                tracing::warn!(
+                    "event listener: connection lost and re-established; \
+                     notifications sent in between are lost, open subscriptions are ended"
+                );
+                let _ = tx.send(Event::Gap);
+            }
+            Err(err) => {
+                stats.listening.store(false, Ordering::SeqCst);
+                tracing::warn!(error = %err, "event listener: connection failed; reconnecting");
+                drop(listener);
+                listener = reconnect(&opts).await;
+                stats.listening.store(true, Ordering::SeqCst);
+                stats.reconnects.fetch_add(1, Ordering::SeqCst);
+                tracing::info!(
+                    "event listener: listening again; notifications sent in between are lost, \
+                     open subscriptions are ended"
+                );
+                let _ = tx.send(Event::Gap);
+            }
+        }
+    }
+}
+
+/// Tries until it succeeds: 100 ms, doubling to 10 s, each wait with up to 50 % jitter.
+async fn reconnect(opts: &PgConnectOptions) -> PgListener {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        tokio::time::sleep(jitter(delay)).await;
+        match connect(opts).await {
+            Ok(listener) => return listener,
+            Err(err) => {
+                tracing::warn!(error = %err, retry_in = ?delay, "event listener: reconnect failed");
+                delay = (delay * 2).min(Duration::from_secs(10));
+            }
+        }
+    }
+}
+
+fn jitter(d: Duration) -> Duration {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|t| t.subsec_nanos())
+        .unwrap_or(0);
+    // 50 %..100 % of d.
+    d / 2 + d / 2 * (nanos % 1000) / 1000
+}
+
+fn dispatch(tx: &broadcast::Sender<Event>, payload: &str) {
+    let event = match serde_json::from_str::<Notice>(payload) {
+        Ok(Notice::Message { w, s, from, to }) => {
+            Event::Messages(Arc::new(MessageBatch::new(w, s, from, to)))
+        }
+        Err(err) => {
+            tracing::debug!(error = %err, payload, "event listener: ignoring an unknown notice");
+            return;
+        }
+    };
+    // Err only when nobody subscribes, which is fine.
+    let _ = tx.send(event);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_notice_round_trips_and_stays_small() {
+        let n = Notice::Message {
+            w: "w".repeat(512),
+            s: "s".repeat(512),
+            from: i64::MAX - 100,
+            to: i64::MAX,
+        };
+        let json = serde_json::to_string(&n).unwrap();
+        assert!(json.len() < 1200, "{}", json.len());
+        assert!(json.starts_with(r#"{"kind":"message","#), "{json}");
+        assert_eq!(serde_json::from_str::<Notice>(&json).unwrap(), n);
+    }
+
+    #[test]
+    fn unknown_kinds_are_not_notices() {
+        assert!(
+            serde_json::from_str::<Notice>(r#"{"kind":"conclusion","w":"x","ids":[]}"#).is_err()
+        );
+    }
+
+    #[test]
+    fn jitter_stays_between_half_and_all() {
+        let d = Duration::from_millis(1000);
+        let j = jitter(d);
+        assert!(j >= d / 2 && j <= d, "{j:?}");
+    }
+}
