@@ -43,4 +43,15 @@ pub struct ServeConfig {
     /// Most complex query accepted (async-graphql's complexity: one per field by default).
     #[arg(long, env = "HONCHO_MAX_COMPLEXITY", default_value_t = 20_000)]
     pub max_complexity: usize,
+
+    /// Connection for the event listener (one per instance, LISTEN needs a session of its own);
+    /// defaults to DATABASE_URL. Point it at PostgreSQL itself (or a session-mode pool) when
+    /// DATABASE_URL goes through PgBouncer in transaction mode.
+    #[arg(long, env = "HONCHO_EVENTS_DATABASE_URL")]
+    pub events_database_url: Option<String>,
+
+    /// Events buffered per instance for subscribers; a subscriber further behind ends with
+    /// EVENTS_MISSED.
+    #[arg(long, env = "HONCHO_EVENT_BUFFER", default_value_t = crate::store::events::DEFAULT_BUFFER)]
+    pub event_buffer: usize,
 }

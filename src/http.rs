@@ -1,11 +1,14 @@
-//! HTTP surface: `/graphql` (POST and GET), `/health`, `/ready`.
+//! HTTP surface: `/graphql` (POST and GET), `/graphql/ws` (subscriptions over WebSocket, both
+//! graphql-transport-ws and the legacy graphql-ws protocol), `/health`, `/ready`.
 
 use std::time::Duration;
 
-use async_graphql_axum::{GraphQLRequest, GraphQLResponse};
+use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
+use async_graphql_axum::{GraphQLProtocol, GraphQLRequest, GraphQLResponse, GraphQLWebSocket};
 use axum::extract::State;
+use axum::extract::ws::WebSocketUpgrade;
 use axum::http::StatusCode;
-use axum::response::{Html, IntoResponse};
+use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
@@ -13,21 +16,28 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::graphql::AppSchema;
+use crate::graphql::subscription::{LoaderExecutor, on_connection_init};
 use crate::store::Store;
 
 #[derive(Clone)]
 struct AppState {
     schema: AppSchema,
     store: Store,
+    max_body_bytes: usize,
 }
 
 pub fn router(schema: AppSchema, store: Store, max_body_bytes: usize) -> Router {
     Router::new()
         .route("/graphql", get(graphql).post(graphql))
+        .route("/graphql/ws", get(graphql_ws))
         .route("/health", get(health))
         .route("/ready", get(ready))
         .route("/", get(index))
-        .with_state(AppState { schema, store })
+        .with_state(AppState {
+            schema,
+            store,
+            max_body_bytes,
+        })
         .layer(RequestBodyLimitLayer::new(max_body_bytes))
         .layer(TraceLayer::new_for_http())
 }
@@ -36,6 +46,23 @@ async fn graphql(State(app): State<AppState>, req: GraphQLRequest) -> GraphQLRes
     crate::graphql::execute(&app.schema, req.into_inner())
         .await
         .into()
+}
+
+/// Upgrades to a GraphQL WebSocket; the protocol comes from `Sec-WebSocket-Protocol`
+/// (`graphql-transport-ws` or `graphql-ws`; 400 without either). Messages are capped like bodies.
+async fn graphql_ws(
+    State(app): State<AppState>,
+    protocol: GraphQLProtocol,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    upgrade
+        .protocols(ALL_WEBSOCKET_PROTOCOLS)
+        .max_message_size(app.max_body_bytes)
+        .on_upgrade(move |socket| {
+            GraphQLWebSocket::new(socket, LoaderExecutor(app.schema), protocol)
+                .on_connection_init(on_connection_init)
+                .serve()
+        })
 }
 
 /// The process is up.

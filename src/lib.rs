@@ -27,12 +27,22 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         max_depth: cfg.max_depth,
         max_complexity: cfg.max_complexity,
     };
-    let schema = graphql::build_schema(store.clone(), &limits);
+    let events_url = cfg
+        .events_database_url
+        .as_deref()
+        .unwrap_or(&cfg.db.database_url);
+    let events = store::events::EventBus::start(events_url, cfg.event_buffer)
+        .await
+        .with_context(|| format!("listening for events on {}", redact(events_url)))?;
+    let schema = graphql::build_schema_with_events(store.clone(), &limits, Some(events));
     let app = http::router(schema, store, cfg.max_body_bytes);
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .with_context(|| format!("binding {}", cfg.listen))?;
-    tracing::info!("serving GraphQL on http://{}/graphql", cfg.listen);
+    tracing::info!(
+        "serving GraphQL on http://{0}/graphql (subscriptions: ws://{0}/graphql/ws)",
+        cfg.listen
+    );
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await?;

@@ -14,6 +14,8 @@ pub enum Code {
     Unauthenticated,
     Forbidden,
     Internal,
+    /// A subscription ended because events were dropped (lagged client, listener reconnect).
+    EventsMissed,
 }
 
 impl Code {
@@ -25,6 +27,7 @@ impl Code {
             Code::Unauthenticated => "UNAUTHENTICATED",
             Code::Forbidden => "FORBIDDEN",
             Code::Internal => "INTERNAL_SERVER_ERROR",
+            Code::EventsMissed => "EVENTS_MISSED",
         }
     }
 

@@ -37,6 +37,16 @@ pub struct MembersKey(pub String, pub String);
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RangeKey(pub SeqRange);
 
+/// Empties the loader's cache of every key kind. A subscription keeps one loader for its lifetime
+/// and calls this before each event batch, so rows are fresh and the cache stays small.
+/// **A new key kind must be added here.**
+pub fn clear_all(loader: &super::RequestLoader) {
+    loader.clear::<PeerKey>();
+    loader.clear::<SessionKey>();
+    loader.clear::<MembersKey>();
+    loader.clear::<RangeKey>();
+}
+
 impl Loader<PeerKey> for Loaders {
     type Value = Peer;
     type Error = ApiError;

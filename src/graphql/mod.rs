@@ -8,18 +8,24 @@ mod mutation;
 pub mod prefetch;
 mod query;
 pub mod scalars;
+pub mod subscription;
 pub mod types;
 
+use std::sync::Arc;
+
 use async_graphql::dataloader::{DataLoader, HashMapCache};
-use async_graphql::{Context, EmptySubscription, Request, Response, Schema};
+use async_graphql::futures_util::stream::{self, BoxStream, StreamExt};
+use async_graphql::{Context, Data, Request, Response, Schema};
 
 use crate::store::Store;
+use crate::store::events::EventBus;
 use error::ApiResult;
 use loaders::Loaders;
 pub use mutation::MutationRoot;
 pub use query::QueryRoot;
+pub use subscription::SubscriptionRoot;
 
-pub type AppSchema = Schema<QueryRoot, MutationRoot, EmptySubscription>;
+pub type AppSchema = Schema<QueryRoot, MutationRoot, SubscriptionRoot>;
 
 /// Limits that keep one request from monopolising the server.
 #[derive(Clone, Debug)]
@@ -37,17 +43,30 @@ impl Default for Limits {
     }
 }
 
+/// A schema without an event bus: queries and mutations work, subscriptions answer with an error.
 pub fn build_schema(store: Store, limits: &Limits) -> AppSchema {
-    Schema::build(QueryRoot, MutationRoot::default(), EmptySubscription)
+    build_schema_with_events(store, limits, None)
+}
+
+/// A schema whose subscriptions are fed by `events` (the process's one LISTEN connection).
+pub fn build_schema_with_events(
+    store: Store,
+    limits: &Limits,
+    events: Option<EventBus>,
+) -> AppSchema {
+    let mut builder = Schema::build(QueryRoot, MutationRoot::default(), SubscriptionRoot)
         .data(store)
         .limit_depth(limits.max_depth)
-        .limit_complexity(limits.max_complexity)
-        .finish()
+        .limit_complexity(limits.max_complexity);
+    if let Some(bus) = events {
+        builder = builder.data(bus);
+    }
+    builder.finish()
 }
 
 /// The SDL of the schema, as committed in `schema.graphql`.
 pub fn sdl() -> String {
-    Schema::build(QueryRoot, MutationRoot::default(), EmptySubscription)
+    Schema::build(QueryRoot, MutationRoot::default(), SubscriptionRoot)
         .finish()
         .sdl()
 }
@@ -77,4 +96,24 @@ pub async fn execute(schema: &AppSchema, request: Request) -> Response {
     };
     let loader = DataLoader::with_cache(Loaders::new(store), tokio::spawn, HashMapCache::default());
     schema.execute(request.data(loader)).await
+}
+
+/// Executes one operation as a stream (a subscription yields a response per event; a query or
+/// mutation yields one) with its own loader, as [`execute`] does for single responses.
+/// `session_data` is the WebSocket connection's data ([`subscription::ConnectionInit`]).
+pub fn execute_stream(
+    schema: &AppSchema,
+    request: Request,
+    session_data: Option<Arc<Data>>,
+) -> BoxStream<'static, Response> {
+    let Some(store) = schema.data::<Store>() else {
+        let err = async_graphql::ServerError::new("schema built without a store", None);
+        return stream::once(async move { Response::from_errors(vec![err]) }).boxed();
+    };
+    let loader = DataLoader::with_cache(
+        Loaders::new(store.clone()),
+        tokio::spawn,
+        HashMapCache::default(),
+    );
+    schema.execute_stream_with_session_data(request.data(loader), session_data.unwrap_or_default())
 }

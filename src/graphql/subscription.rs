@@ -1,0 +1,168 @@
+//! Subscriptions: pushed events over WebSocket (`/graphql/ws`), fed by the process's
+//! [`EventBus`] (PostgreSQL LISTEN/NOTIFY, so every instance on one database sees every write).
+//!
+//! A subscription keeps one dataloader for its lifetime (added by [`execute_stream`]); before each
+//! event batch it empties the loader's cache and prefetches what its selection needs for the whole
+//! batch, so nested fields (`peer`, `session`, `context`) resolve as in queries, with fresh rows and
+//! one statement per kind per batch.
+//!
+//! **Overflow policy.** The bus buffers a fixed number of events per process. A subscriber that
+//! falls further behind (its client reads too slowly) does not slow anyone: it skips ahead, and its
+//! subscription ends with one error, `extensions.code = EVENTS_MISSED`, `extensions.reason =
+//! "lagged"`, `extensions.dropped = N`. The same error with `reason = "listener_reconnected"` ends
+//! subscriptions that were open while the listener's connection was down. Either way the client
+//! knows it has a hole: it resubscribes, then catches up with `Session.messages` from the last
+//! `seqInSession` it saw (a subscriber never gets a silent gap).
+//!
+//! [`execute_stream`]: super::execute_stream
+
+use std::sync::Arc;
+
+use async_graphql::futures_util::stream::BoxStream;
+use async_graphql::{
+    Context, Data, ErrorExtensions, Executor, ID, Request, Response, Subscription,
+};
+use futures::Stream;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::error::{ApiError, ApiResult, Code};
+use super::types::Message;
+use super::{AppSchema, loader, loaders, prefetch, store};
+use crate::store::events::{Event, EventBus, MessageBatch};
+use crate::store::message::Message as MessageRow;
+
+#[derive(Default)]
+pub struct SubscriptionRoot;
+
+/// Which messages a `messageCreated` subscription wants.
+struct MessageFilter {
+    workspace: String,
+    session: Option<String>,
+    peer: Option<String>,
+}
+
+impl MessageFilter {
+    fn wants_batch(&self, b: &MessageBatch) -> bool {
+        b.workspace == self.workspace && self.session.as_ref().is_none_or(|s| *s == b.session)
+    }
+
+    fn wants(&self, m: &MessageRow) -> bool {
+        self.peer.as_ref().is_none_or(|p| *p == m.peer_name)
+    }
+}
+
+/// Ends a subscription that cannot promise it saw every event.
+fn events_missed(reason: &'static str, dropped: Option<u64>) -> ApiError {
+    let message = match dropped {
+        Some(n) => format!(
+            "subscription fell behind and {n} events were dropped; resubscribe and catch up \
+             from the last seqInSession received"
+        ),
+        None => "the server's event listener reconnected and events may have been missed; \
+                 resubscribe and catch up from the last seqInSession received"
+            .to_owned(),
+    };
+    let err = Code::EventsMissed.error(message).0.extend_with(|_, e| {
+        e.set("reason", reason);
+        if let Some(n) = dropped {
+            e.set("dropped", n);
+        }
+    });
+    ApiError(err)
+}
+
+#[Subscription]
+impl SubscriptionRoot {
+    /// Messages created from now on in the workspace, in one session (`sessionId`) and/or by one
+    /// author (`peerId`). Within a session they arrive in `seqInSession` order, each once; a batch
+    /// rolled back is never seen. A subscription that had to drop events ends with an
+    /// `EVENTS_MISSED` error instead of skipping silently.
+    async fn message_created(
+        &self,
+        ctx: &Context<'_>,
+        workspace_id: ID,
+        session_id: Option<ID>,
+        peer_id: Option<ID>,
+    ) -> Result<impl Stream<Item = ApiResult<Message>>, ApiError> {
+        let bus = ctx
+            .data_opt::<EventBus>()
+            .ok_or_else(|| Code::Internal.error("subscriptions are not enabled on this server"))?;
+        let store = store(ctx)?.clone();
+        let loader = loader(ctx)?;
+        let filter = MessageFilter {
+            workspace: workspace_id.0,
+            session: session_id.map(|s| s.0),
+            peer: peer_id.map(|p| p.0),
+        };
+        // Subscribe now, not on the stream's first poll: events from here on are ours.
+        let mut rx = bus.subscribe();
+        Ok(async_stream::stream! {
+            loop {
+                let batch = match rx.recv().await {
+                    Ok(Event::Messages(b)) if filter.wants_batch(&b) => b,
+                    Ok(Event::Messages(_)) => continue,
+                    Ok(Event::Gap) => {
+                        yield Err(events_missed("listener_reconnected", None));
+                        break;
+                    }
+                    Err(RecvError::Lagged(n)) => {
+                        yield Err(events_missed("lagged", Some(n)));
+                        break;
+                    }
+                    Err(RecvError::Closed) => break,
+                };
+                let rows: Vec<MessageRow> = match batch.rows(&store).await {
+                    Ok(rows) => rows.iter().filter(|m| filter.wants(m)).cloned().collect(),
+                    Err(err) => {
+                        yield Err(err.into());
+                        break;
+                    }
+                };
+                if rows.is_empty() {
+                    continue;
+                }
+                // Earlier items are fully resolved before the stream is polled again, so the
+                // cache can be emptied here; then the whole batch is prefetched at once.
+                loaders::clear_all(loader);
+                if let Err(err) = prefetch::messages(ctx, &rows, &[ctx.look_ahead()]).await {
+                    yield Err(err);
+                    break;
+                }
+                for m in rows {
+                    yield Ok(Message(m));
+                }
+            }
+        })
+    }
+}
+
+/// The `connection_init` payload of a WebSocket connection (an object, or null when none was
+/// sent), kept as connection data for every operation on it. Auth reads its keys from here.
+#[derive(Clone, Debug, Default)]
+pub struct ConnectionInit(pub serde_json::Value);
+
+/// Accepts any `connection_init` payload and keeps it as [`ConnectionInit`].
+pub async fn on_connection_init(payload: serde_json::Value) -> async_graphql::Result<Data> {
+    let mut data = Data::default();
+    data.insert(ConnectionInit(payload));
+    Ok(data)
+}
+
+/// The schema as an [`Executor`] whose every operation gets its own loader, for the WebSocket
+/// transport (the equivalent of [`super::execute`] for HTTP).
+#[derive(Clone)]
+pub struct LoaderExecutor(pub AppSchema);
+
+impl Executor for LoaderExecutor {
+    async fn execute(&self, request: Request) -> Response {
+        super::execute(&self.0, request).await
+    }
+
+    fn execute_stream(
+        &self,
+        request: Request,
+        session_data: Option<Arc<Data>>,
+    ) -> BoxStream<'static, Response> {
+        super::execute_stream(&self.0, request, session_data)
+    }
+}
