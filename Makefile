@@ -59,6 +59,8 @@ test: model
 	  base=$$(scripts/setup-postgres.sh)
 	  export DATABASE_URL="$$base/postgres"
 	fi
+	# The npm graphql-ws client for the subscription test (offline after the first install).
+	scripts/setup-node-ws.sh
 	$(CARGO) test --workspace --all-targets $(TEST_ARGS)
 
 lint:

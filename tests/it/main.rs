@@ -9,4 +9,5 @@ mod messages;
 mod migrations;
 mod schema_file;
 mod sessions;
+mod subscriptions;
 mod workspaces_peers;

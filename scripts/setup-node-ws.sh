@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the npm `graphql-ws` client that tests/it/subscriptions.rs runs under Node (exactly the
+# lock file, into tests/node-ws/node_modules). Does nothing when it is installed and the lock file
+# has not changed since, so runs after the first are offline. Without npm it says so and exits 0:
+# the test then skips itself.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../tests/node-ws"
+log() { echo "setup-node-ws: $*" >&2; }
+if ! command -v npm >/dev/null; then
+  log "npm not found; the Node graphql-ws client test will be skipped"
+  exit 0
+fi
+# npm ci writes node_modules/.package-lock.json last; it is newer than the lock file it installed.
+if [ -f node_modules/.package-lock.json ] && [ node_modules/.package-lock.json -nt package-lock.json ]; then
+  exit 0
+fi
+npm ci --no-audit --no-fund --prefer-offline >&2

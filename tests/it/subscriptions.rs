@@ -1,0 +1,641 @@
+//! Subscriptions: `messageCreated` through the schema (`execute_stream`) and over real WebSockets
+//! (graphql-transport-ws and legacy graphql-ws, our client and the npm `graphql-ws` client), each
+//! server with its own LISTEN connection on the test's database.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use async_graphql::futures_util::stream::BoxStream;
+use async_graphql::{Request, Response, Variables};
+use futures::{SinkExt, StreamExt};
+use honcho_graphql::graphql::{self, AppSchema, Limits};
+use honcho_graphql::store::Store;
+use honcho_graphql::store::events::{EventBus, LISTENER_APPLICATION_NAME};
+use sea_orm::ConnectionTrait;
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message as WsMsg;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use crate::harness::TestApp;
+
+const CREATE: &str = "mutation($w: ID!, $s: ID!, $m: [MessageInput!]!) {
+  createMessages(workspaceId: $w, sessionId: $s, messages: $m) { id seqInSession } }";
+
+const SUB: &str = "subscription($w: ID!, $s: ID, $p: ID) {
+  messageCreated(workspaceId: $w, sessionId: $s, peerId: $p) {
+    id content seqInSession sessionId peerId
+    peer { id }
+    session { id peers { peerId } }
+    context(before: 1, after: 0) { seqInSession }
+  } }";
+
+fn msgs(peer: &str, contents: &[&str]) -> Value {
+    Value::Array(
+        contents
+            .iter()
+            .map(|c| json!({"peerId": peer, "content": c}))
+            .collect(),
+    )
+}
+
+async fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// One server instance: its own pool, its own listener, its own HTTP port.
+struct Instance {
+    addr: SocketAddr,
+    bus: EventBus,
+    schema: AppSchema,
+    store: Store,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Instance {
+    async fn start(app: &TestApp, buffer: usize) -> Instance {
+        let url = app._db.url();
+        let store = Store::connect(&url, 5).await.unwrap();
+        let bus = EventBus::start(&url, buffer).await.unwrap();
+        let schema =
+            graphql::build_schema_with_events(store.clone(), &Limits::default(), Some(bus.clone()));
+        let router = honcho_graphql::http::router(schema.clone(), store.clone(), 1 << 20);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, router).await.unwrap();
+        });
+        Instance {
+            addr,
+            bus,
+            schema,
+            store,
+            task,
+        }
+    }
+
+    /// Runs a mutation through this instance's HTTP endpoint.
+    async fn post(&self, query: &str, vars: Value) -> Value {
+        reqwest::Client::new()
+            .post(format!("http://{}/graphql", self.addr))
+            .json(&json!({"query": query, "variables": vars}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    async fn create(&self, session: &str, m: Value) -> Value {
+        let resp = self
+            .post(CREATE, json!({"w": "ws", "s": session, "m": m}))
+            .await;
+        assert!(resp.get("errors").is_none(), "{resp}");
+        resp
+    }
+
+    /// Subscribes through the schema (no network) and returns once the subscription listens.
+    async fn subscribe(&self, query: &str, vars: Value) -> BoxStream<'static, Response> {
+        let before = self.bus.subscribers();
+        let req = Request::new(query).variables(Variables::from_json(vars));
+        let mut stream = graphql::execute_stream(&self.schema, req, None);
+        // Poll until the resolver has subscribed to the bus (it then waits for events).
+        let start = Instant::now();
+        while self.bus.subscribers() == before {
+            if let Ok(Some(resp)) =
+                tokio::time::timeout(Duration::from_millis(5), stream.next()).await
+            {
+                panic!("subscription answered before any event: {resp:?}");
+            }
+            assert!(start.elapsed() < Duration::from_secs(5), "never subscribed");
+        }
+        stream
+    }
+}
+
+/// The next `n` results of a stream as JSON, each within `limit`.
+async fn take(stream: &mut BoxStream<'static, Response>, n: usize, limit: Duration) -> Vec<Value> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let resp = tokio::time::timeout(limit, stream.next())
+            .await
+            .unwrap_or_else(|_| panic!("result {i} of {n} did not arrive; got {out:?}"))
+            .unwrap_or_else(|| panic!("stream ended after {i} of {n} results: {out:?}"));
+        out.push(serde_json::to_value(resp).unwrap());
+    }
+    out
+}
+
+async fn assert_quiet(stream: &mut BoxStream<'static, Response>, wait: Duration) {
+    if let Ok(item) = tokio::time::timeout(wait, stream.next()).await {
+        panic!("expected nothing, got {item:?}");
+    }
+}
+
+fn created(results: &[Value]) -> Vec<&Value> {
+    results
+        .iter()
+        .map(|r| {
+            assert!(r.get("errors").is_none(), "{r}");
+            &r["data"]["messageCreated"]
+        })
+        .collect()
+}
+
+fn seqs(results: &[Value]) -> Vec<i64> {
+    created(results)
+        .iter()
+        .map(|m| m["seqInSession"].as_i64().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_subscriber_sees_exactly_the_new_messages_of_its_session_in_order() {
+    let app = TestApp::new().await;
+    let a = Instance::start(&app, 1024).await;
+    a.create("chat", msgs("alice", &["before"])).await;
+    // Let the earlier notice pass before subscribing.
+    wait_until("the first notice", Duration::from_secs(5), || {
+        a.bus.notices_received() == 1
+    })
+    .await;
+    let mut sub = a.subscribe(SUB, json!({"w": "ws", "s": "chat"})).await;
+
+    a.create("chat", msgs("alice", &["one", "two", "three"]))
+        .await;
+    a.create("other", msgs("bob", &["elsewhere"])).await;
+    // Concurrent writers to the subscribed session: seqs must still arrive in order.
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let schema = a.schema.clone();
+            tokio::spawn(async move {
+                let m = msgs(&format!("p{w}"), &["x", "y"]);
+                let req = Request::new(CREATE).variables(Variables::from_json(
+                    json!({"w": "ws", "s": "chat", "m": m}),
+                ));
+                let resp = graphql::execute(&schema, req).await;
+                assert!(resp.errors.is_empty(), "{:?}", resp.errors);
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
+    a.create("chat", msgs("bob", &["last"])).await;
+
+    let results = take(&mut sub, 20, Duration::from_secs(10)).await;
+    assert_eq!(seqs(&results), (2..=21).collect::<Vec<_>>());
+    let ms = created(&results);
+    assert_eq!(ms[0]["content"], "one");
+    assert_eq!(ms[19]["content"], "last");
+    assert!(ms.iter().all(|m| m["sessionId"] == "chat"));
+    // Nested fields resolve as in queries.
+    assert_eq!(ms[0]["peer"], json!({"id": "alice"}));
+    assert_eq!(ms[19]["peer"], json!({"id": "bob"}));
+    assert_eq!(ms[0]["session"]["id"], "chat");
+    assert_eq!(
+        ms[19]["session"]["peers"].as_array().unwrap().len(),
+        10,
+        "alice, bob and 8 writers are members"
+    );
+    assert_eq!(
+        ms[0]["context"],
+        json!([{"seqInSession": 1}, {"seqInSession": 2}])
+    );
+    assert_quiet(&mut sub, Duration::from_millis(300)).await;
+}
+
+#[tokio::test]
+async fn a_peer_filter_spans_the_workspace_and_nothing_else() {
+    let app = TestApp::new().await;
+    let a = Instance::start(&app, 1024).await;
+    let mut sub = a
+        .subscribe(
+            "subscription { messageCreated(workspaceId: \"ws\", peerId: \"alice\") { content sessionId } }",
+            json!({}),
+        )
+        .await;
+    a.create(
+        "s1",
+        json!([{"peerId": "alice", "content": "a1"}, {"peerId": "bob", "content": "b1"}]),
+    )
+    .await;
+    a.create("s2", msgs("bob", &["b2"])).await;
+    a.create("s2", msgs("alice", &["a2"])).await;
+    let other = a
+        .post(
+            CREATE,
+            json!({"w": "elsewhere", "s": "s1", "m": msgs("alice", &["not this workspace"])}),
+        )
+        .await;
+    assert!(other.get("errors").is_none());
+    let got = take(&mut sub, 2, Duration::from_secs(10)).await;
+    let got: Vec<(&str, &str)> = created(&got)
+        .iter()
+        .map(|m| {
+            (
+                m["content"].as_str().unwrap(),
+                m["sessionId"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, [("a1", "s1"), ("a2", "s2")]);
+    assert_quiet(&mut sub, Duration::from_millis(300)).await;
+}
+
+#[tokio::test]
+async fn a_rolled_back_batch_emits_nothing() {
+    let app = TestApp::new().await;
+    // Rejects a message at COMMIT, after createMessages has run pg_notify in its transaction.
+    app.store
+        .db()
+        .execute_unprepared(
+            "CREATE FUNCTION reject_marked() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN IF NEW.content = 'reject at commit' THEN RAISE EXCEPTION 'rejected'; END IF;
+             RETURN NULL; END $$;
+             CREATE CONSTRAINT TRIGGER reject_marked AFTER INSERT ON messages
+               DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION reject_marked();",
+        )
+        .await
+        .unwrap();
+    let a = Instance::start(&app, 1024).await;
+    let mut sub = a.subscribe(SUB, json!({"w": "ws", "s": "chat"})).await;
+
+    // One invalid message in the batch: refused before anything is written.
+    let too_long = "x".repeat(25_001);
+    let resp = a
+        .post(
+            CREATE,
+            json!({"w": "ws", "s": "chat", "m": [{"peerId": "a", "content": "ok"}, {"peerId": "a", "content": too_long}]}),
+        )
+        .await;
+    assert_eq!(resp["errors"][0]["extensions"]["code"], "BAD_USER_INPUT");
+    // One message the database rejects at commit: the transaction had notified, then rolled back.
+    let resp = a
+        .post(
+            CREATE,
+            json!({"w": "ws", "s": "chat", "m": msgs("a", &["fine", "reject at commit"])}),
+        )
+        .await;
+    assert_eq!(
+        resp["errors"][0]["extensions"]["code"], "INTERNAL_SERVER_ERROR",
+        "{resp}"
+    );
+    assert_eq!(app.sql_i64("SELECT count(*) FROM messages").await, 0);
+    assert_quiet(&mut sub, Duration::from_millis(500)).await;
+    assert_eq!(a.bus.notices_received(), 0, "no notification was delivered");
+
+    a.create("chat", msgs("a", &["kept"])).await;
+    let got = take(&mut sub, 1, Duration::from_secs(10)).await;
+    assert_eq!(
+        seqs(&got),
+        [1],
+        "the rolled-back batches left no seqs behind"
+    );
+    assert_eq!(a.bus.notices_received(), 1);
+}
+
+#[tokio::test]
+async fn a_lagging_subscriber_ends_with_events_missed_and_slows_nobody() {
+    let app = TestApp::new().await;
+    let a = Instance::start(&app, 4).await;
+    let mut slow = a.subscribe(SUB, json!({"w": "ws", "s": "chat"})).await;
+    let mut fast = a
+        .subscribe(
+            "subscription { messageCreated(workspaceId: \"ws\", sessionId: \"chat\") { seqInSession } }",
+            json!({}),
+        )
+        .await;
+    let fast_reader = tokio::spawn(async move {
+        let got = take(&mut fast, 10, Duration::from_secs(10)).await;
+        (seqs(&got), fast)
+    });
+    // The slow subscriber is never polled while ten batches go by.
+    for i in 0..10 {
+        a.create("chat", msgs("a", &[&format!("m{i}")])).await;
+    }
+    let (fast_seqs, _fast) = fast_reader.await.unwrap();
+    assert_eq!(fast_seqs, (1..=10).collect::<Vec<_>>());
+    wait_until("ten notices", Duration::from_secs(5), || {
+        a.bus.notices_received() == 10
+    })
+    .await;
+
+    let got = take(&mut slow, 1, Duration::from_secs(5)).await;
+    let err = &got[0]["errors"][0];
+    assert_eq!(err["extensions"]["code"], "EVENTS_MISSED", "{got:?}");
+    assert_eq!(err["extensions"]["reason"], "lagged");
+    assert_eq!(
+        err["extensions"]["dropped"], 6,
+        "a buffer of 4 kept the last 4 of 10"
+    );
+    assert!(err["message"].as_str().unwrap().contains("resubscribe"));
+    let end = tokio::time::timeout(Duration::from_secs(5), slow.next())
+        .await
+        .unwrap();
+    assert!(end.is_none(), "the subscription ends after the error");
+}
+
+#[tokio::test]
+async fn the_listener_reconnects_and_open_subscriptions_learn_of_the_gap() {
+    let app = TestApp::new().await;
+    let a = Instance::start(&app, 1024).await;
+    let mut before = a.subscribe(SUB, json!({"w": "ws", "s": "chat"})).await;
+    let killed = app
+        .sql_i64(&format!(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE application_name = '{LISTENER_APPLICATION_NAME}' AND datname = current_database()"
+        ))
+        .await;
+    assert_eq!(killed, 1, "one listener connection per instance");
+
+    let got = take(&mut before, 1, Duration::from_secs(15)).await;
+    let err = &got[0]["errors"][0];
+    assert_eq!(err["extensions"]["code"], "EVENTS_MISSED", "{got:?}");
+    assert_eq!(err["extensions"]["reason"], "listener_reconnected");
+    assert!(a.bus.reconnects() >= 1 && a.bus.is_listening());
+
+    let mut after = a.subscribe(SUB, json!({"w": "ws", "s": "chat"})).await;
+    a.create("chat", msgs("a", &["after the gap"])).await;
+    let got = take(&mut after, 1, Duration::from_secs(10)).await;
+    assert_eq!(created(&got)[0]["content"], "after the gap");
+}
+
+#[tokio::test]
+async fn without_an_event_bus_subscriptions_say_so() {
+    let app = TestApp::new().await;
+    let req = Request::new("subscription { messageCreated(workspaceId: \"ws\") { id } }");
+    let mut stream = graphql::execute_stream(&app.schema, req, None);
+    let resp = serde_json::to_value(stream.next().await.unwrap()).unwrap();
+    assert_eq!(
+        resp["errors"][0]["extensions"]["code"],
+        "INTERNAL_SERVER_ERROR"
+    );
+    assert!(
+        resp["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not enabled"),
+        "{resp}"
+    );
+}
+
+// ---- over WebSockets -------------------------------------------------------------------------
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// Connects with `protocol`, sends connection_init with `payload`, expects the ack.
+async fn ws_connect(addr: SocketAddr, protocol: &str, payload: Value) -> Ws {
+    let mut req = format!("ws://{addr}/graphql/ws")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut()
+        .insert("sec-websocket-protocol", protocol.parse().unwrap());
+    let (mut ws, resp) = tokio_tungstenite::connect_async(req).await.unwrap();
+    assert_eq!(resp.headers()["sec-websocket-protocol"], protocol);
+    ws_send(
+        &mut ws,
+        json!({"type": "connection_init", "payload": payload}),
+    )
+    .await;
+    assert_eq!(ws_next(&mut ws).await, json!({"type": "connection_ack"}));
+    ws
+}
+
+async fn ws_send(ws: &mut Ws, v: Value) {
+    ws.send(WsMsg::Text(v.to_string().into())).await.unwrap();
+}
+
+/// The next JSON message (pings and pongs skipped), within 10 s.
+async fn ws_next(ws: &mut Ws) -> Value {
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .expect("a message within 10 s")
+            .expect("the socket is open")
+            .unwrap();
+        match msg {
+            WsMsg::Text(t) => {
+                let v: Value = serde_json::from_str(&t).unwrap();
+                if v["type"] != "ping" && v["type"] != "pong" && v["type"] != "ka" {
+                    return v;
+                }
+            }
+            WsMsg::Close(frame) => panic!("closed: {frame:?}"),
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn two_instances_on_one_database_deliver_every_write_to_every_subscriber() {
+    let app = TestApp::new().await;
+    let a = Instance::start(&app, 1024).await;
+    let b = Instance::start(&app, 1024).await;
+
+    let mut on_a = ws_connect(a.addr, "graphql-transport-ws", json!({"apiKey": "later"})).await;
+    ws_send(
+        &mut on_a,
+        json!({"id": "1", "type": "subscribe", "payload": {"query": SUB, "variables": {"w": "ws", "s": "chat"}}}),
+    )
+    .await;
+    let mut on_b = ws_connect(b.addr, "graphql-transport-ws", Value::Null).await;
+    ws_send(
+        &mut on_b,
+        json!({"id": "s", "type": "subscribe", "payload": {"query": "subscription { messageCreated(workspaceId: \"ws\") { content } }"}}),
+    )
+    .await;
+    wait_until("both subscriptions", Duration::from_secs(5), || {
+        a.bus.subscribers() == 1 && b.bus.subscribers() == 1
+    })
+    .await;
+
+    // Written through B only.
+    b.create("chat", msgs("alice", &["one", "two"])).await;
+    b.create("other", msgs("bob", &["elsewhere"])).await;
+    b.create("chat", msgs("bob", &["three"])).await;
+
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let m = ws_next(&mut on_a).await;
+        assert_eq!(m["type"], "next", "{m}");
+        assert_eq!(m["id"], "1");
+        assert!(m["payload"].get("errors").is_none(), "{m}");
+        got.push(m["payload"]["data"]["messageCreated"].clone());
+    }
+    let contents: Vec<&str> = got.iter().map(|m| m["content"].as_str().unwrap()).collect();
+    assert_eq!(contents, ["one", "two", "three"]);
+    let s: Vec<i64> = got
+        .iter()
+        .map(|m| m["seqInSession"].as_i64().unwrap())
+        .collect();
+    assert_eq!(s, [1, 2, 3]);
+    assert_eq!(got[2]["peer"], json!({"id": "bob"}));
+
+    let mut on_b_got = Vec::new();
+    for _ in 0..4 {
+        let m = ws_next(&mut on_b).await;
+        on_b_got.push(m["payload"]["data"]["messageCreated"]["content"].clone());
+    }
+    assert_eq!(on_b_got, ["one", "two", "elsewhere", "three"]);
+
+    // complete stops the subscription on the server.
+    ws_send(&mut on_a, json!({"id": "1", "type": "complete"})).await;
+    wait_until("the subscription to end", Duration::from_secs(5), || {
+        a.bus.subscribers() == 0
+    })
+    .await;
+    drop(on_b);
+    wait_until(
+        "the closed socket to drop its subscription",
+        Duration::from_secs(5),
+        || b.bus.subscribers() == 0,
+    )
+    .await;
+    // The two instances did not share a pool: B's store was the writer.
+    assert!(b.store.ping().await.is_ok());
+}
+
+#[tokio::test]
+async fn the_legacy_graphql_ws_protocol_works_too() {
+    let app = TestApp::new().await;
+    let a = Instance::start(&app, 1024).await;
+    let mut ws = ws_connect(
+        a.addr,
+        "graphql-ws",
+        json!({"authorization": "Bearer later"}),
+    )
+    .await;
+    ws_send(
+        &mut ws,
+        json!({"id": "7", "type": "start", "payload": {"query": SUB, "variables": {"w": "ws", "s": "chat"}}}),
+    )
+    .await;
+    wait_until("the subscription", Duration::from_secs(5), || {
+        a.bus.subscribers() == 1
+    })
+    .await;
+    a.create("chat", msgs("carol", &["legacy"])).await;
+    let m = ws_next(&mut ws).await;
+    assert_eq!(m["type"], "data", "{m}");
+    assert_eq!(m["id"], "7");
+    assert_eq!(m["payload"]["data"]["messageCreated"]["content"], "legacy");
+    assert_eq!(
+        m["payload"]["data"]["messageCreated"]["peer"],
+        json!({"id": "carol"})
+    );
+    ws_send(&mut ws, json!({"id": "7", "type": "stop"})).await;
+    assert_eq!(
+        ws_next(&mut ws).await,
+        json!({"type": "complete", "id": "7"})
+    );
+}
+
+#[tokio::test]
+async fn a_websocket_without_a_graphql_protocol_is_refused() {
+    let app = TestApp::new().await;
+    let a = Instance::start(&app, 16).await;
+    let req = format!("ws://{}/graphql/ws", a.addr)
+        .into_client_request()
+        .unwrap();
+    let err = tokio_tungstenite::connect_async(req).await.unwrap_err();
+    assert!(err.to_string().contains("400"), "{err}");
+}
+
+/// The npm `graphql-ws` client under Node: a client we did not write.
+#[tokio::test]
+async fn the_npm_graphql_ws_client_receives_events() {
+    let node_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/node-ws");
+    if std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED: node is not installed");
+        return;
+    }
+    if !std::path::Path::new(node_dir)
+        .join("node_modules/graphql-ws")
+        .exists()
+    {
+        let setup = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/setup-node-ws.sh");
+        let ok = std::process::Command::new(setup)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok
+            || !std::path::Path::new(node_dir)
+                .join("node_modules/graphql-ws")
+                .exists()
+        {
+            eprintln!("SKIPPED: could not install the npm graphql-ws client (run {setup})");
+            return;
+        }
+    }
+    let app = TestApp::new().await;
+    let a = Instance::start(&app, 1024).await;
+    let child = tokio::process::Command::new("node")
+        .current_dir(node_dir)
+        .args([
+            "subscribe.mjs",
+            &format!("ws://{}/graphql/ws", a.addr),
+            "ws",
+            "chat",
+            "3",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    wait_until("node to subscribe", Duration::from_secs(20), || {
+        a.bus.subscribers() == 1
+    })
+    .await;
+    a.create("chat", msgs("alice", &["from rust", "to node"]))
+        .await;
+    a.create("elsewhere", msgs("alice", &["not for node"]))
+        .await;
+    a.create("chat", msgs("bob", &["third"])).await;
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("node finishes")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "node failed: {stderr}");
+    let lines: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let got: Vec<(String, i64, String)> = lines
+        .iter()
+        .map(|r| {
+            let m = &r["data"]["messageCreated"];
+            (
+                m["content"].as_str().unwrap().to_owned(),
+                m["seqInSession"].as_i64().unwrap(),
+                m["peer"]["id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("from rust".to_owned(), 1, "alice".to_owned()),
+            ("to node".to_owned(), 2, "alice".to_owned()),
+            ("third".to_owned(), 3, "bob".to_owned()),
+        ]
+    );
+}
