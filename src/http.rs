@@ -48,6 +48,8 @@ async fn graphql(State(app): State<AppState>, req: GraphQLRequest) -> GraphQLRes
         .into()
 }
 
+const WS_READ_BUFFER: usize = 4 * 1024;
+
 /// Upgrades to a GraphQL WebSocket; the protocol comes from `Sec-WebSocket-Protocol`
 /// (`graphql-transport-ws` or `graphql-ws`; 400 without either). Messages are capped like bodies.
 async fn graphql_ws(
@@ -58,6 +60,9 @@ async fn graphql_ws(
     upgrade
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
         .max_message_size(app.max_body_bytes)
+        // Clients send little (init, subscribe, pings); tungstenite's 128 KiB default read buffer
+        // was most of an idle subscriber's memory. Larger messages still grow it as needed.
+        .read_buffer_size(WS_READ_BUFFER)
         .on_upgrade(move |socket| {
             GraphQLWebSocket::new(socket, LoaderExecutor(app.schema), protocol)
                 .on_connection_init(on_connection_init)
