@@ -37,14 +37,19 @@ pub struct MembersKey(pub String, pub String);
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RangeKey(pub SeqRange);
 
-/// Empties the loader's cache of every key kind. A subscription keeps one loader for its lifetime
-/// and calls this before each event batch, so rows are fresh and the cache stays small.
+/// Replaces the cache of `own` with the rows `shared` holds, kind by kind. A subscription keeps one
+/// loader for its lifetime and, before each event batch, refills it from the batch's loader
+/// (warmed once per process for all subscribers): nested fields read fresh rows without a query
+/// per subscriber, and a subscription's cache never holds more than one batch.
 /// **A new key kind must be added here.**
-pub fn clear_all(loader: &super::RequestLoader) {
-    loader.clear::<PeerKey>();
-    loader.clear::<SessionKey>();
-    loader.clear::<MembersKey>();
-    loader.clear::<RangeKey>();
+pub async fn refill_from(own: &super::RequestLoader, shared: &super::RequestLoader) {
+    macro_rules! refill {
+        ($($kind:ty),*) => {$(
+            own.clear::<$kind>();
+            own.feed_many(shared.get_cached_values::<$kind>()).await;
+        )*};
+    }
+    refill!(PeerKey, SessionKey, MembersKey, RangeKey);
 }
 
 impl Loader<PeerKey> for Loaders {

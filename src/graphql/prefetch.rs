@@ -8,9 +8,9 @@ use async_graphql::{Context, Lookahead, Name, Value};
 use futures::future::try_join3;
 
 use super::error::ApiResult;
-use super::loader;
 use super::loaders::{MembersKey, PeerKey, RangeKey, SessionKey};
 use super::types::message::{DEFAULT_CONTEXT_SIDE, context_range};
+use super::{RequestLoader, loader};
 use crate::store::message::Message;
 
 /// Selections of the node type under a connection (`nodes` and `edges.node`) or a plain list.
@@ -25,10 +25,19 @@ fn any(selections: &[Lookahead<'_>], f: impl Fn(&Lookahead<'_>) -> bool) -> bool
 /// Warms the loader for `peer`, `session` (with its members and their peers) and `context` of
 /// these messages, as far as the selection asks for them.
 pub async fn messages(ctx: &Context<'_>, msgs: &[Message], sel: &[Lookahead<'_>]) -> ApiResult<()> {
+    messages_with(loader(ctx)?, msgs, sel).await
+}
+
+/// [`messages`] into a given loader (a subscription warms one loader per event batch, shared by
+/// every subscriber of the process).
+pub async fn messages_with(
+    loader: &RequestLoader,
+    msgs: &[Message],
+    sel: &[Lookahead<'_>],
+) -> ApiResult<()> {
     if msgs.is_empty() {
         return Ok(());
     }
-    let loader = loader(ctx)?;
     let peers = async {
         if any(sel, |s| s.field("peer").exists()) {
             loader

@@ -1,10 +1,11 @@
 //! Subscriptions: pushed events over WebSocket (`/graphql/ws`), fed by the process's
 //! [`EventBus`] (PostgreSQL LISTEN/NOTIFY, so every instance on one database sees every write).
 //!
-//! A subscription keeps one dataloader for its lifetime (added by [`execute_stream`]); before each
-//! event batch it empties the loader's cache and prefetches what its selection needs for the whole
-//! batch, so nested fields (`peer`, `session`, `context`) resolve as in queries, with fresh rows and
-//! one statement per kind per batch.
+//! A subscription keeps one dataloader for its lifetime (added by [`execute_stream`]). Each event
+//! batch carries one more loader, shared by every subscriber of the process: each subscriber
+//! prefetches what its selection needs into it (repeats hit its cache), then refills its own
+//! loader from it. So nested fields (`peer`, `session`, `context`) resolve as in queries, with rows
+//! as fresh as the event, at one statement per kind per batch per process however many subscribe.
 //!
 //! **Overflow policy.** The bus buffers a fixed number of events per process. A subscriber that
 //! falls further behind (its client reads too slowly) does not slow anyone: it skips ahead, and its
@@ -18,6 +19,7 @@
 
 use std::sync::Arc;
 
+use async_graphql::dataloader::{DataLoader, HashMapCache};
 use async_graphql::futures_util::stream::BoxStream;
 use async_graphql::{
     Context, Data, ErrorExtensions, Executor, ID, Request, Response, Subscription,
@@ -26,8 +28,10 @@ use futures::Stream;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::error::{ApiError, ApiResult, Code};
+use super::loaders::Loaders;
 use super::types::Message;
-use super::{AppSchema, loader, loaders, prefetch, store};
+use super::{AppSchema, RequestLoader, loader, loaders, prefetch, store};
+use crate::store::Store;
 use crate::store::events::{Event, EventBus, MessageBatch};
 use crate::store::message::Message as MessageRow;
 
@@ -121,18 +125,48 @@ impl SubscriptionRoot {
                 if rows.is_empty() {
                     continue;
                 }
-                // Earlier items are fully resolved before the stream is polled again, so the
-                // cache can be emptied here; then the whole batch is prefetched at once.
-                loaders::clear_all(loader);
-                if let Err(err) = prefetch::messages(ctx, &rows, &[ctx.look_ahead()]).await {
+                // Nested fields: the batch's loader is warmed once per process, one subscriber at a
+                // time (the first runs the queries its selection needs, the rest mostly hit the
+                // cache), then copied into this subscription's loader. Earlier items are fully
+                // resolved before the stream is polled again, so replacing its cache is safe.
+                let Some(shared) = batch.shared(|| BatchLoader::new(&store)) else {
+                    yield Err(Code::Internal.error("event batch state of another type"));
+                    break;
+                };
+                let warmed = {
+                    let _turn = shared.turn.lock().await;
+                    prefetch::messages_with(&shared.loader, &rows, &[ctx.look_ahead()]).await
+                };
+                if let Err(err) = warmed {
                     yield Err(err);
                     break;
                 }
+                loaders::refill_from(loader, &shared.loader).await;
                 for m in rows {
                     yield Ok(Message(m));
                 }
             }
         })
+    }
+}
+
+/// The loader of one event batch, shared by the process's subscribers; `turn` makes its warm-up
+/// single-flight, so a key is fetched once however many subscribers want it at the same instant.
+struct BatchLoader {
+    loader: RequestLoader,
+    turn: tokio::sync::Mutex<()>,
+}
+
+impl BatchLoader {
+    fn new(store: &Store) -> Self {
+        BatchLoader {
+            loader: DataLoader::with_cache(
+                Loaders::new(store.clone()),
+                tokio::spawn,
+                HashMapCache::default(),
+            ),
+            turn: tokio::sync::Mutex::new(()),
+        }
     }
 }
 

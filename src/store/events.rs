@@ -14,7 +14,8 @@
 //!
 //! **Loading.** Subscribers filter events by their ids alone and load rows only for events they
 //! want, through [`MessageBatch::rows`]: the first subscriber to ask runs one query for the batch,
-//! every other subscriber of this process shares its result.
+//! every other subscriber of this process shares its result. [`MessageBatch::shared`] holds what
+//! the layer above shares the same way (the GraphQL layer's dataloader for nested fields).
 //!
 //! **Reconnecting.** When the listener's connection drops, the task reconnects by itself (with
 //! exponential backoff and jitter, 100 ms up to 10 s) and re-`LISTEN`s. Notifications sent while
@@ -26,8 +27,9 @@
 //! with a batch type that loads its rows once (like [`MessageBatch`]), one arm in `dispatch`, and a
 //! `publish` call in the writing transaction.
 
-use std::sync::Arc;
+use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sea_orm::ConnectionTrait;
@@ -88,13 +90,24 @@ pub enum Event {
 }
 
 /// Messages created by one committed batch; rows are loaded on first demand, once per process.
-#[derive(Debug)]
 pub struct MessageBatch {
     pub workspace: String,
     pub session: String,
     pub from: i64,
     pub to: i64,
     rows: OnceCell<Arc<[Message]>>,
+    shared: OnceLock<Arc<dyn Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for MessageBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MessageBatch")
+            .field("workspace", &self.workspace)
+            .field("session", &self.session)
+            .field("from", &self.from)
+            .field("to", &self.to)
+            .finish_non_exhaustive()
+    }
 }
 
 impl MessageBatch {
@@ -105,7 +118,16 @@ impl MessageBatch {
             from,
             to,
             rows: OnceCell::new(),
+            shared: OnceLock::new(),
         }
+    }
+
+    /// State that every subscriber of this event in this process shares, made by the first that
+    /// asks (the GraphQL layer keeps the batch's dataloader here, so nested fields cost one query
+    /// per kind per batch, not per subscriber). None if it was made with another type.
+    pub fn shared<T: Any + Send + Sync>(&self, init: impl FnOnce() -> T) -> Option<Arc<T>> {
+        let any = self.shared.get_or_init(|| Arc::new(init()));
+        any.clone().downcast::<T>().ok()
     }
 
     /// The batch's messages in `seq_in_session` order: one query the first time, shared after.

@@ -65,8 +65,17 @@ impl Drop for Instance {
 
 impl Instance {
     async fn start(app: &TestApp, buffer: usize) -> Instance {
+        let store = Store::connect(&app._db.url(), 5).await.unwrap();
+        Self::with_store(app, store, buffer).await
+    }
+
+    /// An instance on the test app's own store, whose statements the app counts.
+    async fn counted(app: &TestApp) -> Instance {
+        Self::with_store(app, app.store.clone(), 1024).await
+    }
+
+    async fn with_store(app: &TestApp, store: Store, buffer: usize) -> Instance {
         let url = app._db.url();
-        let store = Store::connect(&url, 5).await.unwrap();
         let bus = EventBus::start(&url, buffer).await.unwrap();
         let schema =
             graphql::build_schema_with_events(store.clone(), &Limits::default(), Some(bus.clone()));
@@ -253,6 +262,44 @@ async fn a_peer_filter_spans_the_workspace_and_nothing_else() {
         .collect();
     assert_eq!(got, [("a1", "s1"), ("a2", "s2")]);
     assert_quiet(&mut sub, Duration::from_millis(300)).await;
+}
+
+#[tokio::test]
+async fn nested_fields_cost_one_statement_per_kind_per_batch_for_all_subscribers() {
+    let app = TestApp::new().await;
+    let reader = Instance::counted(&app).await;
+    let writer = Instance::start(&app, 1024).await;
+    let query = "subscription { messageCreated(workspaceId: \"ws\", sessionId: \"chat\") {
+        seqInSession peer { id } session { id } } }";
+    let mut subs = Vec::new();
+    for _ in 0..5 {
+        subs.push(reader.subscribe(query, json!({})).await);
+    }
+    app.take_statements();
+    writer
+        .create(
+            "chat",
+            json!([{"peerId": "alice", "content": "a"}, {"peerId": "bob", "content": "b"}]),
+        )
+        .await;
+    let readers: Vec<_> = subs
+        .into_iter()
+        .map(|mut sub| {
+            tokio::spawn(async move { take(&mut sub, 2, Duration::from_secs(10)).await })
+        })
+        .collect();
+    for r in readers {
+        let got = r.await.unwrap();
+        let ms = created(&got);
+        assert_eq!(ms[0]["peer"], json!({"id": "alice"}));
+        assert_eq!(ms[1]["peer"], json!({"id": "bob"}));
+        assert_eq!(ms[1]["session"], json!({"id": "chat"}));
+    }
+    assert_eq!(
+        app.take_statements(),
+        3,
+        "rows, peers and sessions of the batch, once for five subscribers"
+    );
 }
 
 #[tokio::test]
