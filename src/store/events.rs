@@ -15,7 +15,9 @@
 //! **Loading.** Subscribers filter events by their ids alone and load rows only for events they
 //! want, through [`MessageBatch::rows`]: the first subscriber to ask runs one query for the batch,
 //! every other subscriber of this process shares its result. [`MessageBatch::shared`] holds what
-//! the layer above shares the same way (the GraphQL layer's dataloader for nested fields).
+//! the layer above shares the same way (the GraphQL layer's dataloader for nested fields). Both
+//! are released once the batch is [`RETAINED_BATCHES`] events old, so memory stays bounded even
+//! when a stuck subscriber keeps old events in the broadcast buffer.
 //!
 //! **Reconnecting.** When the listener's connection drops, the task reconnects by itself (with
 //! exponential backoff and jitter, 100 ms up to 10 s) and re-`LISTEN`s. Notifications sent while
@@ -28,15 +30,16 @@
 //! `publish` call in the writing transaction.
 
 use std::any::Any;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sea_orm::ConnectionTrait;
 use sea_orm::sqlx::ConnectOptions as _;
 use sea_orm::sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use serde::{Deserialize, Serialize};
-use tokio::sync::{OnceCell, broadcast};
+use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
 use super::message::{Message, SeqRange};
@@ -90,14 +93,29 @@ pub enum Event {
 }
 
 /// Messages created by one committed batch; rows are loaded on first demand, once per process.
+///
+/// What a batch caches (its rows, the shared state) is kept while the batch is among the last
+/// [`RETAINED_BATCHES`] events and then released: the broadcast buffer keeps an event until its
+/// slowest receiver has seen it, and a stuck receiver must not pin a buffer's worth of rows. A
+/// receiver that gets to a released batch loads it again (one query).
 pub struct MessageBatch {
     pub workspace: String,
     pub session: String,
     pub from: i64,
     pub to: i64,
-    rows: OnceCell<Arc<[Message]>>,
-    shared: OnceLock<Arc<dyn Any + Send + Sync>>,
+    cache: Mutex<Cache>,
+    loading: tokio::sync::Mutex<()>,
 }
+
+#[derive(Default)]
+struct Cache {
+    released: bool,
+    rows: Option<Arc<[Message]>>,
+    shared: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+/// Batches whose loaded rows a process keeps (see [`MessageBatch`]).
+pub const RETAINED_BATCHES: usize = 64;
 
 impl std::fmt::Debug for MessageBatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -117,34 +135,62 @@ impl MessageBatch {
             session,
             from,
             to,
-            rows: OnceCell::new(),
-            shared: OnceLock::new(),
+            cache: Mutex::new(Cache::default()),
+            loading: tokio::sync::Mutex::new(()),
         }
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+        self.cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// State that every subscriber of this event in this process shares, made by the first that
     /// asks (the GraphQL layer keeps the batch's dataloader here, so nested fields cost one query
     /// per kind per batch, not per subscriber). None if it was made with another type.
     pub fn shared<T: Any + Send + Sync>(&self, init: impl FnOnce() -> T) -> Option<Arc<T>> {
-        let any = self.shared.get_or_init(|| Arc::new(init()));
-        any.clone().downcast::<T>().ok()
+        let mut cache = self.cache();
+        if let Some(any) = &cache.shared {
+            return any.clone().downcast::<T>().ok();
+        }
+        let made = Arc::new(init());
+        if !cache.released {
+            cache.shared = Some(made.clone());
+        }
+        Some(made)
     }
 
-    /// The batch's messages in `seq_in_session` order: one query the first time, shared after.
-    /// A failed load is not cached; the next caller tries again.
+    /// The batch's messages in `seq_in_session` order: one query the first time, shared after
+    /// (callers that ask while it loads wait for it). A failed load is not kept.
     pub async fn rows(&self, store: &Store) -> StoreResult<Arc<[Message]>> {
-        self.rows
-            .get_or_try_init(|| async {
-                let range = SeqRange {
-                    workspace: self.workspace.clone(),
-                    session: self.session.clone(),
-                    from: self.from,
-                    to: self.to,
-                };
-                Ok::<_, StoreError>(store.messages_in_ranges(&[range]).await?.into())
-            })
-            .await
-            .cloned()
+        if let Some(rows) = &self.cache().rows {
+            return Ok(rows.clone());
+        }
+        let _turn = self.loading.lock().await;
+        if let Some(rows) = &self.cache().rows {
+            return Ok(rows.clone());
+        }
+        let range = SeqRange {
+            workspace: self.workspace.clone(),
+            session: self.session.clone(),
+            from: self.from,
+            to: self.to,
+        };
+        let rows: Arc<[Message]> = store.messages_in_ranges(&[range]).await?.into();
+        let mut cache = self.cache();
+        if !cache.released {
+            cache.rows = Some(rows.clone());
+        }
+        Ok(rows)
+    }
+
+    /// Drops what the batch caches; later callers load again and nothing is kept.
+    pub fn release(&self) {
+        let mut cache = self.cache();
+        cache.released = true;
+        cache.rows = None;
+        cache.shared = None;
     }
 }
 
@@ -253,11 +299,19 @@ async fn run(
     tx: broadcast::Sender<Event>,
     stats: Arc<Stats>,
 ) {
+    let mut recent = VecDeque::with_capacity(RETAINED_BATCHES + 1);
     loop {
         match listener.try_recv().await {
             Ok(Some(n)) => {
                 stats.notices.fetch_add(1, Ordering::SeqCst);
-                dispatch(&tx, n.payload());
+                if let Some(batch) = dispatch(&tx, n.payload()) {
+                    recent.push_back(batch);
+                    if recent.len() > RETAINED_BATCHES
+                        && let Some(old) = recent.pop_front()
+                    {
+                        old.release();
+                    }
+                }
             }
             Ok(None) => {
                 // sqlx noticed the loss and has already reconnected and re-listened.
@@ -309,18 +363,20 @@ fn jitter(d: Duration) -> Duration {
     d / 2 + d / 2 * (nanos % 1000) / 1000
 }
 
-fn dispatch(tx: &broadcast::Sender<Event>, payload: &str) {
-    let event = match serde_json::from_str::<Notice>(payload) {
+/// Parses a notice and sends its event; returns the batch (to release its cache later).
+fn dispatch(tx: &broadcast::Sender<Event>, payload: &str) -> Option<Arc<MessageBatch>> {
+    match serde_json::from_str::<Notice>(payload) {
         Ok(Notice::Message { w, s, from, to }) => {
-            Event::Messages(Arc::new(MessageBatch::new(w, s, from, to)))
+            let batch = Arc::new(MessageBatch::new(w, s, from, to));
+            // Err only when nobody subscribes, which is fine.
+            let _ = tx.send(Event::Messages(batch.clone()));
+            Some(batch)
         }
         Err(err) => {
             tracing::debug!(error = %err, payload, "event listener: ignoring an unknown notice");
-            return;
+            None
         }
-    };
-    // Err only when nobody subscribes, which is fine.
-    let _ = tx.send(event);
+    }
 }
 
 #[cfg(test)]
@@ -345,6 +401,24 @@ mod tests {
     fn unknown_kinds_are_not_notices() {
         assert!(
             serde_json::from_str::<Notice>(r#"{"kind":"conclusion","w":"x","ids":[]}"#).is_err()
+        );
+    }
+
+    #[test]
+    fn shared_state_is_made_once_and_dropped_on_release() {
+        let b = MessageBatch::new("w".into(), "s".into(), 1, 2);
+        let first = b.shared(|| 1u32).unwrap();
+        let again = b.shared(|| 2u32).unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        assert!(b.shared(|| "other type").is_none());
+        b.release();
+        assert_eq!(Arc::strong_count(&first), 2, "the batch no longer holds it");
+        let after = b.shared(|| 3u32).unwrap();
+        assert_eq!(*after, 3);
+        assert_eq!(
+            *b.shared(|| 4u32).unwrap(),
+            4,
+            "nothing is kept once released"
         );
     }
 
