@@ -601,6 +601,96 @@ async fn a_websocket_without_a_graphql_protocol_is_refused() {
     assert!(err.to_string().contains("400"), "{err}");
 }
 
+#[tokio::test]
+async fn a_client_that_stops_reading_slows_no_writer_and_no_other_client() {
+    let app = TestApp::new().await;
+    let a = Instance::start(&app, 4).await;
+    // A tiny receive window: the server's socket buffer fills after a few MB.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let stream = socket.connect(a.addr).await.unwrap();
+    let mut req = format!("ws://{}/graphql/ws", a.addr)
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert(
+        "sec-websocket-protocol",
+        "graphql-transport-ws".parse().unwrap(),
+    );
+    let (mut slow, _) = tokio_tungstenite::client_async(req, MaybeTlsStream::Plain(stream))
+        .await
+        .unwrap();
+    ws_send(&mut slow, json!({"type": "connection_init"})).await;
+    assert_eq!(ws_next(&mut slow).await, json!({"type": "connection_ack"}));
+    let sub = json!({"id": "1", "type": "subscribe", "payload": {"query":
+        "subscription { messageCreated(workspaceId: \"ws\", sessionId: \"big\") { seqInSession content } }"}});
+    ws_send(&mut slow, sub.clone()).await;
+    let mut fast = ws_connect(a.addr, "graphql-transport-ws", Value::Null).await;
+    ws_send(&mut fast, sub).await;
+    wait_until("both subscriptions", Duration::from_secs(5), || {
+        a.bus.subscribers() == 2
+    })
+    .await;
+    // Enough to fill the server's socket send buffer (at most tcp_wmem's max; 4 MiB on Linux by
+    // default: 2 MiB of messages fitted there in practice) and then the bus buffer of 4 events.
+    let per_batch = 20;
+    let batch_bytes = per_batch * 10_000;
+    let wmem_max: usize = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_wmem")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(2).and_then(|v| v.parse().ok()))
+        .unwrap_or(4 << 20);
+    let batches = wmem_max / batch_bytes + 10;
+    let fast_reader = tokio::spawn(async move {
+        let mut last = 0;
+        for _ in 0..batches * per_batch {
+            let m = ws_next(&mut fast).await;
+            assert_eq!(m["type"], "next", "{m}");
+            let seq = m["payload"]["data"]["messageCreated"]["seqInSession"]
+                .as_i64()
+                .unwrap();
+            assert_eq!(seq, last + 1);
+            last = seq;
+        }
+        last
+    });
+    let big = "x".repeat(10_000);
+    for _ in 0..batches {
+        let m: Vec<Value> = (0..per_batch)
+            .map(|_| json!({"peerId": "p", "content": big}))
+            .collect();
+        a.create("big", Value::Array(m)).await;
+    }
+    assert_eq!(
+        fast_reader.await.unwrap(),
+        (batches * per_batch) as i64,
+        "the reading client got every message"
+    );
+    // The stuck client reads again: what fitted in the sockets, then the end of its subscription.
+    let mut got = 0;
+    loop {
+        let m = ws_next(&mut slow).await;
+        match m["type"].as_str().unwrap() {
+            "next" if m["payload"].get("errors").is_none() => got += 1,
+            "next" => {
+                assert_eq!(
+                    m["payload"]["errors"][0]["extensions"]["code"], "EVENTS_MISSED",
+                    "{m}"
+                );
+                assert_eq!(m["payload"]["errors"][0]["extensions"]["reason"], "lagged");
+                break;
+            }
+            other => panic!("unexpected {other}: {m}"),
+        }
+    }
+    assert!(
+        got < batches * per_batch,
+        "it lagged, so it got fewer ({got})"
+    );
+    assert_eq!(
+        ws_next(&mut slow).await,
+        json!({"type": "complete", "id": "1"})
+    );
+}
+
 /// The npm `graphql-ws` client under Node: a client we did not write.
 #[tokio::test]
 async fn the_npm_graphql_ws_client_receives_events() {
