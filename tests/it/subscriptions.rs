@@ -538,6 +538,22 @@ async fn two_instances_on_one_database_deliver_every_write_to_every_subscriber()
     }
     assert_eq!(on_b_got, ["one", "two", "elsewhere", "three"]);
 
+    // A query over the socket works too, nested fields included, then completes.
+    ws_send(
+        &mut on_b,
+        json!({"id": "q", "type": "subscribe", "payload": {"query":
+            "{ workspace(id: \"ws\") { session(id: \"chat\") { messages { nodes { peer { id } } } } } }"}}),
+    )
+    .await;
+    let m = ws_next(&mut on_b).await;
+    assert_eq!(m["id"], "q", "{m}");
+    let nodes = &m["payload"]["data"]["workspace"]["session"]["messages"]["nodes"];
+    assert_eq!(nodes[2]["peer"], json!({"id": "bob"}), "{m}");
+    assert_eq!(
+        ws_next(&mut on_b).await,
+        json!({"type": "complete", "id": "q"})
+    );
+
     // complete stops the subscription on the server.
     ws_send(&mut on_a, json!({"id": "1", "type": "complete"})).await;
     wait_until("the subscription to end", Duration::from_secs(5), || {
@@ -1039,9 +1055,9 @@ async fn fan_out_to_idle_subscribers() {
          connect+subscribe: {connect_secs:.2} s for {subscribers} ({:.0}/s)\n\
          server RSS: {rss_before} KiB before, {rss_idle} KiB with {subscribers} idle subscribers \
          => {:.1} KiB per subscriber; {rss_busy} KiB after the run\n\
-         {events} createMessages of {batch} message(s) written in {write_secs:.2} s ({:.0} writes/s, \
+         {events} createMessages of {batch} message(s) written in {write_secs:.2} s ({:.2} writes/s, \
          one writer); all {deliveries} deliveries done after {total_secs:.2} s\n\
-         => {:.0} events/s to every subscriber, {:.0} messages delivered/s in total",
+         => {:.2} events/s to every subscriber, {:.0} messages delivered/s in total",
         subscribers as f64 / connect_secs,
         (rss_idle as f64 - rss_before as f64) / subscribers as f64,
         events as f64 / write_secs,
