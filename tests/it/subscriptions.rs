@@ -365,15 +365,26 @@ async fn a_lagging_subscriber_ends_with_events_missed_and_slows_nobody() {
             json!({}),
         )
         .await;
+    // The fast one is read as events come; the writer waits for it (a buffer of 4 leaves no room
+    // for a busy test machine), never for the slow one, which is not polled at all.
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
     let fast_reader = tokio::spawn(async move {
-        let got = take(&mut fast, 10, Duration::from_secs(10)).await;
-        (seqs(&got), fast)
+        for _ in 0..10 {
+            let got = take(&mut fast, 1, Duration::from_secs(10)).await;
+            seen_tx.send(seqs(&got)[0]).unwrap();
+        }
     });
-    // The slow subscriber is never polled while ten batches go by.
+    let mut fast_seqs = Vec::new();
     for i in 0..10 {
         a.create("chat", msgs("a", &[&format!("m{i}")])).await;
+        fast_seqs.push(
+            tokio::time::timeout(Duration::from_secs(10), seen.recv())
+                .await
+                .expect("the fast subscriber keeps up")
+                .unwrap(),
+        );
     }
-    let (fast_seqs, _fast) = fast_reader.await.unwrap();
+    fast_reader.await.unwrap();
     assert_eq!(fast_seqs, (1..=10).collect::<Vec<_>>());
     wait_until("ten notices", Duration::from_secs(5), || {
         a.bus.notices_received() == 10
@@ -655,6 +666,9 @@ async fn a_client_that_stops_reading_slows_no_writer_and_no_other_client() {
         .and_then(|s| s.split_whitespace().nth(2).and_then(|v| v.parse().ok()))
         .unwrap_or(4 << 20);
     let batches = wmem_max / batch_bytes + 10;
+    // The reading client is waited for after each batch (its bus buffer is 4 events too, and a
+    // busy test machine must not make it lag); the stuck one never is.
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
     let fast_reader = tokio::spawn(async move {
         let mut last = 0;
         for _ in 0..batches * per_batch {
@@ -665,15 +679,26 @@ async fn a_client_that_stops_reading_slows_no_writer_and_no_other_client() {
                 .unwrap();
             assert_eq!(seq, last + 1);
             last = seq;
+            seen_tx.send(seq).unwrap();
         }
         last
     });
     let big = "x".repeat(10_000);
-    for _ in 0..batches {
+    for b in 0..batches {
         let m: Vec<Value> = (0..per_batch)
             .map(|_| json!({"peerId": "p", "content": big}))
             .collect();
         a.create("big", Value::Array(m)).await;
+        let want = ((b + 1) * per_batch) as i64;
+        loop {
+            let seq = tokio::time::timeout(Duration::from_secs(10), seen.recv())
+                .await
+                .expect("the reading client keeps up")
+                .unwrap();
+            if seq == want {
+                break;
+            }
+        }
     }
     assert_eq!(
         fast_reader.await.unwrap(),
