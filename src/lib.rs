@@ -1,1 +1,3 @@
 //! honcho-graphql: Honcho's memory model over GraphQL, on PostgreSQL + pgvector.
+
+pub mod store;
