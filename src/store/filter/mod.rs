@@ -13,9 +13,12 @@
 mod coerce;
 mod error;
 mod fields;
+mod lower;
 mod parse;
 mod tree;
 
+
+use sea_orm::sea_query::Condition;
 
 pub use error::{FilterError, FilterErrorKind};
 pub use fields::{LEVELS, Resource};
@@ -44,6 +47,14 @@ impl Filter {
             resource,
             tree: Node::True,
         }
+    }
+
+    /// Condition over columns qualified by `table` (the table name or alias used in the query,
+    /// e.g. `"messages"` or `"m"`). Usable in `Entity::find().filter(cond)` and in hand-built
+    /// `SelectStatement`s (`.cond_where(cond)`). An empty filter gives `Cond::all()` (no terms;
+    /// rendered alone it reads `WHERE TRUE`); check [`Filter::is_empty`] to skip it.
+    pub fn condition(&self, table: &str) -> Condition {
+        lower::condition(&self.tree, table)
     }
 
     /// True when the filter matches everything (no condition to add).
