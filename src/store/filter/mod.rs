@@ -17,6 +17,8 @@ mod lower;
 mod parse;
 mod tree;
 
+#[cfg(test)]
+mod tests;
 
 use sea_orm::sea_query::Condition;
 
