@@ -19,6 +19,8 @@ mod tree;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_pg;
 
 use sea_orm::sea_query::Condition;
 
