@@ -4,6 +4,7 @@ mod harness;
 
 mod batching;
 mod embeddings;
+mod filters;
 mod http;
 mod messages;
 mod migrations;
