@@ -7,8 +7,8 @@
 //! ```
 //! [`parse`] validates everything (keys per resource, operators, operand types) and never
 //! touches SQL; [`Filter::condition`] folds the tree into one `Condition` whose operands are all
-//! bound values. The grammar and the decisions taken against Honcho's [BUG?] items are in
-//! `README.md` next to this file.
+//! bound values. The grammar and the decisions taken against Honcho's [BUG?] items are in the
+//! "Filters" section of the repository README.
 
 mod coerce;
 mod error;
