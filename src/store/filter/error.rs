@@ -13,7 +13,8 @@ pub struct FilterError {
     pub kind: FilterErrorKind,
 }
 
-/// Why a filter was rejected.
+/// Why a filter was rejected. Keys and operators in messages are JSON-quoted (`"foo"`), so odd
+/// characters stay visible.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FilterErrorKind {
@@ -26,14 +27,12 @@ pub enum FilterErrorKind {
     #[error("filter too large: more than {max} values")]
     TooLarge { max: usize },
     #[error(
-        "unknown filter key \"{key}\"; allowed keys: {allowed} (snake_case spellings are accepted too)"
+        "unknown filter key {key}; allowed keys: {allowed} (snake_case spellings are accepted too)"
     )]
     UnknownKey { key: String, allowed: String },
-    #[error(
-        "unknown operator \"{op}\"; operators are gt, gte, lt, lte, ne, in, contains, icontains"
-    )]
+    #[error("unknown operator {op}; operators are gt, gte, lt, lte, ne, in, contains, icontains")]
     UnknownOperator { op: String },
-    #[error("an operator object cannot also hold the non-operator key \"{key}\"")]
+    #[error("an operator object cannot also hold the non-operator key {key}")]
     MixedOperators { key: String },
     #[error(
         "an operator object needs at least one operator (gt, gte, lt, lte, ne, in, contains, icontains)"

@@ -68,6 +68,11 @@ fn find_nul(v: &Value, path: &str) -> Option<String> {
     }
 }
 
+/// A key as a JSON string, for messages.
+fn quote(key: &str) -> String {
+    show(&Value::String(key.to_owned()))
+}
+
 fn err<T>(path: &str, kind: K) -> Result<T> {
     Err(FilterError::new(path, kind))
 }
@@ -123,7 +128,7 @@ impl Parser {
                         return err(
                             &kpath,
                             K::UnknownKey {
-                                key: key.clone(),
+                                key: quote(key),
                                 allowed: self.resource.allowed_keys().join(", "),
                             },
                         );
@@ -187,7 +192,7 @@ fn field_value(field: &Field, value: &Value, path: &str) -> Result<Node> {
             for (op, operand) in ops {
                 let opath = key_path(path, op);
                 let Some(op) = operator(op) else {
-                    return err(&opath, K::UnknownOperator { op: op.clone() });
+                    return err(&opath, K::UnknownOperator { op: quote(op) });
                 };
                 parts.push(column_operator(field, op, operand, &opath)?);
             }
@@ -394,7 +399,7 @@ fn operator_dict<'a>(obj: &'a Map<String, Value>, path: &str) -> Result<Option<O
     obj.iter()
         .map(|(k, v)| match operator(k) {
             Some(op) => Ok((op, v, key_path(path, k))),
-            None => err(&key_path(path, k), K::MixedOperators { key: k.clone() }),
+            None => err(&key_path(path, k), K::MixedOperators { key: quote(k) }),
         })
         .collect::<Result<Vec<_>>>()
         .map(Some)

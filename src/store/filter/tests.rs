@@ -848,6 +848,12 @@ fn error_cases() -> Vec<(Resource, Value, &'static str, &'static str)> {
             "filters[\"a b\"]",
             "unknown filter key",
         ),
+        (
+            Message,
+            json!({"a\nb": 1}),
+            "filters[\"a\\nb\"]",
+            "unknown filter key \"a\\nb\"; allowed",
+        ),
         // Logical operands.
         (
             Message,

@@ -1,6 +1,6 @@
 //! The lowered SQL run against PostgreSQL: known rows in TEMP tables shaped like the real ones
-//! (inside a transaction that is rolled back), each filter's matching ids checked, plus a few
-//! thousand random accepted filters executed to prove the SQL is always valid for the server.
+//! (inside a transaction that is rolled back), each filter's matching ids checked, plus well over
+//! a thousand random accepted filters executed to show the SQL is valid for the server.
 //!
 //! Uses `DATABASE_URL`, or the local server at 127.0.0.1:5432 (user postgres, trust auth); when
 //! neither answers the tests print a notice and pass.
@@ -475,7 +475,7 @@ async fn random_accepted_filters_always_execute() {
     let strategy =
         prop::sample::select(Resource::ALL.to_vec()).prop_flat_map(|r| (Just(r), valid_filter(r)));
     let (mut executed, mut refused) = (0, 0);
-    for _ in 0..3000 {
+    for _ in 0..1000 {
         let (r, j) = strategy.new_tree(&mut runner).expect("tree").current();
         let f = match parse(r, &j) {
             Ok(f) => f,
@@ -495,7 +495,7 @@ async fn random_accepted_filters_always_execute() {
         executed += 1;
     }
     eprintln!("random valid filters: executed {executed}, refused {refused}");
-    assert!(executed > 2500, "executed {executed}, refused {refused}");
+    assert!(executed > 900, "executed {executed}, refused {refused}");
     txn.rollback().await.expect("rollback");
 }
 
@@ -507,7 +507,7 @@ async fn random_filter_shaped_inputs_execute_when_accepted() {
     let mut runner = TestRunner::deterministic();
     let strategy = (super::tests::any_resource(), super::tests::filter_json());
     let mut executed = 0;
-    for _ in 0..3000 {
+    for _ in 0..1000 {
         let (r, j) = strategy.new_tree(&mut runner).expect("tree").current();
         let Ok(f) = parse(r, &j) else { continue };
         if let Err(e) = ids(&txn, r, &f).await {
@@ -515,7 +515,7 @@ async fn random_filter_shaped_inputs_execute_when_accepted() {
         }
         executed += 1;
     }
-    eprintln!("random filter-shaped inputs: executed {executed} of 3000");
-    assert!(executed > 50, "only {executed} accepted");
+    eprintln!("random filter-shaped inputs: executed {executed} of 1000");
+    assert!(executed > 20, "only {executed} accepted");
     txn.rollback().await.expect("rollback");
 }
