@@ -2,7 +2,7 @@ use crate::graphql::scalars::DateTime;
 use async_graphql::{Context, ID, Json, Object};
 use serde_json::Value;
 
-use super::{Message, Session};
+use super::{Conclusion, Message, Session};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
 use crate::graphql::error::ApiResult;
 use crate::graphql::{prefetch, store};
@@ -82,5 +82,32 @@ impl Peer {
             .await?;
         prefetch::messages(ctx, &page.items, &prefetch::nodes(ctx.look_ahead())).await?;
         Ok(connection(page, Message))
+    }
+
+    /// Live conclusions this peer holds (as observer), newest first unless `order: ASC`.
+    #[allow(clippy::too_many_arguments)]
+    async fn conclusions(
+        &self,
+        ctx: &Context<'_>,
+        filters: Option<Json<Value>>,
+        #[graphql(default_with = "SortOrder::Desc")] order: SortOrder,
+        first: Option<i32>,
+        after: Option<String>,
+        last: Option<i32>,
+        before: Option<String>,
+    ) -> ApiResult<Conn<Conclusion>> {
+        let slice = slice(ctx, first, after, last, before)?;
+        let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
+        let page = store(ctx)?
+            .list_conclusions(
+                &self.0.workspace_name,
+                Some(&self.0.name),
+                &filters,
+                order.into(),
+                slice,
+            )
+            .await?;
+        prefetch::conclusions(ctx, &page.items, prefetch::nodes(ctx.look_ahead())).await?;
+        Ok(connection(page, Conclusion))
     }
 }
