@@ -3,6 +3,7 @@
 mod harness;
 
 mod batching;
+mod conclusions;
 mod embeddings;
 mod filters;
 mod http;
