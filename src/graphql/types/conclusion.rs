@@ -133,7 +133,7 @@ impl Conclusion {
         Json(&self.0.metadata)
     }
 
-    /// Read-only.
+    /// Read-only: EXPLICIT for conclusions clients create, the deriver's level otherwise.
     async fn level(&self) -> ApiResult<ConclusionLevel> {
         Level::parse(&self.0.level)
             .map(Into::into)
