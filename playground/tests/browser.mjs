@@ -192,6 +192,10 @@ async function main() {
     server.stdout.on('data', (d) => (serverLog += d));
     server.stderr.on('data', (d) => (serverLog += d));
     await waitReady(base, server);
+    const index = await (await fetch(`${base}/`)).text();
+    if (!index.includes('id="root"')) {
+      throw new Error(`${bin} does not serve the playground at / (built from another tree?):\n${index}`);
+    }
     const gql = graphql(base);
 
     const introspect = await gql(`{ w: __type(name: "Workspace") { fields { name } } }`);
@@ -236,11 +240,15 @@ async function main() {
       await page.locator('.graphiql-doc-explorer').getByText('QueryRoot').first().waitFor();
     });
 
-    await check('GraphiQL opens a saved example from the Examples picker in a tab', async () => {
+    await check('GraphiQL opens the saved seqInSession-range example from the Examples picker and runs it', async () => {
       await page.getByRole('button', { name: /examples/i }).first().click();
       await page.locator('[data-example="03-seq-range"]').click();
       await page.locator('.graphiql-tab', { hasText: 'SeqRange' }).waitFor();
       await page.locator('.graphiql-query-editor').getByText('seqInSession: {gte: 2').first().waitFor();
+      await page.locator('.graphiql-execute-button').click();
+      await page.locator('.graphiql-response').getByText('"totalCount": 3').waitFor();
+      const text = await editorText(page, '.graphiql-response');
+      assert(text.includes('How is the house coming along?'), `seq 2 missing in:\n${text}`);
     });
 
     let sentAuthorization;
