@@ -107,6 +107,10 @@ playground-test: playground
 	  export DATABASE_URL="$$base/postgres"
 	fi
 	$(CARGO) build --bin honcho-graphql
+	# Test a copy: clones and worktrees sharing CARGO_TARGET_DIR replace debug/honcho-graphql.
+	mkdir -p target/playground-test
+	cp "$$CARGO_TARGET_DIR/debug/honcho-graphql" target/playground-test/honcho-graphql
+	export HONCHO_BIN="$(CURDIR)/target/playground-test/honcho-graphql"
 	cd playground
 	[ -d node_modules ] || npm ci --no-audit --no-fund --prefer-offline
 	npm test
