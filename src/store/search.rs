@@ -207,43 +207,39 @@ impl Store {
 /// `[max(1, seq − w), seq + w]` merged when `start ≤ previous end + 1` (overlapping or touching),
 /// the snippets ordered by the rank of their best match.
 pub fn plan_snippets(results: &[Message], window: i64) -> Vec<SnippetPlan> {
-    let mut sessions: Vec<((&str, &str), Vec<(usize, &Message)>)> = Vec::new();
-    for (rank, m) in results.iter().enumerate() {
-        let key = (m.workspace_name.as_str(), m.session_name.as_str());
-        match sessions.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, list)) => list.push((rank, m)),
-            None => sessions.push((key, vec![(rank, m)])),
-        }
-    }
+    let mut matches: Vec<(usize, &Message)> = results.iter().enumerate().collect();
+    matches.sort_by(|(_, a), (_, b)| {
+        (&a.workspace_name, &a.session_name, a.seq_in_session).cmp(&(
+            &b.workspace_name,
+            &b.session_name,
+            b.seq_in_session,
+        ))
+    });
     let mut plans: Vec<SnippetPlan> = Vec::new();
-    for ((workspace, session), mut matches) in sessions {
-        matches.sort_by_key(|(_, m)| m.seq_in_session);
-        let mut current: Option<SnippetPlan> = None;
-        for (rank, m) in matches {
-            let start = std::cmp::max(m.seq_in_session - window, 1);
-            let end = m.seq_in_session + window;
-            match current.as_mut() {
-                Some(plan) if start <= plan.range.to + 1 => {
-                    plan.range.to = std::cmp::max(plan.range.to, end);
-                    plan.matched.push(m.clone());
-                    plan.best = plan.best.min(rank);
-                }
-                _ => {
-                    plans.extend(current.take());
-                    current = Some(SnippetPlan {
-                        range: SeqRange {
-                            workspace: workspace.to_owned(),
-                            session: session.to_owned(),
-                            from: start,
-                            to: end,
-                        },
-                        matched: vec![m.clone()],
-                        best: rank,
-                    });
-                }
+    for (rank, m) in matches {
+        let start = std::cmp::max(m.seq_in_session - window, 1);
+        let end = m.seq_in_session + window;
+        match plans.last_mut() {
+            Some(plan)
+                if plan.range.workspace == m.workspace_name
+                    && plan.range.session == m.session_name
+                    && start <= plan.range.to + 1 =>
+            {
+                plan.range.to = std::cmp::max(plan.range.to, end);
+                plan.matched.push(m.clone());
+                plan.best = plan.best.min(rank);
             }
+            _ => plans.push(SnippetPlan {
+                range: SeqRange {
+                    workspace: m.workspace_name.clone(),
+                    session: m.session_name.clone(),
+                    from: start,
+                    to: end,
+                },
+                matched: vec![m.clone()],
+                best: rank,
+            }),
         }
-        plans.extend(current);
     }
     plans.sort_by_key(|p| p.best);
     plans
