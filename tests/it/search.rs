@@ -564,9 +564,7 @@ async fn session_search_is_scoped_to_the_session() {
     );
 }
 
-/// Needs the filter DSL (the placeholder accepts only empty filters): un-ignore on merge.
 #[tokio::test]
-#[ignore = "needs the filter DSL (filter branch)"]
 async fn filters_apply_inside_both_legs_of_search() {
     let app = TestApp::with_embedder().await;
     // Messages 1..=9 are the best matches; a filter applied after ranking would leave at most
@@ -596,13 +594,21 @@ async fn filters_apply_inside_both_legs_of_search() {
         let results = seqs(&hits["results"]);
         assert_eq!(results.len(), 5, "{results:?}");
         assert!(results.iter().all(|s| *s >= 10), "{results:?}");
-        // Context is not re-filtered: the window of seq 10 reaches back to 8.
-        let s = snippets(hits);
-        assert!(
-            s.iter().any(|s| s.2.contains(&8) || s.2.contains(&9)),
-            "{s:?}"
-        );
+        assert!(snippets(hits).iter().all(|s| s.0 == "chat"));
     }
+    // Context is not re-filtered by the DSL: the window of seq 10 reaches back to 8.
+    let d = app
+        .ok(
+            &session_search(),
+            json!({"s": "chat", "q": "zebra", "f": {"seq_in_session": 10}, "ctx": true, "w": 2}),
+        )
+        .await;
+    let hits = &d["workspace"]["session"]["search"];
+    assert_eq!(seqs(&hits["results"]), [10]);
+    assert_eq!(
+        snippets(hits),
+        [("chat".to_owned(), vec![10], (8..=12).collect::<Vec<_>>())]
+    );
     // Semantic leg alone (punctuation makes the text leg a substring match that finds nothing).
     let d = app
         .ok(
