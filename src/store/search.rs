@@ -4,7 +4,9 @@
 //! the store has an embedder and the query embeds) and a full-text leg (english tsvector or, for
 //! queries with punctuation, a case-insensitive substring match served by the trigram index), each
 //! scoped and filtered by the caller's filter DSL *inside* the leg, each cut to `2·limit`
-//! candidates, fused by Reciprocal Rank Fusion:
+//! candidates, fused by Reciprocal Rank Fusion. The shape (sea_query builds the exact text, every
+//! value bound as a parameter; for a query with punctuation the text leg's condition is the ILIKE
+//! alone and its score 0, so it is ordered by recency):
 //!
 //! ```sql
 //! WITH "vec_hits" AS MATERIALIZED (              -- only with an embedder
@@ -32,8 +34,9 @@
 //!
 //! Decisions (beyond Honcho):
 //! - A blank query (empty or whitespace only, after NUL bytes are stripped) is allowed and finds
-//!   nothing: it runs no SQL. Honcho answers 200 too, but its `ILIKE '%%'` makes it list the newest
-//!   messages; that list is `messages(order: DESC)` here.
+//!   nothing: it runs no SQL (nor does a filter that can match nothing). Honcho answers 200 too,
+//!   but its `ILIKE '%%'` makes it list the newest messages; that list is `messages(order: DESC)`
+//!   here.
 //! - Ties of the fused score are broken by the message id (`Message.id`, ascending), so one
 //!   search always gives one order.
 //! - Snippets are ordered by the rank of their best match in `results`, not grouped by session
@@ -119,7 +122,7 @@ impl Store {
         check_limit(limit)?;
         let filter = filter::parse(Resource::Message, filters)?;
         let text = query.replace('\0', "");
-        if text.trim().is_empty() {
+        if text.trim().is_empty() || filter.matches_nothing() {
             return Ok(Vec::new());
         }
         let vector = self.embed_query(&text).await;

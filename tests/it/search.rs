@@ -596,6 +596,20 @@ async fn filters_apply_inside_both_legs_of_search() {
         assert!(results.iter().all(|s| *s >= 10), "{results:?}");
         assert!(snippets(hits).iter().all(|s| s.0 == "chat"));
     }
+    // A filter that can match nothing answers without a search statement.
+    app.take_statements();
+    let d = app
+        .ok(
+            &session_search(),
+            json!({"s": "chat", "q": "zebra", "f": {"peer_id": {"in": []}}}),
+        )
+        .await;
+    assert_eq!(d["workspace"]["session"]["search"]["results"], json!([]));
+    assert_eq!(
+        app.take_statements(),
+        2,
+        "workspace and session lookups only"
+    );
     // Context is not re-filtered by the DSL: the window of seq 10 reaches back to 8.
     let d = app
         .ok(
