@@ -2,6 +2,7 @@
 
 pub mod message;
 mod peer;
+pub mod search;
 mod session;
 mod workspace;
 
