@@ -8,6 +8,7 @@ pub mod message;
 pub mod meta;
 pub mod page;
 pub mod peer;
+pub mod search;
 pub mod session;
 pub mod tokens;
 pub mod validate;

@@ -10,5 +10,6 @@ mod http;
 mod messages;
 mod migrations;
 mod schema_file;
+mod search;
 mod sessions;
 mod workspaces_peers;

@@ -3,6 +3,7 @@
 pub mod conclusion;
 pub mod message;
 mod peer;
+pub mod search;
 mod session;
 mod workspace;
 
