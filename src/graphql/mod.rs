@@ -4,6 +4,7 @@
 pub mod connection;
 pub mod error;
 pub mod loaders;
+pub mod metrics;
 mod mutation;
 pub mod prefetch;
 mod query;
@@ -26,6 +27,7 @@ pub type AppSchema = Schema<QueryRoot, MutationRoot, EmptySubscription>;
 pub struct Limits {
     pub max_depth: usize,
     pub max_complexity: usize,
+    pub introspection: bool,
 }
 
 impl Default for Limits {
@@ -33,16 +35,22 @@ impl Default for Limits {
         Limits {
             max_depth: 16,
             max_complexity: 20_000,
+            introspection: true,
         }
     }
 }
 
 pub fn build_schema(store: Store, limits: &Limits) -> AppSchema {
-    Schema::build(QueryRoot, MutationRoot::default(), EmptySubscription)
+    let builder = Schema::build(QueryRoot, MutationRoot::default(), EmptySubscription)
         .data(store)
+        .extension(metrics::OperationMetrics)
         .limit_depth(limits.max_depth)
-        .limit_complexity(limits.max_complexity)
-        .finish()
+        .limit_complexity(limits.max_complexity);
+    if limits.introspection {
+        builder.finish()
+    } else {
+        builder.disable_introspection().finish()
+    }
 }
 
 /// The SDL of the schema, as committed in `schema.graphql`.
@@ -76,5 +84,7 @@ pub async fn execute(schema: &AppSchema, request: Request) -> Response {
         }
     };
     let loader = DataLoader::with_cache(Loaders::new(store), tokio::spawn, HashMapCache::default());
-    schema.execute(request.data(loader)).await
+    let mut response = schema.execute(request.data(loader)).await;
+    error::code_request_errors(&mut response.errors);
+    response
 }
