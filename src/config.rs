@@ -1,6 +1,7 @@
 //! Server configuration, from the environment (every variable is listed in the README).
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
@@ -17,6 +18,10 @@ pub struct DbConfig {
     /// Connections in the pool.
     #[arg(long, env = "HONCHO_DB_POOL", default_value_t = 20)]
     pub db_pool: u32,
+
+    /// PostgreSQL aborts any statement running longer than this (milliseconds; 0 = no limit).
+    #[arg(long, env = "HONCHO_STATEMENT_TIMEOUT_MS", default_value_t = 30_000)]
+    pub statement_timeout_ms: u64,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -54,4 +59,35 @@ pub struct ServeConfig {
     /// EVENTS_MISSED.
     #[arg(long, env = "HONCHO_EVENT_BUFFER", default_value_t = crate::store::events::DEFAULT_BUFFER)]
     pub event_buffer: usize,
+
+    /// Answer introspection queries (GraphiQL's docs need them).
+    #[arg(long, env = "HONCHO_INTROSPECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    pub introspection: bool,
+
+    /// Longest a request may take before it is answered with 503 (milliseconds).
+    #[arg(long, env = "HONCHO_REQUEST_TIMEOUT_MS", default_value_t = 60_000)]
+    pub request_timeout_ms: u64,
+
+    /// The built playground (a directory with index.html) to serve at `/`. Default:
+    /// `playground/dist` under the working directory, else under the source tree.
+    #[arg(long, env = "HONCHO_PLAYGROUND_DIR")]
+    pub playground_dir: Option<PathBuf>,
+}
+
+impl ServeConfig {
+    /// The playground directory to serve: the configured one, or the first default that has an
+    /// index.html. `None` when there is nothing to serve (`/` then says how to build it).
+    pub fn playground(&self) -> Option<PathBuf> {
+        let candidates = match &self.playground_dir {
+            Some(dir) => vec![dir.clone()],
+            None => vec![
+                PathBuf::from("playground/dist"),
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("playground/dist"),
+            ],
+        };
+        candidates
+            .into_iter()
+            .find(|dir| dir.join("index.html").is_file())
+            .map(|dir| std::path::absolute(&dir).unwrap_or(dir))
+    }
 }

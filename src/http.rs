@@ -1,18 +1,25 @@
 //! HTTP surface: `/graphql` (POST and GET), `/graphql/ws` (subscriptions over WebSocket, both
-//! graphql-transport-ws and the legacy graphql-ws protocol), `/health`, `/ready`.
+//! graphql-transport-ws and the legacy graphql-ws protocol), `/health`, `/ready`, `/metrics`, and
+//! the playground at `/`. Every request gets an `x-request-id` (kept when the client sends one)
+//! that its log lines carry; a panic in a handler becomes a 500 instead of a dropped connection.
 
+use std::path::Path;
 use std::time::Duration;
 
 use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
 use async_graphql_axum::{GraphQLProtocol, GraphQLRequest, GraphQLResponse, GraphQLWebSocket};
 use axum::extract::State;
 use axum::extract::ws::WebSocketUpgrade;
+use axum::http::Request;
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
+use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::services::{ServeDir, ServeFile};
 use tower_http::trace::TraceLayer;
 
 use crate::graphql::AppSchema;
@@ -27,19 +34,55 @@ struct AppState {
 }
 
 pub fn router(schema: AppSchema, store: Store, max_body_bytes: usize) -> Router {
-    Router::new()
+    router_with_playground(schema, store, max_body_bytes, None)
+}
+
+/// As [`router`], and with a built playground directory, `/` serves it: its files, and its
+/// index.html for any other GET path (client-side routes). Without one, `/` says how to build it.
+pub fn router_with_playground(
+    schema: AppSchema,
+    store: Store,
+    max_body_bytes: usize,
+    playground: Option<&Path>,
+) -> Router {
+    let api = Router::new()
         .route("/graphql", get(graphql).post(graphql))
         .route("/graphql/ws", get(graphql_ws))
         .route("/health", get(health))
         .route("/ready", get(ready))
-        .route("/", get(index))
-        .with_state(AppState {
-            schema,
-            store,
-            max_body_bytes,
-        })
+        .route("/metrics", get(metrics));
+    let app = match playground {
+        Some(dir) => api
+            .fallback_service(ServeDir::new(dir).fallback(ServeFile::new(dir.join("index.html")))),
+        None => api.route("/", get(index)),
+    };
+    app.with_state(AppState {
+        schema,
+        store,
+        max_body_bytes,
+    })
         .layer(RequestBodyLimitLayer::new(max_body_bytes))
-        .layer(TraceLayer::new_for_http())
+        .layer(CatchPanicLayer::new())
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+                let id = req
+                    .headers()
+                    .get("x-request-id")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("-");
+                tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id = %id)
+            }),
+        )
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+}
+
+/// Prometheus text format.
+async fn metrics() -> impl IntoResponse {
+    (
+        [("content-type", "text/plain; version=0.0.4")],
+        crate::graphql::metrics::render(),
+    )
 }
 
 async fn graphql(State(app): State<AppState>, req: GraphQLRequest) -> GraphQLResponse {
@@ -89,6 +132,8 @@ async fn ready(State(app): State<AppState>) -> impl IntoResponse {
 async fn index() -> Html<&'static str> {
     Html(
         "<!doctype html><title>honcho-graphql</title>\
-         <p>honcho-graphql is running. POST GraphQL requests to <code>/graphql</code>.</p>",
+         <p>honcho-graphql is running. POST GraphQL requests to <code>/graphql</code>.</p>\
+         <p>The playground (GraphiQL, reasoning trees, search) is not built: run \
+         <code>make playground</code> and reload, or set <code>HONCHO_PLAYGROUND_DIR</code>.</p>",
     )
 }

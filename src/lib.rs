@@ -26,6 +26,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     let limits = graphql::Limits {
         max_depth: cfg.max_depth,
         max_complexity: cfg.max_complexity,
+        introspection: cfg.introspection,
     };
     let events_url = cfg
         .events_database_url
@@ -35,7 +36,23 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening for events on {}", redact(events_url)))?;
     let schema = graphql::build_schema_with_events(store.clone(), &limits, Some(events));
-    let app = http::router(schema, store, cfg.max_body_bytes);
+    let playground = cfg.playground();
+    match (&playground, &cfg.playground_dir) {
+        (Some(dir), _) => tracing::info!("serving the playground from {}", dir.display()),
+        (None, Some(dir)) => tracing::warn!(
+            "HONCHO_PLAYGROUND_DIR={} has no index.html; `/` says how to build the playground",
+            dir.display()
+        ),
+        (None, None) => tracing::info!("no playground built (make playground); `/` says so"),
+    }
+    // A request that outlives this is answered 503; its statements are cut by statement_timeout.
+    // (A WebSocket upgrade is answered at once; the socket then lives on its own task.)
+    let app =
+        http::router_with_playground(schema, store, cfg.max_body_bytes, playground.as_deref())
+            .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                std::time::Duration::from_millis(cfg.request_timeout_ms),
+            ));
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .with_context(|| format!("binding {}", cfg.listen))?;
@@ -43,6 +60,9 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         "serving GraphQL on http://{0}/graphql (subscriptions: ws://{0}/graphql/ws)",
         cfg.listen
     );
+    if playground.is_some() {
+        tracing::info!("playground on http://{}/", cfg.listen);
+    }
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await?;
@@ -60,7 +80,9 @@ pub async fn open_store(db: &config::DbConfig) -> anyhow::Result<Store> {
         }
         None => tracing::info!("no embedder: search is full-text only"),
     }
-    let store = Store::connect(&db.database_url, db.db_pool)
+    let timeout = (db.statement_timeout_ms > 0)
+        .then(|| std::time::Duration::from_millis(db.statement_timeout_ms));
+    let store = Store::connect(&db.database_url, db.db_pool, timeout)
         .await
         .with_context(|| format!("connecting to {}", redact(&db.database_url)))?;
     Ok(store.with_embedder(embedder))

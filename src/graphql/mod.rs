@@ -4,6 +4,7 @@
 pub mod connection;
 pub mod error;
 pub mod loaders;
+pub mod metrics;
 mod mutation;
 pub mod prefetch;
 mod query;
@@ -32,6 +33,7 @@ pub type AppSchema = Schema<QueryRoot, MutationRoot, SubscriptionRoot>;
 pub struct Limits {
     pub max_depth: usize,
     pub max_complexity: usize,
+    pub introspection: bool,
 }
 
 impl Default for Limits {
@@ -39,6 +41,7 @@ impl Default for Limits {
         Limits {
             max_depth: 16,
             max_complexity: 20_000,
+            introspection: true,
         }
     }
 }
@@ -56,12 +59,17 @@ pub fn build_schema_with_events(
 ) -> AppSchema {
     let mut builder = Schema::build(QueryRoot, MutationRoot::default(), SubscriptionRoot)
         .data(store)
+        .extension(metrics::OperationMetrics)
         .limit_depth(limits.max_depth)
         .limit_complexity(limits.max_complexity);
     if let Some(bus) = events {
         builder = builder.data(bus);
     }
-    builder.finish()
+    if limits.introspection {
+        builder.finish()
+    } else {
+        builder.disable_introspection().finish()
+    }
 }
 
 /// The SDL of the schema, as committed in `schema.graphql`.
@@ -95,7 +103,9 @@ pub async fn execute(schema: &AppSchema, request: Request) -> Response {
         }
     };
     let loader = DataLoader::with_cache(Loaders::new(store), tokio::spawn, HashMapCache::default());
-    schema.execute(request.data(loader)).await
+    let mut response = schema.execute(request.data(loader)).await;
+    error::code_request_errors(&mut response.errors);
+    response
 }
 
 /// Executes one operation as a stream (a subscription yields a response per event; a query or
@@ -115,5 +125,11 @@ pub fn execute_stream(
         tokio::spawn,
         HashMapCache::default(),
     );
-    schema.execute_stream_with_session_data(request.data(loader), session_data.unwrap_or_default())
+    schema
+        .execute_stream_with_session_data(request.data(loader), session_data.unwrap_or_default())
+        .map(|mut response| {
+            error::code_request_errors(&mut response.errors);
+            response
+        })
+        .boxed()
 }

@@ -160,6 +160,8 @@ pub struct TestApp {
     pub store: Store,
     pub schema: AppSchema,
     statements: Arc<AtomicUsize>,
+    /// SQL (values inlined) of the statements run since the last `take_sql`.
+    sql: Arc<std::sync::Mutex<Vec<String>>>,
     pub _db: DbGuard,
 }
 
@@ -201,8 +203,11 @@ impl TestApp {
         let mut conn = Database::connect(guard.url()).await.unwrap();
         let statements = Arc::new(AtomicUsize::new(0));
         let counter = statements.clone();
-        conn.set_metric_callback(move |_| {
+        let sql = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = sql.clone();
+        conn.set_metric_callback(move |info| {
             counter.fetch_add(1, Ordering::SeqCst);
+            log.lock().unwrap().push(info.statement.to_string());
         });
         let store = Store::new(conn);
         let schema = graphql::build_schema(store.clone(), &Limits::default());
@@ -210,6 +215,7 @@ impl TestApp {
             store,
             schema,
             statements,
+            sql,
             _db: guard,
         }
     }
@@ -247,6 +253,11 @@ impl TestApp {
     /// SQL statements run through the store since the last call.
     pub fn take_statements(&self) -> usize {
         self.statements.swap(0, Ordering::SeqCst)
+    }
+
+    /// SQL of the statements run through the store since the last call.
+    pub fn take_sql(&self) -> Vec<String> {
+        std::mem::take(&mut *self.sql.lock().unwrap())
     }
 
     pub async fn sql_i64(&self, sql: &str) -> i64 {

@@ -3,11 +3,15 @@
 mod harness;
 
 mod batching;
+mod conclusions;
 mod embeddings;
+mod filters;
 mod http;
+mod limits;
 mod messages;
 mod migrations;
 mod schema_file;
+mod search;
 mod sessions;
 mod subscriptions;
 mod workspaces_peers;

@@ -65,7 +65,7 @@ impl Drop for Instance {
 
 impl Instance {
     async fn start(app: &TestApp, buffer: usize) -> Instance {
-        let store = Store::connect(&app._db.url(), 5).await.unwrap();
+        let store = Store::connect(&app._db.url(), 5, None).await.unwrap();
         Self::with_store(app, store, buffer).await
     }
 
@@ -838,7 +838,7 @@ async fn through_pgbouncer_in_transaction_mode() {
     let suffix = std::env::var("HONCHO_PGBOUNCER_PARAMS").unwrap_or_default();
     let app = TestApp::new().await;
     let via_bouncer = format!("{bouncer}/{}{suffix}", app._db.name);
-    let store = Store::connect(&via_bouncer, 10).await.unwrap();
+    let store = Store::connect(&via_bouncer, 10, None).await.unwrap();
     let bus = EventBus::start(&app._db.url(), 1024).await.unwrap();
     let schema = graphql::build_schema_with_events(store, &Limits::default(), Some(bus.clone()));
     let a = Instance {

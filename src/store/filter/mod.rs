@@ -1,42 +1,84 @@
-//! PLACEHOLDER until the filter DSL lands: accepts only an empty filter.
+//! Honcho's filter DSL (spec §3, issue 3): JSON → typed tree → sea_query condition.
+//!
+//! ```text
+//! serde_json::Value ──parse──▶ Filter(Node) ──condition(table)──▶ sea_query::Condition
+//!                     (parse.rs, coerce.rs;                (lower.rs)
+//!                      errors name the key path)
+//! ```
+//! [`parse`] validates everything (keys per resource, operators, operand types) and never
+//! touches SQL; [`Filter::condition`] folds the tree into one `Condition` whose operands are all
+//! bound values. The grammar and the decisions taken against Honcho's [BUG?] items are in the
+//! "Filters" section of the repository README.
+
+mod coerce;
+mod error;
+mod fields;
+mod lower;
+mod parse;
+mod tree;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_pg;
+
 use sea_orm::sea_query::Condition;
-use serde_json::Value;
 
-#[derive(Debug, Clone, Copy)]
-pub enum Resource {
-    Workspace,
-    Peer,
-    Session,
-    Message,
-    Conclusion,
+pub use error::{FilterError, FilterErrorKind};
+pub use fields::{LEVELS, Resource};
+pub use parse::{MAX_DEPTH, MAX_VALUES};
+pub use tree::{CmpOp, KeyTest, Node, Scalar};
+
+/// A parsed, validated filter for one resource.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Filter {
+    resource: Resource,
+    tree: Node,
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("{path}: {reason}")]
-pub struct FilterError {
-    pub path: String,
-    pub reason: String,
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct Filter;
-
-pub fn parse(_resource: Resource, json: &Value) -> Result<Filter, FilterError> {
-    match json {
-        Value::Null => Ok(Filter),
-        Value::Object(m) if m.is_empty() => Ok(Filter),
-        _ => Err(FilterError {
-            path: "filters".into(),
-            reason: "not supported yet".into(),
-        }),
-    }
+/// Parse a filter for `resource`. `null` and `{}` give a filter that matches everything.
+pub fn parse(resource: Resource, json: &serde_json::Value) -> Result<Filter, FilterError> {
+    Ok(Filter {
+        resource,
+        tree: parse::parse_root(resource, json)?,
+    })
 }
 
 impl Filter {
-    pub fn condition(&self, _table: &str) -> Condition {
-        Condition::all()
+    /// The filter that matches every row.
+    pub fn all(resource: Resource) -> Filter {
+        Filter {
+            resource,
+            tree: Node::True,
+        }
     }
+
+    /// Condition over columns qualified by `table` (the table name or alias used in the query,
+    /// e.g. `"messages"` or `"m"`). Usable in `Entity::find().filter(cond)` and in hand-built
+    /// `SelectStatement`s (`.cond_where(cond)`). An empty filter gives `Cond::all()` (no terms;
+    /// rendered alone it reads `WHERE TRUE`); check [`Filter::is_empty`] to skip it.
+    pub fn condition(&self, table: &str) -> Condition {
+        lower::condition(&self.tree, table)
+    }
+
+    /// True when the filter matches everything (no condition to add).
     pub fn is_empty(&self) -> bool {
-        true
+        self.tree == Node::True
+    }
+
+    /// True when the filter can match no row (e.g. `{"peerId": {"in": []}}`); a caller may skip
+    /// the query.
+    pub fn matches_nothing(&self) -> bool {
+        self.tree == Node::False
+    }
+
+    /// The resource this filter was parsed for.
+    pub fn resource(&self) -> Resource {
+        self.resource
+    }
+
+    /// The typed tree (for inspection and tests).
+    pub fn tree(&self) -> &Node {
+        &self.tree
     }
 }
