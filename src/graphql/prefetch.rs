@@ -126,7 +126,15 @@ pub async fn conclusions<'a>(
     items: &[Conclusion],
     sel: impl IntoIterator<Item = Lookahead<'a>>,
 ) -> ApiResult<()> {
-    let loader = loader(ctx)?;
+    conclusions_with(loader(ctx)?, items, sel).await
+}
+
+/// [`conclusions`] into a given loader (a subscription warms one loader per event batch).
+pub async fn conclusions_with<'a>(
+    loader: &RequestLoader,
+    items: &[Conclusion],
+    sel: impl IntoIterator<Item = Lookahead<'a>>,
+) -> ApiResult<()> {
     let mut level: Vec<(Vec<Conclusion>, Vec<Lookahead<'a>>)> =
         vec![(items.to_vec(), sel.into_iter().collect())];
     while !level.is_empty() {

@@ -29,9 +29,10 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::error::{ApiError, ApiResult, Code};
 use super::loaders::Loaders;
-use super::types::Message;
+use super::types::{Conclusion, Message};
 use super::{AppSchema, RequestLoader, loader, loaders, prefetch, store};
 use crate::store::Store;
+use crate::store::conclusion::Conclusion as ConclusionRow;
 use crate::store::events::{Event, EventBus, MessageBatch};
 use crate::store::message::Message as MessageRow;
 
@@ -52,6 +53,21 @@ impl MessageFilter {
 
     fn wants(&self, m: &MessageRow) -> bool {
         self.peer.as_ref().is_none_or(|p| *p == m.peer_name)
+    }
+}
+
+/// Which conclusions a `conclusionCreated` subscription wants.
+struct ConclusionFilter {
+    workspace: String,
+    observer: Option<String>,
+    observed: Option<String>,
+}
+
+impl ConclusionFilter {
+    fn wants(&self, c: &ConclusionRow) -> bool {
+        c.workspace_name == self.workspace
+            && self.observer.as_ref().is_none_or(|p| *p == c.observer)
+            && self.observed.as_ref().is_none_or(|p| *p == c.observed)
     }
 }
 
@@ -104,7 +120,7 @@ impl SubscriptionRoot {
             loop {
                 let batch = match rx.recv().await {
                     Ok(Event::Messages(b)) if filter.wants_batch(&b) => b,
-                    Ok(Event::Messages(_)) => continue,
+                    Ok(Event::Messages(_) | Event::Conclusions(_)) => continue,
                     Ok(Event::Gap) => {
                         yield Err(events_missed("listener_reconnected", None));
                         break;
@@ -144,6 +160,75 @@ impl SubscriptionRoot {
                 loaders::refill_from(loader, &shared.loader).await;
                 for m in rows {
                     yield Ok(Message(m));
+                }
+            }
+        })
+    }
+
+    /// Conclusions created from now on in the workspace (`createConclusions`, and derived
+    /// conclusions when first recorded; a reinforcement of an existing one is not a creation),
+    /// optionally only those of one observer and/or about one observed peer, in creation order.
+    /// Ends with `EVENTS_MISSED` when events had to be dropped, as `messageCreated`.
+    async fn conclusion_created(
+        &self,
+        ctx: &Context<'_>,
+        workspace_id: ID,
+        observer_id: Option<ID>,
+        observed_id: Option<ID>,
+    ) -> Result<impl Stream<Item = ApiResult<Conclusion>>, ApiError> {
+        let bus = ctx
+            .data_opt::<EventBus>()
+            .ok_or_else(|| Code::Internal.error("subscriptions are not enabled on this server"))?;
+        let store = store(ctx)?.clone();
+        let loader = loader(ctx)?;
+        let filter = ConclusionFilter {
+            workspace: workspace_id.0,
+            observer: observer_id.map(|p| p.0),
+            observed: observed_id.map(|p| p.0),
+        };
+        let mut rx = bus.subscribe();
+        Ok(async_stream::stream! {
+            loop {
+                let batch = match rx.recv().await {
+                    Ok(Event::Conclusions(b)) if b.workspace == filter.workspace => b,
+                    Ok(Event::Conclusions(_) | Event::Messages(_)) => continue,
+                    Ok(Event::Gap) => {
+                        yield Err(events_missed("listener_reconnected", None));
+                        break;
+                    }
+                    Err(RecvError::Lagged(n)) => {
+                        yield Err(events_missed("lagged", Some(n)));
+                        break;
+                    }
+                    Err(RecvError::Closed) => break,
+                };
+                let rows: Vec<ConclusionRow> = match batch.rows(&store).await {
+                    Ok(rows) => rows.iter().filter(|c| filter.wants(c)).cloned().collect(),
+                    Err(err) => {
+                        yield Err(err.into());
+                        break;
+                    }
+                };
+                if rows.is_empty() {
+                    continue;
+                }
+                // As in messageCreated: one shared loader per batch, warmed one subscriber at a
+                // time, then copied into this subscription's loader.
+                let Some(shared) = batch.shared(|| BatchLoader::new(&store)) else {
+                    yield Err(Code::Internal.error("event batch state of another type"));
+                    break;
+                };
+                let warmed = {
+                    let _turn = shared.turn.lock().await;
+                    prefetch::conclusions_with(&shared.loader, &rows, [ctx.look_ahead()]).await
+                };
+                if let Err(err) = warmed {
+                    yield Err(err);
+                    break;
+                }
+                loaders::refill_from(loader, &shared.loader).await;
+                for c in rows {
+                    yield Ok(Conclusion(c));
                 }
             }
         })

@@ -18,6 +18,7 @@ use sea_orm::{
 use serde_json::{Value, json};
 
 use super::embedding::set_embeddings;
+use super::events::{self, Notice};
 use super::filter::{self, Resource};
 use super::page::{self, Order, Page, Slice};
 use super::{Store, StoreError, StoreResult, new_id, stmt, tokens, validate, vector_literal};
@@ -256,6 +257,12 @@ impl Store {
             .exec_with_returning(&txn)
             .await?;
         set_embeddings(&txn, "conclusions", &ids, &embeddings).await?;
+        // Delivered to listeners at commit, never if this rolls back.
+        let notice = Notice::Conclusion {
+            w: workspace.to_owned(),
+            ids: ids.clone(),
+        };
+        events::publish(&txn, &notice).await?;
         txn.commit().await?;
         let mut by_id: HashMap<String, Conclusion> =
             created.into_iter().map(|c| (c.id.clone(), c)).collect();
@@ -505,6 +512,14 @@ impl Store {
             .one(&txn)
             .await?
             .ok_or_else(|| StoreError::Internal("derived conclusion upsert returned no row".into()))?;
+        // A new conclusion is an event; a reinforcement (times_derived bumped) is not.
+        if row.times_derived == 1 {
+            let notice = Notice::Conclusion {
+                w: workspace.to_owned(),
+                ids: vec![row.id.clone()],
+            };
+            events::publish(&txn, &notice).await?;
+        }
         txn.commit().await?;
         Ok(row)
     }

@@ -13,8 +13,8 @@
 //! layer ends it (see `graphql::subscription`).
 //!
 //! **Loading.** Subscribers filter events by their ids alone and load rows only for events they
-//! want, through [`MessageBatch::rows`]: the first subscriber to ask runs one query for the batch,
-//! every other subscriber of this process shares its result. [`MessageBatch::shared`] holds what
+//! want, through [`Batch::rows`]: the first subscriber to ask runs one query for the batch,
+//! every other subscriber of this process shares its result. [`Batch::shared`] holds what
 //! the layer above shares the same way (the GraphQL layer's dataloader for nested fields). Both
 //! are released once the batch is [`RETAINED_BATCHES`] events old, so memory stays bounded even
 //! when a stuck subscriber keeps old events in the broadcast buffer.
@@ -25,12 +25,14 @@
 //! sessions), so after every reconnect the bus sends [`Event::Gap`] and subscribers that were open
 //! end with an error telling the client to resubscribe and catch up from its last seq.
 //!
-//! **Adding a kind** (e.g. conclusions): a [`Notice`] variant with the ids, an [`Event`] variant
-//! with a batch type that loads its rows once (like [`MessageBatch`]), one arm in `dispatch`, and a
+//! **Kinds:** messages (a seq range per `createMessages`) and conclusions (ids per
+//! `createConclusions` or new derived conclusion). Adding one: a [`Notice`] variant naming the
+//! rows, a [`Rows`] impl that loads them, an [`Event`] variant, one arm in `dispatch`, and a
 //! `publish` call in the writing transaction.
 
 use std::any::Any;
 use std::collections::VecDeque;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -42,6 +44,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
+use super::conclusion::Conclusion;
 use super::message::{Message, SeqRange};
 use super::{Store, StoreError, StoreResult, stmt};
 
@@ -69,6 +72,10 @@ pub enum Notice {
         from: i64,
         to: i64,
     },
+    /// Conclusions created in workspace `w` (a `createConclusions` batch or a new derived
+    /// conclusion), by public id: at most 100 ids of 21 characters, under 3.2 kB with the longest
+    /// workspace name.
+    Conclusion { w: String, ids: Vec<String> },
 }
 
 /// Sends `notice` on [`CHANNEL`] as part of `db`'s transaction: delivered at commit, or never.
@@ -87,60 +94,129 @@ pub(crate) async fn publish<C: ConnectionTrait>(db: &C, notice: &Notice) -> Stor
 #[derive(Clone, Debug)]
 pub enum Event {
     Messages(Arc<MessageBatch>),
+    Conclusions(Arc<ConclusionBatch>),
     /// The listener's connection was lost and is back: notifications committed in between were
     /// not received, and nobody can tell which.
     Gap,
 }
 
-/// Messages created by one committed batch; rows are loaded on first demand, once per process.
+impl Event {
+    /// Drops what the event's batch caches (see [`Batch`]).
+    fn release(&self) {
+        match self {
+            Event::Messages(b) => b.release(),
+            Event::Conclusions(b) => b.release(),
+            Event::Gap => {}
+        }
+    }
+}
+
+/// What an event names (a seq range, a list of ids) and how its rows are loaded.
+pub trait Rows: Send + Sync + 'static {
+    type Row: Send + Sync + 'static;
+    fn load(&self, store: &Store) -> impl Future<Output = StoreResult<Vec<Self::Row>>> + Send;
+}
+
+/// The messages `from..=to` of one session: one `createMessages` batch.
+#[derive(Debug)]
+pub struct MessageRange {
+    pub workspace: String,
+    pub session: String,
+    pub from: i64,
+    pub to: i64,
+}
+
+impl Rows for MessageRange {
+    type Row = Message;
+
+    /// In `seq_in_session` order.
+    async fn load(&self, store: &Store) -> StoreResult<Vec<Message>> {
+        let range = SeqRange {
+            workspace: self.workspace.clone(),
+            session: self.session.clone(),
+            from: self.from,
+            to: self.to,
+        };
+        store.messages_in_ranges(&[range]).await
+    }
+}
+
+/// Conclusions of one workspace by public id.
+#[derive(Debug)]
+pub struct ConclusionIds {
+    pub workspace: String,
+    pub ids: Vec<String>,
+}
+
+impl Rows for ConclusionIds {
+    type Row = Conclusion;
+
+    /// In creation order (a batch's conclusions are created a microsecond apart, in input order);
+    /// deleted ones are left out.
+    async fn load(&self, store: &Store) -> StoreResult<Vec<Conclusion>> {
+        let keys: Vec<(String, String)> = self
+            .ids
+            .iter()
+            .map(|id| (self.workspace.clone(), id.clone()))
+            .collect();
+        let mut rows = store.conclusions_by_ids(&keys).await?;
+        rows.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        Ok(rows)
+    }
+}
+
+pub type MessageBatch = Batch<MessageRange>;
+pub type ConclusionBatch = Batch<ConclusionIds>;
+
+/// The rows one committed write created; loaded on first demand, once per process.
 ///
 /// What a batch caches (its rows, the shared state) is kept while the batch is among the last
 /// [`RETAINED_BATCHES`] events and then released: the broadcast buffer keeps an event until its
 /// slowest receiver has seen it, and a stuck receiver must not pin a buffer's worth of rows. A
 /// receiver that gets to a released batch loads it again (one query).
-pub struct MessageBatch {
-    pub workspace: String,
-    pub session: String,
-    pub from: i64,
-    pub to: i64,
-    cache: Mutex<Cache>,
+pub struct Batch<N: Rows> {
+    names: N,
+    cache: Mutex<Cache<N::Row>>,
     loading: tokio::sync::Mutex<()>,
 }
 
-#[derive(Default)]
-struct Cache {
+struct Cache<R> {
     released: bool,
-    rows: Option<Arc<[Message]>>,
+    rows: Option<Arc<[R]>>,
     shared: Option<Arc<dyn Any + Send + Sync>>,
 }
 
-/// Batches whose loaded rows a process keeps (see [`MessageBatch`]).
+/// Batches whose loaded rows a process keeps (see [`Batch`]).
 pub const RETAINED_BATCHES: usize = 64;
 
-impl std::fmt::Debug for MessageBatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MessageBatch")
-            .field("workspace", &self.workspace)
-            .field("session", &self.session)
-            .field("from", &self.from)
-            .field("to", &self.to)
-            .finish_non_exhaustive()
+impl<N: Rows> std::ops::Deref for Batch<N> {
+    type Target = N;
+
+    fn deref(&self) -> &N {
+        &self.names
     }
 }
 
-impl MessageBatch {
-    pub fn new(workspace: String, session: String, from: i64, to: i64) -> Self {
-        MessageBatch {
-            workspace,
-            session,
-            from,
-            to,
-            cache: Mutex::new(Cache::default()),
+impl<N: Rows + std::fmt::Debug> std::fmt::Debug for Batch<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.names.fmt(f)
+    }
+}
+
+impl<N: Rows> Batch<N> {
+    pub fn new(names: N) -> Self {
+        Batch {
+            names,
+            cache: Mutex::new(Cache {
+                released: false,
+                rows: None,
+                shared: None,
+            }),
             loading: tokio::sync::Mutex::new(()),
         }
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+    fn cache(&self) -> std::sync::MutexGuard<'_, Cache<N::Row>> {
         self.cache
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -161,9 +237,9 @@ impl MessageBatch {
         Some(made)
     }
 
-    /// The batch's messages in `seq_in_session` order: one query the first time, shared after
-    /// (callers that ask while it loads wait for it). A failed load is not kept.
-    pub async fn rows(&self, store: &Store) -> StoreResult<Arc<[Message]>> {
+    /// The batch's rows: one query the first time, shared after (callers that ask while it loads
+    /// wait for it). A failed load is not kept.
+    pub async fn rows(&self, store: &Store) -> StoreResult<Arc<[N::Row]>> {
         if let Some(rows) = &self.cache().rows {
             return Ok(rows.clone());
         }
@@ -171,13 +247,7 @@ impl MessageBatch {
         if let Some(rows) = &self.cache().rows {
             return Ok(rows.clone());
         }
-        let range = SeqRange {
-            workspace: self.workspace.clone(),
-            session: self.session.clone(),
-            from: self.from,
-            to: self.to,
-        };
-        let rows: Arc<[Message]> = store.messages_in_ranges(&[range]).await?.into();
+        let rows: Arc<[N::Row]> = self.names.load(store).await?.into();
         let mut cache = self.cache();
         if !cache.released {
             cache.rows = Some(rows.clone());
@@ -304,8 +374,8 @@ async fn run(
         match listener.try_recv().await {
             Ok(Some(n)) => {
                 stats.notices.fetch_add(1, Ordering::SeqCst);
-                if let Some(batch) = dispatch(&tx, n.payload()) {
-                    recent.push_back(batch);
+                if let Some(event) = dispatch(&tx, n.payload()) {
+                    recent.push_back(event);
                     if recent.len() > RETAINED_BATCHES
                         && let Some(old) = recent.pop_front()
                     {
@@ -363,20 +433,28 @@ fn jitter(d: Duration) -> Duration {
     d / 2 + d / 2 * (nanos % 1000) / 1000
 }
 
-/// Parses a notice and sends its event; returns the batch (to release its cache later).
-fn dispatch(tx: &broadcast::Sender<Event>, payload: &str) -> Option<Arc<MessageBatch>> {
-    match serde_json::from_str::<Notice>(payload) {
+/// Parses a notice and sends its event; returns the event (to release its cache later).
+fn dispatch(tx: &broadcast::Sender<Event>, payload: &str) -> Option<Event> {
+    let event = match serde_json::from_str::<Notice>(payload) {
         Ok(Notice::Message { w, s, from, to }) => {
-            let batch = Arc::new(MessageBatch::new(w, s, from, to));
-            // Err only when nobody subscribes, which is fine.
-            let _ = tx.send(Event::Messages(batch.clone()));
-            Some(batch)
+            Event::Messages(Arc::new(Batch::new(MessageRange {
+                workspace: w,
+                session: s,
+                from,
+                to,
+            })))
+        }
+        Ok(Notice::Conclusion { w, ids }) => {
+            Event::Conclusions(Arc::new(Batch::new(ConclusionIds { workspace: w, ids })))
         }
         Err(err) => {
             tracing::debug!(error = %err, payload, "event listener: ignoring an unknown notice");
-            None
+            return None;
         }
-    }
+    };
+    // Err only when nobody subscribes, which is fine.
+    let _ = tx.send(event.clone());
+    Some(event)
 }
 
 #[cfg(test)]
@@ -399,14 +477,17 @@ mod tests {
 
     #[test]
     fn unknown_kinds_are_not_notices() {
-        assert!(
-            serde_json::from_str::<Notice>(r#"{"kind":"conclusion","w":"x","ids":[]}"#).is_err()
-        );
+        assert!(serde_json::from_str::<Notice>(r#"{"kind":"summary","w":"x","ids":[]}"#).is_err());
     }
 
     #[test]
     fn shared_state_is_made_once_and_dropped_on_release() {
-        let b = MessageBatch::new("w".into(), "s".into(), 1, 2);
+        let b = MessageBatch::new(MessageRange {
+            workspace: "w".into(),
+            session: "s".into(),
+            from: 1,
+            to: 2,
+        });
         let first = b.shared(|| 1u32).unwrap();
         let again = b.shared(|| 2u32).unwrap();
         assert!(Arc::ptr_eq(&first, &again));
@@ -420,6 +501,17 @@ mod tests {
             4,
             "nothing is kept once released"
         );
+    }
+
+    #[test]
+    fn a_full_conclusion_batch_fits_a_notification() {
+        let n = Notice::Conclusion {
+            w: "w".repeat(512),
+            ids: (0..100).map(|_| "x".repeat(21)).collect(),
+        };
+        let json = serde_json::to_string(&n).unwrap();
+        assert!(json.len() < 3200, "{}", json.len());
+        assert_eq!(serde_json::from_str::<Notice>(&json).unwrap(), n);
     }
 
     #[test]
