@@ -450,6 +450,81 @@ async fn without_an_event_bus_subscriptions_say_so() {
     );
 }
 
+#[tokio::test]
+async fn conclusion_created_sees_new_conclusions_of_its_observer_across_instances() {
+    let app = TestApp::new().await;
+    let a = Instance::counted(&app).await;
+    let b = Instance::start(&app, 1024).await;
+    for p in ["alice", "bob", "carol"] {
+        let r = b
+            .post(
+                "mutation($p: ID!) { getOrCreatePeer(workspaceId: \"ws\", id: $p) { id } }",
+                json!({"p": p}),
+            )
+            .await;
+        assert!(r.get("errors").is_none(), "{r}");
+    }
+    let query = "subscription { conclusionCreated(workspaceId: \"ws\", observerId: \"alice\") {
+        content level timesDerived observer { id } observed { id } sources { content } } }";
+    let mut subs = vec![
+        a.subscribe(query, json!({})).await,
+        a.subscribe(query, json!({})).await,
+    ];
+    app.take_statements();
+    const CREATE_C: &str = "mutation($c: [ConclusionInput!]!) {
+        createConclusions(workspaceId: \"ws\", conclusions: $c) { id } }";
+    let created = b
+        .post(
+            CREATE_C,
+            json!({"c": [
+                {"content": "likes tea", "observerId": "alice", "observedId": "bob"},
+                {"content": "not alice's", "observerId": "carol", "observedId": "bob"},
+                {"content": "likes cake", "observerId": "alice", "observedId": "carol"}]}),
+        )
+        .await;
+    assert!(created.get("errors").is_none(), "{created}");
+    let tea = created["data"]["createConclusions"][0]["id"].clone();
+    for sub in &mut subs {
+        let got = take(sub, 2, Duration::from_secs(10)).await;
+        let c: Vec<&Value> = got
+            .iter()
+            .map(|r| {
+                assert!(r.get("errors").is_none(), "{r}");
+                &r["data"]["conclusionCreated"]
+            })
+            .collect();
+        assert_eq!(c[0]["content"], "likes tea");
+        assert_eq!(c[0]["observer"], json!({"id": "alice"}));
+        assert_eq!(c[0]["observed"], json!({"id": "bob"}));
+        assert_eq!(c[1]["content"], "likes cake", "in creation order");
+        assert_eq!(c[1]["observed"], json!({"id": "carol"}));
+    }
+    assert_eq!(
+        app.take_statements(),
+        2,
+        "rows and peers of the batch, once for both subscribers"
+    );
+
+    // A derived conclusion is an event when first recorded, not when reinforced.
+    const DERIVE: &str = "mutation($i: DerivedConclusionInput!) {
+        recordDerivedConclusion(workspaceId: \"ws\", input: $i) { timesDerived } }";
+    let input = json!({"i": {"content": "enjoys warm drinks", "observerId": "alice",
+        "observedId": "bob", "level": "DEDUCTIVE", "sourceIds": [tea]}});
+    for times in [1, 2] {
+        let r = b.post(DERIVE, input.clone()).await;
+        assert_eq!(
+            r["data"]["recordDerivedConclusion"]["timesDerived"], times,
+            "{r}"
+        );
+    }
+    let got = take(&mut subs[0], 1, Duration::from_secs(10)).await;
+    let c = &got[0]["data"]["conclusionCreated"];
+    assert_eq!(c["content"], "enjoys warm drinks");
+    assert_eq!(c["level"], "DEDUCTIVE");
+    assert_eq!(c["sources"], json!([{"content": "likes tea"}]));
+    assert_quiet(&mut subs[0], Duration::from_millis(300)).await;
+}
+
 // ---- over WebSockets -------------------------------------------------------------------------
 
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
