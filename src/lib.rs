@@ -2,6 +2,7 @@
 //!
 //! Layers depend one way: [`graphql`] → [`store`] → [`entity`].
 
+pub mod auth;
 pub mod config;
 pub mod embed;
 pub mod entity;
