@@ -3,6 +3,7 @@
 
 pub mod connection;
 pub mod error;
+pub mod guard;
 pub mod loaders;
 mod mutation;
 pub mod prefetch;
@@ -13,6 +14,7 @@ pub mod types;
 use async_graphql::dataloader::{DataLoader, HashMapCache};
 use async_graphql::{Context, EmptySubscription, Request, Response, Schema};
 
+use crate::auth::{Auth, AuthError, Caller};
 use crate::store::Store;
 use error::ApiResult;
 use loaders::Loaders;
@@ -37,12 +39,29 @@ impl Default for Limits {
     }
 }
 
+/// A schema with auth off: every request is an admin.
 pub fn build_schema(store: Store, limits: &Limits) -> AppSchema {
+    build_schema_with_auth(store, limits, Auth::disabled())
+}
+
+/// A schema whose fields are guarded by `auth` ([`guard`]).
+pub fn build_schema_with_auth(store: Store, limits: &Limits, auth: Auth) -> AppSchema {
     Schema::build(QueryRoot, MutationRoot::default(), EmptySubscription)
         .data(store)
+        .data(auth)
+        .extension(guard::Enforce::default())
         .limit_depth(limits.max_depth)
         .limit_complexity(limits.max_complexity)
         .finish()
+}
+
+/// Authenticates a request's `Authorization` header (None when absent) with the schema's auth
+/// settings; the result goes into the request's data ([`Request::data`]) for the guards.
+pub fn authenticate(schema: &AppSchema, authorization: Option<&str>) -> Caller {
+    match schema.data::<Auth>() {
+        Some(auth) => auth.authenticate(authorization),
+        None => Caller(Err(AuthError::Missing)),
+    }
 }
 
 /// The SDL of the schema, as committed in `schema.graphql`.

@@ -5,6 +5,7 @@ use serde_json::Value;
 use super::{Message, Session};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
 use crate::graphql::error::ApiResult;
+use crate::graphql::guard::{self, On, rule};
 use crate::graphql::{prefetch, store};
 use crate::store::message::MessageScope;
 
@@ -44,6 +45,8 @@ impl Peer {
         last: Option<i32>,
         before: Option<String>,
     ) -> ApiResult<Conn<Session>> {
+        let on = On::peer(&self.0.workspace_name, &self.0.name);
+        guard::require(ctx, rule!(Peer.sessions), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
         let page = store(ctx)?
@@ -70,6 +73,8 @@ impl Peer {
         last: Option<i32>,
         before: Option<String>,
     ) -> ApiResult<Conn<Message>> {
+        let on = On::peer(&self.0.workspace_name, &self.0.name);
+        guard::require(ctx, rule!(Peer.messages), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
         let page = store(ctx)?

@@ -5,6 +5,7 @@ use serde_json::Value;
 use super::{Message, Peer};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
 use crate::graphql::error::ApiResult;
+use crate::graphql::guard::{self, On, rule};
 use crate::graphql::loaders::{MembersKey, PeerKey};
 use crate::graphql::{loader, prefetch, store};
 use crate::store::message::MessageScope;
@@ -39,6 +40,8 @@ impl Session {
 
     /// Active members with their per-session configuration, in join order.
     async fn peers(&self, ctx: &Context<'_>) -> ApiResult<Vec<SessionPeer>> {
+        let on = On::session(&self.0.workspace_name, &self.0.name);
+        guard::require(ctx, rule!(Session.peers), on).await?;
         let key = MembersKey(self.0.workspace_name.clone(), self.0.name.clone());
         let loader = loader(ctx)?;
         let members = loader.load_one(key).await?.unwrap_or_default();
@@ -66,6 +69,8 @@ impl Session {
         last: Option<i32>,
         before: Option<String>,
     ) -> ApiResult<Conn<Message>> {
+        let on = On::session(&self.0.workspace_name, &self.0.name);
+        guard::require(ctx, rule!(Session.messages), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
         let page = store(ctx)?

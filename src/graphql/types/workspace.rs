@@ -5,6 +5,7 @@ use serde_json::Value;
 use super::{Message, Peer, Session};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
 use crate::graphql::error::ApiResult;
+use crate::graphql::guard::{self, On, rule};
 use crate::graphql::{prefetch, store};
 use crate::store::message::MessageScope;
 
@@ -31,17 +32,24 @@ impl Workspace {
 
     /// The peer with this id, or null.
     async fn peer(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Peer>> {
+        guard::require(ctx, rule!(Workspace.peer), On::peer(&self.0.name, &id)).await?;
         Ok(store(ctx)?.peer(&self.0.name, &id).await?.map(Peer))
     }
 
     /// The session with this id, or null.
     async fn session(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Session>> {
+        let on = On::session(&self.0.name, &id);
+        guard::require(ctx, rule!(Workspace.session), on).await?;
         Ok(store(ctx)?.session(&self.0.name, &id).await?.map(Session))
     }
 
     /// The message with this id, or null.
     async fn message(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Message>> {
-        Ok(store(ctx)?.message(&self.0.name, &id).await?.map(Message))
+        let message = store(ctx)?.message(&self.0.name, &id).await?;
+        let session = message.as_ref().map(|m| m.session_name.as_str());
+        let on = On::message(&self.0.name, session);
+        guard::require(ctx, rule!(Workspace.message), on).await?;
+        Ok(message.map(Message))
     }
 
     /// Peers, oldest first unless `order: DESC`.
@@ -56,6 +64,8 @@ impl Workspace {
         last: Option<i32>,
         before: Option<String>,
     ) -> ApiResult<Conn<Peer>> {
+        let on = On::workspace(&self.0.name);
+        guard::require(ctx, rule!(Workspace.peers), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
         let page = store(ctx)?
@@ -76,6 +86,8 @@ impl Workspace {
         last: Option<i32>,
         before: Option<String>,
     ) -> ApiResult<Conn<Session>> {
+        let on = On::workspace(&self.0.name);
+        guard::require(ctx, rule!(Workspace.sessions), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
         let page = store(ctx)?
@@ -96,6 +108,8 @@ impl Workspace {
         last: Option<i32>,
         before: Option<String>,
     ) -> ApiResult<Conn<Message>> {
+        let on = On::workspace(&self.0.name);
+        guard::require(ctx, rule!(Workspace.messages), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
         let page = store(ctx)?
