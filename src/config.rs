@@ -43,4 +43,27 @@ pub struct ServeConfig {
     /// Most complex query accepted (async-graphql's complexity: one per field by default).
     #[arg(long, env = "HONCHO_MAX_COMPLEXITY", default_value_t = 20_000)]
     pub max_complexity: usize,
+
+    #[command(flatten)]
+    pub auth: AuthConfig,
+}
+
+#[derive(Args, Clone)]
+pub struct AuthConfig {
+    /// Secret that signs API keys (HS256). Unset: auth is off and every request is an admin.
+    #[arg(long = "auth-secret", env = "HONCHO_AUTH_SECRET", hide_env_values = true)]
+    pub secret: Option<String>,
+}
+
+impl std::fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secret = self.secret.as_ref().map(|_| "***");
+        f.debug_struct("AuthConfig").field("secret", &secret).finish()
+    }
+}
+
+impl AuthConfig {
+    pub fn auth(&self) -> anyhow::Result<crate::auth::Auth> {
+        crate::auth::Auth::from_secret(self.secret.as_deref())
+    }
 }

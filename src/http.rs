@@ -1,10 +1,14 @@
 //! HTTP surface: `/graphql` (POST and GET), `/health`, `/ready`.
+//!
+//! `/graphql` reads the caller's key from `Authorization: Bearer <key>` into the request's data;
+//! the guards decide per field (a missing or bad key with auth on makes every guarded field answer
+//! UNAUTHENTICATED). `/health` and `/ready` are open.
 
 use std::time::Duration;
 
 use async_graphql_axum::{GraphQLRequest, GraphQLResponse};
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -32,8 +36,17 @@ pub fn router(schema: AppSchema, store: Store, max_body_bytes: usize) -> Router 
         .layer(TraceLayer::new_for_http())
 }
 
-async fn graphql(State(app): State<AppState>, req: GraphQLRequest) -> GraphQLResponse {
-    crate::graphql::execute(&app.schema, req.into_inner())
+async fn graphql(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    req: GraphQLRequest,
+) -> GraphQLResponse {
+    // A header that is not visible ASCII is as good as a bad key (the guards say UNAUTHENTICATED).
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or("?"));
+    let caller = crate::graphql::authenticate(&app.schema, authorization);
+    crate::graphql::execute(&app.schema, req.into_inner().data(caller))
         .await
         .into()
 }

@@ -19,6 +19,15 @@ use store::Store;
 /// Connects, migrates (unless told not to), checks the database matches this server, and serves
 /// until SIGINT/SIGTERM, letting in-flight requests finish.
 pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
+    let auth = cfg.auth.auth()?;
+    if auth.enabled() {
+        tracing::info!("auth is on: requests need `Authorization: Bearer <key>`");
+    } else {
+        tracing::warn!(
+            "auth is OFF (HONCHO_AUTH_SECRET is unset): every request is an admin; \
+             do not expose this server to a network"
+        );
+    }
     let store = open_store(&cfg.db).await?;
     if !cfg.no_migrate {
         Migrator::up(store.db(), None).await.context("migrating")?;
@@ -28,7 +37,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         max_depth: cfg.max_depth,
         max_complexity: cfg.max_complexity,
     };
-    let schema = graphql::build_schema(store.clone(), &limits);
+    let schema = graphql::build_schema_with_auth(store.clone(), &limits, auth);
     let app = http::router(schema, store, cfg.max_body_bytes);
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
