@@ -1,8 +1,9 @@
 //! Mutations, one object per area, merged into the root.
 
 mod core;
+mod keys;
 
 use async_graphql::MergedObject;
 
 #[derive(MergedObject, Default)]
-pub struct MutationRoot(core::CoreMutation);
+pub struct MutationRoot(core::CoreMutation, keys::KeysMutation);
