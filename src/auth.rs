@@ -179,7 +179,11 @@ pub struct Auth(Option<Arc<Keys>>);
 impl fmt::Debug for Auth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Never print the secret.
-        f.write_str(if self.enabled() { "Auth(on)" } else { "Auth(off)" })
+        f.write_str(if self.enabled() {
+            "Auth(on)"
+        } else {
+            "Auth(off)"
+        })
     }
 }
 
@@ -338,7 +342,10 @@ mod tests {
             p(json!({"w": "", "s": "y"})),
             Err(AuthError::ScopeWithoutWorkspace)
         );
-        assert_eq!(p(json!({"t": "2024-01-01T00:00:00Z"})), Err(AuthError::NoScope));
+        assert_eq!(
+            p(json!({"t": "2024-01-01T00:00:00Z"})),
+            Err(AuthError::NoScope)
+        );
         assert_eq!(p(json!({"ad": false, "w": ""})), Err(AuthError::NoScope));
         // Honcho's ISO `exp` never worked there; here it is an invalid token, not a crash.
         assert_eq!(
@@ -433,13 +440,17 @@ mod tests {
         let init = json!({"authorization": format!("Bearer {key}")});
         assert_eq!(auth.authenticate_connection_init(&init).0, ws);
         assert_eq!(
-            auth.authenticate_connection_init(&serde_json::Value::Null).0,
+            auth.authenticate_connection_init(&serde_json::Value::Null)
+                .0,
             Err(AuthError::Missing)
         );
         // Auth off: everyone is an admin, whatever they send.
         let off = Auth::disabled();
         assert_eq!(off.authenticate(None).0, Ok(Principal::Admin));
-        assert_eq!(off.authenticate(Some("Bearer junk")).0, Ok(Principal::Admin));
+        assert_eq!(
+            off.authenticate(Some("Bearer junk")).0,
+            Ok(Principal::Admin)
+        );
     }
 
     #[test]

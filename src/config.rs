@@ -51,14 +51,20 @@ pub struct ServeConfig {
 #[derive(Args, Clone)]
 pub struct AuthConfig {
     /// Secret that signs API keys (HS256). Unset: auth is off and every request is an admin.
-    #[arg(long = "auth-secret", env = "HONCHO_AUTH_SECRET", hide_env_values = true)]
+    #[arg(
+        long = "auth-secret",
+        env = "HONCHO_AUTH_SECRET",
+        hide_env_values = true
+    )]
     pub secret: Option<String>,
 }
 
 impl std::fmt::Debug for AuthConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let secret = self.secret.as_ref().map(|_| "***");
-        f.debug_struct("AuthConfig").field("secret", &secret).finish()
+        f.debug_struct("AuthConfig")
+            .field("secret", &secret)
+            .finish()
     }
 }
 

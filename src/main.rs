@@ -112,7 +112,9 @@ async fn main() -> anyhow::Result<()> {
         } => {
             let auth = auth.auth()?;
             if !auth.enabled() {
-                anyhow::bail!("HONCHO_AUTH_SECRET is not set: there is no secret to sign keys with");
+                anyhow::bail!(
+                    "HONCHO_AUTH_SECRET is not set: there is no secret to sign keys with"
+                );
             }
             let spec = KeySpec {
                 admin,

@@ -293,7 +293,10 @@ impl CoreMutation {
     ) -> ApiResult<Message> {
         let store = store(ctx)?;
         let found = store.message(&workspace_id, &id).await?;
-        let on = On::message(&workspace_id, found.as_ref().map(|m| m.session_name.as_str()));
+        let on = On::message(
+            &workspace_id,
+            found.as_ref().map(|m| m.session_name.as_str()),
+        );
         guard::require(ctx, rule!(MutationRoot.updateMessage), on).await?;
         let message = store
             .update_message(&workspace_id, &id, json(metadata))
