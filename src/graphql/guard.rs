@@ -318,11 +318,17 @@ struct Checked(Mutex<HashSet<String>>);
 
 impl Checked {
     fn mark(&self, path: String) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).insert(path);
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(path);
     }
 
     fn take(&self, path: &str) -> bool {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(path)
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(path)
     }
 }
 
@@ -397,7 +403,10 @@ impl ExtensionFactory for Enforce {
 }
 
 fn internal(message: String) -> ServerError {
-    let mut err = Code::Internal.error(message).0.into_server_error(Pos::default());
+    let mut err = Code::Internal
+        .error(message)
+        .0
+        .into_server_error(Pos::default());
     err.locations.clear();
     err
 }
@@ -454,5 +463,68 @@ impl Extension for EnforceExt {
                 result
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_graphql::{EmptyMutation, EmptySubscription, Object, Schema};
+
+    struct Query;
+
+    /// Stands in for a root whose resolvers forgot their rule or their check.
+    #[Object(name = "QueryRoot")]
+    impl Query {
+        /// Has a row in RULES, but the resolver never calls `require`.
+        async fn workspace(&self) -> i32 {
+            1
+        }
+
+        /// Has no row in RULES.
+        async fn unlisted(&self) -> i32 {
+            2
+        }
+    }
+
+    #[tokio::test]
+    async fn the_backstop_refuses_fields_without_rule_or_check() {
+        let schema = Schema::build(Query, EmptyMutation, EmptySubscription)
+            .data(Auth::disabled())
+            .extension(Enforce::default())
+            .finish();
+        let resp = schema.execute("{ workspace }").await;
+        assert!(
+            resp.errors[0]
+                .message
+                .contains("QueryRoot.workspace resolved without its authorization check"),
+            "{:?}",
+            resp.errors
+        );
+        assert_eq!(resp.data, Value::Null);
+        let resp = schema.execute("{ unlisted }").await;
+        assert!(
+            resp.errors[0].message.contains("has no authorization rule"),
+            "{:?}",
+            resp.errors
+        );
+        let resp = schema.execute("{ __typename }").await;
+        assert!(resp.errors.is_empty());
+    }
+
+    #[test]
+    fn rows_are_unique_and_found() {
+        for (i, a) in RULES.iter().enumerate() {
+            for b in &RULES[i + 1..] {
+                assert!(
+                    !(a.ty == b.ty && a.name == b.name),
+                    "{}.{} twice",
+                    a.ty,
+                    a.name
+                );
+            }
+        }
+        assert_eq!(rule!(Workspace.session).rule, Rule::SessionRead);
+        assert_eq!(rule!(MutationRoot.createKey).rule, Rule::Admin);
     }
 }
