@@ -172,8 +172,9 @@ struct Keys {
     validation: Validation,
 }
 
-/// The server's auth mode: off, or on with a secret. Cheap to clone.
-#[derive(Clone, Default)]
+/// The server's auth mode: off, or on with a secret. Cheap to clone. Deliberately not `Default`:
+/// "off" is always spelled out ([`Auth::disabled`]).
+#[derive(Clone)]
 pub struct Auth(Option<Arc<Keys>>);
 
 impl fmt::Debug for Auth {
