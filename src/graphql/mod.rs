@@ -64,6 +64,16 @@ pub fn authenticate(schema: &AppSchema, authorization: Option<&str>) -> Caller {
     }
 }
 
+/// Authenticates a WebSocket `connection_init` payload (`{"Authorization": "Bearer <key>"}`) with
+/// the schema's auth settings; the result goes into the connection's data, where the guards of
+/// every operation on the connection find it.
+pub fn authenticate_connection_init(schema: &AppSchema, payload: &serde_json::Value) -> Caller {
+    match schema.data::<Auth>() {
+        Some(auth) => auth.authenticate_connection_init(payload),
+        None => Caller(Err(AuthError::Missing)),
+    }
+}
+
 /// The SDL of the schema, as committed in `schema.graphql`.
 pub fn sdl() -> String {
     Schema::build(QueryRoot, MutationRoot::default(), EmptySubscription)
