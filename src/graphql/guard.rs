@@ -65,6 +65,10 @@ pub enum Rule {
     /// Self: any key of the workspace, but a session key only for its own session, and a peer
     /// key only for a new session or one its peer is an active member of.
     CreateSession,
+    /// A feed of messages filtered by an optional session and an optional author (for
+    /// `Subscription.messageCreated`): W; S when the session is its own; P when the author is
+    /// its own peer or the session is one its peer is an active member of.
+    MessageFeed,
 }
 
 /// One row of [`RULES`].
@@ -275,6 +279,10 @@ async fn allows(ctx: &Context<'_>, p: &Principal, rule: Rule, on: On<'_>) -> Api
             on.session.is_none() || member(ctx, w, on.session, peer).await?
         }
         (CreatePeer, K::Session { .. }) => true,
+        (MessageFeed, K::Session { session, .. }) => is(session, on.session),
+        (MessageFeed, K::Peer { peer, .. }) => {
+            is(peer, on.peer) || member(ctx, w, on.session, peer).await?
+        }
         (CreateSession, K::Peer { peer, .. }) => {
             // Not through the request's loader: the mutation is about to change what it would
             // cache.
@@ -471,6 +479,8 @@ mod tests {
     use super::*;
     use async_graphql::{EmptyMutation, EmptySubscription, Object, Schema};
 
+    use crate::graphql::error::ApiResult;
+
     struct Query;
 
     /// Stands in for a root whose resolvers forgot their rule or their check.
@@ -510,6 +520,152 @@ mod tests {
         );
         let resp = schema.execute("{ __typename }").await;
         assert!(resp.errors.is_empty());
+    }
+
+    /// Asks `require` for any rule on any resource, as the principal in the request's data.
+    struct Probe;
+
+    #[Object(name = "Probe")]
+    impl Probe {
+        async fn check(
+            &self,
+            ctx: &Context<'_>,
+            rule: String,
+            w: Option<String>,
+            p: Option<String>,
+            s: Option<String>,
+        ) -> ApiResult<bool> {
+            let rule = match rule.as_str() {
+                "Admin" => Admin,
+                "Workspace" => Workspace,
+                "InWorkspace" => InWorkspace,
+                "Peer" => Peer,
+                "Session" => Session,
+                "SessionRead" => SessionRead,
+                "MessageRead" => MessageRead,
+                "MessageWrite" => MessageWrite,
+                "CreatePeer" => CreatePeer,
+                "CreateSession" => CreateSession,
+                "MessageFeed" => MessageFeed,
+                other => panic!("unknown rule {other}"),
+            };
+            let on = On {
+                workspace: w.as_deref(),
+                peer: p.as_deref(),
+                session: s.as_deref(),
+            };
+            let field = Field {
+                ty: "Probe",
+                name: "check",
+                rule,
+            };
+            require(ctx, field, on).await?;
+            Ok(true)
+        }
+    }
+
+    async fn decide(auth: Option<Auth>, caller: Option<Caller>, rule: &str, on: &str) -> String {
+        let mut schema = Schema::build(Probe, EmptyMutation, EmptySubscription);
+        if let Some(a) = auth {
+            schema = schema.data(a);
+        }
+        let [w, p, s] = [0, 1, 2].map(|i| {
+            let v = on.split('/').nth(i).unwrap_or("-");
+            if v == "-" {
+                "null".to_owned()
+            } else {
+                format!("{v:?}")
+            }
+        });
+        let query = format!("{{ check(rule: {rule:?}, w: {w}, p: {p}, s: {s}) }}");
+        let mut req = async_graphql::Request::new(query);
+        if let Some(c) = caller {
+            req = req.data(c);
+        }
+        let resp = schema.finish().execute(req).await;
+        match resp.errors.first() {
+            None => "y".into(),
+            Some(e) => match e.extensions.as_ref().and_then(|x| x.get("code")) {
+                Some(Value::String(code)) if code == "FORBIDDEN" => "F".into(),
+                Some(Value::String(code)) if code == "UNAUTHENTICATED" => "U".into(),
+                _ => format!("{e:?}"),
+            },
+        }
+    }
+
+    /// The decisions that need no database (member read is exercised by the integration tests).
+    #[tokio::test]
+    async fn decisions_without_membership() {
+        let on = Some(Auth::with_secret("x"));
+        let key = |p: Principal| Some(Caller(Ok(p)));
+        let w = || Principal::Workspace("ws".into());
+        let alice = || Principal::Peer {
+            workspace: "ws".into(),
+            peer: "alice".into(),
+        };
+        let s1 = || Principal::Session {
+            workspace: "ws".into(),
+            session: "s1".into(),
+        };
+        // (principal, rule, workspace/peer/session ("-" = none), expected)
+        let cases: Vec<(Principal, &str, &str, &str)> = vec![
+            (Principal::Admin, "Admin", "", "y"),
+            (Principal::Admin, "Session", "other/-/x", "y"),
+            (w(), "Admin", "", "F"),
+            (w(), "Workspace", "ws", "y"),
+            (w(), "Workspace", "other", "F"),
+            (w(), "SessionRead", "ws/-/s9", "y"),
+            (w(), "MessageFeed", "ws", "y"),
+            (w(), "Workspace", "", "F"),
+            (alice(), "InWorkspace", "ws", "y"),
+            (alice(), "InWorkspace", "other", "F"),
+            (alice(), "Workspace", "ws", "F"),
+            (alice(), "Peer", "ws/alice", "y"),
+            (alice(), "Peer", "ws/bob", "F"),
+            (alice(), "Peer", "other/alice", "F"),
+            (alice(), "CreatePeer", "ws/alice", "y"),
+            (alice(), "CreatePeer", "ws/bob", "F"),
+            (alice(), "Session", "ws/-/s1", "F"),
+            (alice(), "SessionRead", "ws", "F"),
+            (alice(), "MessageRead", "ws", "y"),
+            (alice(), "MessageWrite", "ws", "F"),
+            (alice(), "MessageFeed", "ws/alice", "y"),
+            (alice(), "MessageFeed", "ws/bob", "F"),
+            (alice(), "MessageFeed", "ws", "F"),
+            (s1(), "Session", "ws/-/s1", "y"),
+            (s1(), "Session", "ws/-/s2", "F"),
+            (s1(), "Session", "other/-/s1", "F"),
+            (s1(), "SessionRead", "ws/-/s1", "y"),
+            (s1(), "MessageRead", "ws/-/s1", "y"),
+            (s1(), "MessageRead", "ws/-/s2", "F"),
+            (s1(), "MessageRead", "ws", "y"),
+            (s1(), "MessageWrite", "ws/-/s1", "y"),
+            (s1(), "MessageWrite", "ws/-/s2", "F"),
+            (s1(), "MessageWrite", "ws", "y"),
+            (s1(), "CreateSession", "ws/-/s1", "y"),
+            (s1(), "CreateSession", "ws/-/s2", "F"),
+            (s1(), "CreatePeer", "ws/zed", "y"),
+            (s1(), "Peer", "ws/alice", "F"),
+            (s1(), "InWorkspace", "ws", "y"),
+            (s1(), "Workspace", "ws", "F"),
+            (s1(), "MessageFeed", "ws/-/s1", "y"),
+            (s1(), "MessageFeed", "ws/alice/s2", "F"),
+            (s1(), "MessageFeed", "ws", "F"),
+        ];
+        let mut wrong = Vec::new();
+        for (p, rule, target, want) in cases {
+            let got = decide(on.clone(), key(p.clone()), rule, target).await;
+            if got != want {
+                wrong.push(format!("{p} {rule} on {target:?}: want {want}, got {got}"));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+        // Without a caller: admin when auth is off, UNAUTHENTICATED when on or unknown.
+        let expired = Some(Caller(Err(AuthError::Expired)));
+        assert_eq!(decide(on.clone(), expired, "InWorkspace", "ws").await, "U");
+        assert_eq!(decide(on, None, "InWorkspace", "ws").await, "U");
+        assert_eq!(decide(Some(Auth::disabled()), None, "Admin", "").await, "y");
+        assert_eq!(decide(None, None, "InWorkspace", "ws").await, "U");
     }
 
     #[test]
