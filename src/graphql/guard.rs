@@ -387,8 +387,9 @@ pub fn is_relay_container<'a>(fields: impl Iterator<Item = &'a str>) -> bool {
     names == edge || (names.contains("edges") && names.is_subset(&connection))
 }
 
-/// The guarded fields of the schema and their rule (None: the field has no rule).
-type Plan = HashMap<(String, String), Option<Rule>>;
+/// The fields of the schema that need a rule, by type then field, with their rule (None: the
+/// field has no rule).
+type Plan = HashMap<String, HashMap<String, Option<Rule>>>;
 
 /// The run-time backstop, installed on every schema: a field that needs a rule and has none is
 /// refused, and so is a guarded field whose resolver returned without calling [`require`]
@@ -440,20 +441,18 @@ impl Extension for EnforceExt {
             return next.run(ctx, info).await;
         }
         let plan = self.plan.get_or_init(|| {
-            fields_needing_rules(&ctx.schema_env.registry)
-                .into_iter()
-                .map(|(ty, name)| {
-                    let rule = RULES
-                        .iter()
-                        .find(|f| f.ty == ty && f.name == name)
-                        .map(|f| f.rule);
-                    ((ty, name), rule)
-                })
-                .collect()
+            let mut plan = Plan::new();
+            for (ty, name) in fields_needing_rules(&ctx.schema_env.registry) {
+                let rule = RULES
+                    .iter()
+                    .find(|f| f.ty == ty && f.name == name)
+                    .map(|f| f.rule);
+                plan.entry(ty).or_default().insert(name, rule);
+            }
+            plan
         });
-        let key = (info.parent_type.to_owned(), info.name.to_owned());
         let (ty, name) = (info.parent_type, info.name);
-        match plan.get(&key) {
+        match plan.get(ty).and_then(|fields| fields.get(name)) {
             None | Some(Some(Rule::Inherit)) => next.run(ctx, info).await,
             Some(None) => Err(internal(format!(
                 "{ty}.{name} has no authorization rule (add it to graphql::guard::RULES)"
