@@ -924,3 +924,43 @@ async fn bearer_keys_over_http() {
     );
     server.abort();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Member-read checks batch and cache: a peer key's page of messages with their context and
+// session members costs the same number of statements for 10 items as for 60.
+
+#[tokio::test]
+async fn member_read_checks_cost_no_statement_per_item() {
+    let app = TestApp::with_auth().await;
+    seed(&app).await;
+    let batch: Vec<Value> = (0..60)
+        .map(|i| json!({"peerId": if i % 2 == 0 { "alice" } else { "bob" }, "content": format!("m{i}")}))
+        .collect();
+    let resp = app
+        .exec_as(
+            Some(&admin()),
+            "mutation($m: [MessageInput!]!) { createMessages(workspaceId: \"ws\", sessionId: \"s1\", messages: $m) { id } }",
+            json!({"m": batch}),
+        )
+        .await;
+    assert!(resp.get("errors").is_none(), "{resp}");
+    let bob = peer_key("bob");
+    let mut counts = Vec::new();
+    for n in [10, 60] {
+        app.take_statements();
+        let q = format!(
+            "{{ workspace(id: \"ws\") {{ session(id: \"s1\") {{ messages(first: {n}) {{ nodes {{ id context {{ id }} session {{ id peers {{ peerId }} }} }} }} }} }} }}"
+        );
+        let d = ok_as(&app, &bob, &q).await;
+        let nodes = d["workspace"]["session"]["messages"]["nodes"]
+            .as_array()
+            .unwrap()
+            .len();
+        assert_eq!(nodes, n);
+        counts.push(app.take_statements());
+    }
+    assert_eq!(
+        counts[0], counts[1],
+        "statements for 10 and 60 items: {counts:?}"
+    );
+}
