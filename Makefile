@@ -19,19 +19,22 @@ export HONCHO_MODEL_DIR ?= $(CURDIR)/.data/models/all-MiniLM-L6-v2
 # Extra arguments for cargo test, e.g. make test TEST_ARGS='search -- --nocapture'
 TEST_ARGS ?=
 BENCH_ARGS ?=
+# make test PLAYGROUND_TEST=0 skips the playground's tests (examples + headless Chromium).
+PLAYGROUND_TEST ?= 1
 
-PLAYGROUND_SRC := $(shell find playground -path playground/node_modules -prune -o -path playground/dist -prune -o -type f -print 2>/dev/null)
+PLAYGROUND_SRC := $(shell find playground -path playground/node_modules -prune -o -path playground/dist -prune -o -path playground/tests -prune -o -type f -print 2>/dev/null)
 
-.PHONY: help setup postgres model run test lint schema bench playground
+.PHONY: help setup postgres model run test lint schema bench playground playground-test
 
 help:
 	@echo "make run         set up PostgreSQL (unless DATABASE_URL is set) and the model, serve on 127.0.0.1:8000"
-	@echo "make test        same set-up, then cargo test --workspace --all-targets \$$TEST_ARGS"
+	@echo "make test        same set-up, then cargo test --workspace --all-targets \$$TEST_ARGS, then make playground-test"
 	@echo "make lint        cargo fmt --check and clippy -D warnings"
 	@echo "make schema      regenerate schema.graphql"
 	@echo "make setup       only the set-up (PostgreSQL + pgvector, model files)"
 	@echo "make bench       run the benchmark (when bench/ exists)"
 	@echo "make playground  build playground/dist (when playground/ has a package.json)"
+	@echo "make playground-test  examples validate against schema.graphql; browser test in headless Chromium"
 
 setup: postgres model
 
@@ -60,6 +63,7 @@ test: model
 	  export DATABASE_URL="$$base/postgres"
 	fi
 	$(CARGO) test --workspace --all-targets $(TEST_ARGS)
+	if [ "$(PLAYGROUND_TEST)" = 1 ]; then $(MAKE) --no-print-directory playground-test; fi
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -85,5 +89,33 @@ playground/dist/index.html: $(PLAYGROUND_SRC)
 	scripts/build-playground.sh
 else
 playground:
+	@:
+endif
+
+# The playground's tests: every example and page query validates against schema.graphql
+# (node --test), then tests/browser.mjs drives the pages in headless Chromium against the debug
+# server on a fresh database (screenshots in target/playground-screenshots/). Debian's chromium is
+# installed when missing; after the first run nothing is downloaded (npm ci reads npm's cache).
+ifneq ($(wildcard playground/package.json),)
+playground-test: playground
+	if ! command -v chromium >/dev/null; then
+	  [ "$$(id -u)" = 0 ] || { echo "playground-test: needs chromium (apt-get install chromium)" >&2; exit 1; }
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium
+	fi
+	if [ -z "$${DATABASE_URL:-}" ]; then
+	  base=$$(scripts/setup-postgres.sh)
+	  export DATABASE_URL="$$base/postgres"
+	fi
+	$(CARGO) build --bin honcho-graphql
+	# Test a copy: clones and worktrees sharing CARGO_TARGET_DIR replace debug/honcho-graphql.
+	mkdir -p target/playground-test
+	cp "$$CARGO_TARGET_DIR/debug/honcho-graphql" target/playground-test/honcho-graphql
+	export HONCHO_BIN="$(CURDIR)/target/playground-test/honcho-graphql"
+	cd playground
+	[ -d node_modules ] || npm ci --no-audit --no-fund --prefer-offline
+	npm test
+	node tests/browser.mjs
+else
+playground-test:
 	@:
 endif

@@ -15,7 +15,7 @@ if ! command -v npm >/dev/null; then
 fi
 
 # npm ci installs exactly the lock file; without one (early days) fall back to npm install.
-if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
+if [ -f package-lock.json ]; then npm ci --no-audit --no-fund --prefer-offline; else npm install --no-audit --no-fund; fi
 npm run build
 [ -f dist/index.html ] || { log "ERROR: npm run build produced no dist/index.html"; exit 1; }
 # Bundlers may keep an unchanged file's old mtime; make compares against it.

@@ -1,6 +1,7 @@
 //! Server configuration, from the environment (every variable is listed in the README).
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
@@ -44,8 +45,31 @@ pub struct ServeConfig {
     #[arg(long, env = "HONCHO_MAX_COMPLEXITY", default_value_t = 20_000)]
     pub max_complexity: usize,
 
+    /// The built playground (a directory with index.html) to serve at `/`. Default:
+    /// `playground/dist` under the working directory, else under the source tree.
+    #[arg(long, env = "HONCHO_PLAYGROUND_DIR")]
+    pub playground_dir: Option<PathBuf>,
+
     #[command(flatten)]
     pub auth: AuthConfig,
+}
+
+impl ServeConfig {
+    /// The playground directory to serve: the configured one, or the first default that has an
+    /// index.html. `None` when there is nothing to serve (`/` then says how to build it).
+    pub fn playground(&self) -> Option<PathBuf> {
+        let candidates = match &self.playground_dir {
+            Some(dir) => vec![dir.clone()],
+            None => vec![
+                PathBuf::from("playground/dist"),
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("playground/dist"),
+            ],
+        };
+        candidates
+            .into_iter()
+            .find(|dir| dir.join("index.html").is_file())
+            .map(|dir| std::path::absolute(&dir).unwrap_or(dir))
+    }
 }
 
 #[derive(Args, Clone)]

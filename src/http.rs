@@ -1,9 +1,10 @@
-//! HTTP surface: `/graphql` (POST and GET), `/health`, `/ready`.
+//! HTTP surface: `/graphql` (POST and GET), `/health`, `/ready`, and the playground at `/`.
 //!
 //! `/graphql` reads the caller's key from `Authorization: Bearer <key>` into the request's data;
 //! the guards decide per field (a missing or bad key with auth on makes every guarded field answer
-//! UNAUTHENTICATED). `/health` and `/ready` are open.
+//! UNAUTHENTICATED). `/health`, `/ready` and the playground are open.
 
+use std::path::Path;
 use std::time::Duration;
 
 use async_graphql_axum::{GraphQLRequest, GraphQLResponse};
@@ -14,6 +15,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
 use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::services::{ServeDir, ServeFile};
 use tower_http::trace::TraceLayer;
 
 use crate::graphql::AppSchema;
@@ -26,12 +28,27 @@ struct AppState {
 }
 
 pub fn router(schema: AppSchema, store: Store, max_body_bytes: usize) -> Router {
-    Router::new()
+    router_with_playground(schema, store, max_body_bytes, None)
+}
+
+/// As [`router`], and with a built playground directory, `/` serves it: its files, and its
+/// index.html for any other GET path (client-side routes). Without one, `/` says how to build it.
+pub fn router_with_playground(
+    schema: AppSchema,
+    store: Store,
+    max_body_bytes: usize,
+    playground: Option<&Path>,
+) -> Router {
+    let api = Router::new()
         .route("/graphql", get(graphql).post(graphql))
         .route("/health", get(health))
-        .route("/ready", get(ready))
-        .route("/", get(index))
-        .with_state(AppState { schema, store })
+        .route("/ready", get(ready));
+    let app = match playground {
+        Some(dir) => api
+            .fallback_service(ServeDir::new(dir).fallback(ServeFile::new(dir.join("index.html")))),
+        None => api.route("/", get(index)),
+    };
+    app.with_state(AppState { schema, store })
         .layer(RequestBodyLimitLayer::new(max_body_bytes))
         .layer(TraceLayer::new_for_http())
 }
@@ -70,6 +87,8 @@ async fn ready(State(app): State<AppState>) -> impl IntoResponse {
 async fn index() -> Html<&'static str> {
     Html(
         "<!doctype html><title>honcho-graphql</title>\
-         <p>honcho-graphql is running. POST GraphQL requests to <code>/graphql</code>.</p>",
+         <p>honcho-graphql is running. POST GraphQL requests to <code>/graphql</code>.</p>\
+         <p>The playground (GraphiQL, reasoning trees, search) is not built: run \
+         <code>make playground</code> and reload, or set <code>HONCHO_PLAYGROUND_DIR</code>.</p>",
     )
 }

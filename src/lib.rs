@@ -38,11 +38,24 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         max_complexity: cfg.max_complexity,
     };
     let schema = graphql::build_schema_with_auth(store.clone(), &limits, auth);
-    let app = http::router(schema, store, cfg.max_body_bytes);
+    let playground = cfg.playground();
+    match (&playground, &cfg.playground_dir) {
+        (Some(dir), _) => tracing::info!("serving the playground from {}", dir.display()),
+        (None, Some(dir)) => tracing::warn!(
+            "HONCHO_PLAYGROUND_DIR={} has no index.html; `/` says how to build the playground",
+            dir.display()
+        ),
+        (None, None) => tracing::info!("no playground built (make playground); `/` says so"),
+    }
+    let app =
+        http::router_with_playground(schema, store, cfg.max_body_bytes, playground.as_deref());
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .with_context(|| format!("binding {}", cfg.listen))?;
     tracing::info!("serving GraphQL on http://{}/graphql", cfg.listen);
+    if playground.is_some() {
+        tracing::info!("playground on http://{}/", cfg.listen);
+    }
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await?;

@@ -414,31 +414,46 @@ mod tests {
         assert!(err.to_string().contains("make setup"));
     }
 
+    /// CPU time of this process so far (Linux; clock ticks assumed at 100 Hz), to report figures that
+    /// mean something on a busy machine too.
+    fn cpu_ms() -> Option<f64> {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
+        let utime: f64 = fields.next()?.parse().ok()?;
+        let stime: f64 = fields.next()?.parse().ok()?;
+        Some((utime + stime) * 10.0)
+    }
+
     /// Timing figures, not assertions: `cargo test --lib embed::minilm -- --ignored --nocapture`.
+    /// Wall time, and CPU time over all threads in brackets.
     #[tokio::test(flavor = "multi_thread")]
     #[ignore]
     async fn timings() {
-        let t = Instant::now();
+        let measure = |t: Instant, cpu: Option<f64>, n: u32| {
+            let wall = t.elapsed().as_secs_f64() * 1e3 / n as f64;
+            let cpu = cpu.zip(cpu_ms()).map_or(String::from("?"), |(a, b)| {
+                format!("{:.1}", (b - a) / n as f64)
+            });
+            format!("{wall:.1} ms [cpu {cpu} ms]")
+        };
+        let (t, c) = (Instant::now(), cpu_ms());
         let e = MiniLm::load(&model_dir()).unwrap();
-        let load = t.elapsed();
+        let load = measure(t, c, 1);
         let sentence = "My favorite color is blue and I like to walk by the sea in the evening.";
         e.embed(&strings(&[sentence])).await.unwrap(); // warm-up
-        let rounds = 20;
-        let t = Instant::now();
+        let rounds = 50;
+        let (t, c) = (Instant::now(), cpu_ms());
         for i in 0..rounds {
             e.embed(&[format!("{sentence} {i}")]).await.unwrap();
         }
-        let single = t.elapsed() / rounds;
-        let batch: Vec<String> = (0..32 * 4).map(|i| format!("{sentence} {i}")).collect();
-        let t = Instant::now();
+        let single = measure(t, c, rounds);
+        let batch: Vec<String> = (0..32 * 8).map(|i| format!("{sentence} {i}")).collect();
+        let (t, c) = (Instant::now(), cpu_ms());
         e.embed(&batch).await.unwrap();
-        let per = t.elapsed() / batch.len() as u32;
+        let per = measure(t, c, batch.len() as u32);
         eprintln!(
-            "MiniLM: load {:.1} ms, single sentence {:.1} ms, {:.2} ms per sentence in batches of 32 \
+            "MiniLM: load {load}; single sentence {single}; per sentence in batches of 32 {per} \
              ({} threads)",
-            load.as_secs_f64() * 1e3,
-            single.as_secs_f64() * 1e3,
-            per.as_secs_f64() * 1e3,
             std::thread::available_parallelism().map_or(1, |n| n.get()),
         );
     }

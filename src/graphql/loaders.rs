@@ -7,6 +7,7 @@ use async_graphql::dataloader::Loader;
 
 use super::error::ApiError;
 use crate::store::Store;
+use crate::store::conclusion::Conclusion;
 use crate::store::message::{Message, SeqRange};
 use crate::store::peer::Peer;
 use crate::store::session::{Session, SessionPeer};
@@ -123,5 +124,64 @@ impl Loader<RangeKey> for Loaders {
                 (k.clone(), msgs)
             })
             .collect())
+    }
+}
+
+/// (workspace, conclusion id). The value is `None` for an absent or deleted conclusion, so that
+/// the absence is cached too and a deleted source is looked up once per request.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ConclusionKey(pub String, pub String);
+
+/// Live conclusions citing (workspace, conclusion id), oldest first.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct DerivedKey(pub String, pub String);
+
+impl Loader<ConclusionKey> for Loaders {
+    type Value = Option<Conclusion>;
+    type Error = ApiError;
+
+    async fn load(
+        &self,
+        keys: &[ConclusionKey],
+    ) -> Result<HashMap<ConclusionKey, Option<Conclusion>>, ApiError> {
+        let pairs: Vec<(String, String)> =
+            keys.iter().map(|k| (k.0.clone(), k.1.clone())).collect();
+        let rows = self.store.conclusions_by_ids(&pairs).await?;
+        let mut out: HashMap<ConclusionKey, Option<Conclusion>> =
+            keys.iter().map(|k| (k.clone(), None)).collect();
+        for c in rows {
+            out.insert(
+                ConclusionKey(c.workspace_name.clone(), c.id.clone()),
+                Some(c),
+            );
+        }
+        Ok(out)
+    }
+}
+
+impl Loader<DerivedKey> for Loaders {
+    type Value = Vec<Conclusion>;
+    type Error = ApiError;
+
+    async fn load(
+        &self,
+        keys: &[DerivedKey],
+    ) -> Result<HashMap<DerivedKey, Vec<Conclusion>>, ApiError> {
+        let pairs: Vec<(String, String)> =
+            keys.iter().map(|k| (k.0.clone(), k.1.clone())).collect();
+        let rows = self.store.derived_by_source_ids(&pairs).await?;
+        let mut out: HashMap<DerivedKey, Vec<Conclusion>> =
+            keys.iter().map(|k| (k.clone(), Vec::new())).collect();
+        // Rows arrive oldest first; each goes to every requested key it cites.
+        for c in rows {
+            for source in c.source_ids.iter().flatten() {
+                if let Some(list) =
+                    out.get_mut(&DerivedKey(c.workspace_name.clone(), source.clone()))
+                {
+                    list.push(c.clone());
+                }
+            }
+        }
+        Ok(out)
     }
 }

@@ -4,13 +4,16 @@
 //! selection will need in one batch per kind; the item resolvers then hit the request cache. The
 //! number of statements of a query thus depends on its shape, never on its length or timing.
 
+use std::collections::HashSet;
+
 use async_graphql::{Context, Lookahead, Name, Value};
-use futures::future::try_join3;
+use futures::future::{try_join3, try_join4};
 
 use super::error::ApiResult;
 use super::loader;
-use super::loaders::{MembersKey, PeerKey, RangeKey, SessionKey};
+use super::loaders::{ConclusionKey, DerivedKey, MembersKey, PeerKey, RangeKey, SessionKey};
 use super::types::message::{DEFAULT_CONTEXT_SIDE, context_range};
+use crate::store::conclusion::Conclusion;
 use crate::store::message::Message;
 
 /// Selections of the node type under a connection (`nodes` and `edges.node`) or a plain list.
@@ -101,5 +104,113 @@ pub async fn messages(ctx: &Context<'_>, msgs: &[Message], sel: &[Lookahead<'_>]
         ApiResult::Ok(())
     };
     try_join3(peers, sessions, contexts).await?;
+    Ok(())
+}
+
+/// Warms the loader for `observer`, `observed`, `session`, `sources` and `derived` of these
+/// conclusions, as far as the selection asks for them, and then level by level for the
+/// `sources` and `derived` lists it loaded. Each level issues at most one batch per kind, and
+/// only after the level above has finished, so keys loaded above are cache hits: the number of
+/// statements depends on the query's shape, not on timing.
+pub async fn conclusions<'a>(
+    ctx: &Context<'a>,
+    items: &[Conclusion],
+    sel: impl IntoIterator<Item = Lookahead<'a>>,
+) -> ApiResult<()> {
+    let loader = loader(ctx)?;
+    let mut level: Vec<(Vec<Conclusion>, Vec<Lookahead<'a>>)> =
+        vec![(items.to_vec(), sel.into_iter().collect())];
+    while !level.is_empty() {
+        let (mut peers, mut sessions, mut sources, mut derived) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (items, sel) in &level {
+            let wants = |f: &str| any(sel, |s| s.field(f).exists());
+            for c in items {
+                let ws = &c.workspace_name;
+                if wants("observer") {
+                    peers.push(PeerKey(ws.clone(), c.observer.clone()));
+                }
+                if wants("observed") {
+                    peers.push(PeerKey(ws.clone(), c.observed.clone()));
+                }
+                if wants("session")
+                    && let Some(s) = &c.session_name
+                {
+                    sessions.push(SessionKey(ws.clone(), s.clone()));
+                }
+                if wants("sources") {
+                    for id in c.source_ids.iter().flatten() {
+                        sources.push(ConclusionKey(ws.clone(), id.clone()));
+                    }
+                }
+                if wants("derived") {
+                    derived.push(DerivedKey(ws.clone(), c.id.clone()));
+                }
+            }
+        }
+        let (_, _, sources, derived) = try_join4(
+            async {
+                if !peers.is_empty() {
+                    loader.load_many(peers).await?;
+                }
+                ApiResult::Ok(())
+            },
+            async {
+                if !sessions.is_empty() {
+                    loader.load_many(sessions).await?;
+                }
+                ApiResult::Ok(())
+            },
+            async { loader.load_many(sources).await },
+            async { loader.load_many(derived).await },
+        )
+        .await?;
+        let mut next = Vec::new();
+        for (items, sel) in &level {
+            let sub = |f: &str| -> Vec<Lookahead<'a>> {
+                sel.iter()
+                    .map(|s| s.field(f))
+                    .filter(|s| s.exists())
+                    .collect()
+            };
+            let mut seen = HashSet::new();
+            let sub_sources = sub("sources");
+            if !sub_sources.is_empty() {
+                let list: Vec<Conclusion> = items
+                    .iter()
+                    .flat_map(|c| {
+                        c.source_ids.iter().flatten().filter_map(|id| {
+                            sources
+                                .get(&ConclusionKey(c.workspace_name.clone(), id.clone()))
+                                .cloned()
+                                .flatten()
+                        })
+                    })
+                    .filter(|c| seen.insert(c.id.clone()))
+                    .collect();
+                if !list.is_empty() {
+                    next.push((list, sub_sources));
+                }
+            }
+            let mut seen = HashSet::new();
+            let sub_derived = sub("derived");
+            if !sub_derived.is_empty() {
+                let list: Vec<Conclusion> = items
+                    .iter()
+                    .flat_map(|c| {
+                        derived
+                            .get(&DerivedKey(c.workspace_name.clone(), c.id.clone()))
+                            .cloned()
+                            .unwrap_or_default()
+                    })
+                    .filter(|c| seen.insert(c.id.clone()))
+                    .collect();
+                if !list.is_empty() {
+                    next.push((list, sub_derived));
+                }
+            }
+        }
+        level = next;
+    }
     Ok(())
 }

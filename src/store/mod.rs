@@ -1,5 +1,6 @@
 //! Everything that reads or writes the database, one module per resource. Knows nothing of GraphQL.
 
+pub mod conclusion;
 pub mod embedding;
 pub mod error;
 pub mod filter;
@@ -7,6 +8,7 @@ pub mod message;
 pub mod meta;
 pub mod page;
 pub mod peer;
+pub mod search;
 pub mod session;
 pub mod tokens;
 pub mod validate;

@@ -142,6 +142,8 @@ struct Fixture {
     m1: String,
     m2: String,
     mx: String,
+    /// alice's conclusion about bob.
+    c1: String,
 }
 
 fn admin() -> String {
@@ -199,7 +201,14 @@ async fn seed(app: &TestApp) -> Fixture {
     .await;
     let m2 = id(ok_as(app, &admin, &write("ws", "s2", "carol", "carol's secret")).await);
     let mx = id(ok_as(app, &admin, &write("other", "x", "zed", "zed far away")).await);
-    Fixture { m1, m2, mx }
+    let d = ok_as(
+        app,
+        &admin,
+        r#"mutation { createConclusions(workspaceId: "ws", conclusions: [{content: "bob likes tea", observerId: "alice", observedId: "bob", sessionId: "s1"}]) { id } }"#,
+    )
+    .await;
+    let c1 = d["createConclusions"][0]["id"].as_str().unwrap().to_owned();
+    Fixture { m1, m2, mx, c1 }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -269,6 +278,16 @@ const MATRIX: &[Row] = &[
     row("Message.peer",          r#"{ workspace(id: "ws") { message(id: "{m1}") { peer { id } } } }"#,                      "yyyyFyF"),
     row("Message.session",       r#"{ workspace(id: "ws") { message(id: "{m1}") { session { id } } } }"#,                   "yyyyFyF"),
     row("Message.context",       r#"{ workspace(id: "ws") { message(id: "{m1}") { context { id } } } }"#,                   "yyyyFyF"),
+    row("Workspace.search",      r#"{ workspace(id: "ws") { search(query: "alice") { __typename } } }"#,                    "yyFFFFF"),
+    row("Peer.search",           r#"{ workspace(id: "ws") { message(id: "{m1}") { peer { search(query: "alice") { __typename } } } } }"#, "yyyFFFF"),
+    row("Session.search",        r#"{ workspace(id: "ws") { session(id: "s1") { search(query: "alice") { __typename } } } }"#, "yyyyFyF"),
+    row("MessageSnippet.context", r#"{ workspace(id: "ws") { session(id: "s1") { search(query: "alice", includeContext: true) { ... on SnippetHits { snippets { context { id } } } } } } }"#, "yyyyFyF"),
+    // Conclusions are workspace-key data (Honcho: peer and session keys are refused), also a
+    // peer's own.
+    row("Workspace.conclusion",  r#"{ workspace(id: "ws") { conclusion(id: "{c1}") { id sources { id } observer { id } } } }"#, "yyFFFFF"),
+    row("Workspace.conclusions", r#"{ workspace(id: "ws") { conclusions { totalCount } } }"#,                           "yyFFFFF"),
+    row("Workspace.queryConclusions", r#"{ workspace(id: "ws") { queryConclusions(query: "tea") { id } } }"#,           "yyFFFFF"),
+    row("Peer.conclusions",      r#"{ workspace(id: "ws") { message(id: "{m1}") { peer { conclusions { totalCount } } } } }"#, "yyFFFFF"),
     row("MutationRoot.getOrCreateWorkspace", r#"mutation { getOrCreateWorkspace(id: "ws") { id } }"#,                       "yyyyyyF"),
     row("MutationRoot.updateWorkspace",      r#"mutation { updateWorkspace(id: "ws", metadata: {a: 1}) { id } }"#,          "yyFFFFF"),
     row("MutationRoot.getOrCreatePeer",      r#"mutation { getOrCreatePeer(workspaceId: "ws", id: "alice") { id } }"#,      "yyyFFyF"),
@@ -285,6 +304,10 @@ const MATRIX: &[Row] = &[
     row("MutationRoot.cloneSession",         r#"mutation { cloneSession(workspaceId: "ws", id: "s1") { id } }"#,            "yyFFFyF"),
     row("MutationRoot.removePeersFromSession", r#"mutation { removePeersFromSession(workspaceId: "ws", sessionId: "s1", peerIds: ["dave"]) { id } }"#, "yyFFFyF"),
     row("MutationRoot.createKey",            r#"mutation { createKey(workspaceId: "ws") }"#,                                "yFFFFFF"),
+    row("MutationRoot.createConclusions",    r#"mutation { createConclusions(workspaceId: "ws", conclusions: [{content: "alice is kind", observerId: "bob", observedId: "alice"}]) { id } }"#, "yyFFFFF"),
+    row("MutationRoot.updateConclusion",     r#"mutation { updateConclusion(workspaceId: "ws", id: "{c1}", metadata: {a: 1}) { id } }"#, "yyFFFFF"),
+    row("MutationRoot.recordDerivedConclusion", r#"mutation { recordDerivedConclusion(workspaceId: "ws", input: {content: "bob is calm", observerId: "alice", observedId: "bob", level: DEDUCTIVE, sourceIds: ["{c1}"]}) { id } }"#, "yFFFFFF"),
+    row("MutationRoot.deleteConclusion",     r#"mutation { deleteConclusion(workspaceId: "ws", id: "{c1}") }"#,             "yyFFFFF"),
     row("MutationRoot.deleteSession",        r#"mutation { deleteSession(workspaceId: "ws", id: "s1") }"#,                  "yyFFFyF"),
     // s2 and the clone are still active: CONFLICT, after the guard let it through.
     Row { tolerate: &["CONFLICT"], ..row("MutationRoot.deleteWorkspace", r#"mutation { deleteWorkspace(id: "ws") }"#,       "yyFFFFF") },
@@ -300,7 +323,7 @@ fn first_error_code(resp: &Value) -> Option<String> {
 }
 
 fn doc(row: &Row, fx: &Fixture) -> String {
-    row.doc.replace("{m1}", &fx.m1)
+    row.doc.replace("{m1}", &fx.m1).replace("{c1}", &fx.c1)
 }
 
 #[test]
@@ -329,7 +352,8 @@ fn the_matrix_covers_every_query_mutation_and_guarded_field() {
 
 /// Runs the whole matrix for one key on a fresh database; returns the mismatches.
 async fn run_matrix_for(who: usize) -> Vec<String> {
-    let app = TestApp::with_auth().await;
+    // With the embedder: queryConclusions needs one.
+    let app = TestApp::with_embedder().await.auth_on();
     let fx = seed(&app).await;
     let key = key_of(who);
     let mut wrong = Vec::new();
@@ -619,6 +643,33 @@ async fn a_peer_key_reaches_neither_other_sessions_nor_other_peers_nor_other_wor
     )
     .await;
     assert!(!r.to_string().contains("alice in s1"), "{r}");
+    // Nor through the snippets of a search of his own messages.
+    let r = forbidden_at(
+        &app,
+        &bob,
+        r#"{ workspace(id: "ws") { peer(id: "bob") { search(query: "bob", includeContext: true) { ... on SnippetHits { snippets { context { content } } } } } } }"#,
+        &["workspace", "peer", "search", "snippets", "0", "context"],
+    )
+    .await;
+    assert!(!r.to_string().contains("alice in s1"), "{r}");
+    let d = ok_as(
+        &app,
+        &bob,
+        r#"{ workspace(id: "ws") { peer(id: "bob") { search(query: "bob") { ... on MessageHits { results { content } } } } } }"#,
+    )
+    .await;
+    assert_eq!(
+        d["workspace"]["peer"]["search"]["results"],
+        json!([{"content": "bob in s1"}])
+    );
+    // Conclusions, even its own, are for workspace keys.
+    forbidden_at(
+        &app,
+        &bob,
+        r#"{ workspace(id: "ws") { peer(id: "bob") { conclusions { totalCount } } } }"#,
+        &["workspace", "peer", "conclusions"],
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -189,9 +189,14 @@ impl TestApp {
 
     /// A server with auth on, keys signed with [`SECRET`]; run requests with [`Self::exec_as`].
     pub async fn with_auth() -> Self {
-        let mut app = Self::new().await;
-        app.schema = graphql::build_schema_with_auth(app.store.clone(), &Limits::default(), auth());
-        app
+        Self::new().await.auth_on()
+    }
+
+    /// This server (its store and embedder) with auth on.
+    pub fn auth_on(mut self) -> Self {
+        self.schema =
+            graphql::build_schema_with_auth(self.store.clone(), &Limits::default(), auth());
+        self
     }
 
     /// Runs a request with this `Authorization` header value (None: no header), as the HTTP

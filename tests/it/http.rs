@@ -67,3 +67,72 @@ async fn errors_never_leak_sql() {
         "{msg}"
     );
 }
+
+/// Serves the router on a free port; returns the base URL and the server task.
+async fn spawn(router: axum::Router) -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    (format!("http://{addr}"), server)
+}
+
+#[tokio::test]
+async fn serves_the_playground_with_an_index_fallback() {
+    let app = TestApp::new().await;
+    let dir = std::env::temp_dir().join(format!("honcho-playground-{}", nanoid::nanoid!()));
+    std::fs::create_dir_all(dir.join("assets")).unwrap();
+    std::fs::write(dir.join("index.html"), "<!doctype html><p>playground</p>").unwrap();
+    std::fs::write(dir.join("assets/app.js"), "console.log(1)").unwrap();
+    let schema = build_schema(app.store.clone(), &Limits::default());
+    let router = honcho_graphql::http::router_with_playground(
+        schema,
+        app.store.clone(),
+        1024 * 1024,
+        Some(&dir),
+    );
+    let (base, server) = spawn(router).await;
+    let client = reqwest::Client::new();
+    let get = |path: &str| client.get(format!("{base}{path}")).send();
+
+    for path in ["/", "/index.html", "/tree"] {
+        let resp = get(path).await.unwrap();
+        assert_eq!(resp.status(), 200, "{path}");
+        assert!(resp.text().await.unwrap().contains("playground"), "{path}");
+    }
+    let js = get("/assets/app.js").await.unwrap();
+    assert_eq!(js.status(), 200);
+    assert!(
+        js.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .contains("javascript")
+    );
+    // The API routes win over the playground's fallback.
+    let health: Value = get("/health").await.unwrap().json().await.unwrap();
+    assert_eq!(health, json!({"status": "ok"}));
+    let resp: Value = client
+        .post(format!("{base}/graphql"))
+        .json(&json!({"query": "{ workspace(id: \"nope\") { id } }"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(resp["data"]["workspace"], Value::Null);
+    server.abort();
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // Without a playground, `/` says how to build one.
+    let schema = build_schema(app.store.clone(), &Limits::default());
+    let (base, server) = spawn(honcho_graphql::http::router(
+        schema,
+        app.store.clone(),
+        1024 * 1024,
+    ))
+    .await;
+    let note = client.get(format!("{base}/")).send().await.unwrap();
+    assert_eq!(note.status(), 200);
+    assert!(note.text().await.unwrap().contains("make playground"));
+    server.abort();
+}

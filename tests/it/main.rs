@@ -4,11 +4,13 @@ mod harness;
 
 mod auth;
 mod batching;
+mod conclusions;
 mod embeddings;
 mod filters;
 mod http;
 mod messages;
 mod migrations;
 mod schema_file;
+mod search;
 mod sessions;
 mod workspaces_peers;

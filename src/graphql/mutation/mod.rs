@@ -1,9 +1,14 @@
 //! Mutations, one object per area, merged into the root.
 
+mod conclusions;
 mod core;
 mod keys;
 
 use async_graphql::MergedObject;
 
 #[derive(MergedObject, Default)]
-pub struct MutationRoot(core::CoreMutation, keys::KeysMutation);
+pub struct MutationRoot(
+    core::CoreMutation,
+    conclusions::ConclusionMutation,
+    keys::KeysMutation,
+);

@@ -1,10 +1,13 @@
 //! GraphQL object types, each a thin wrapper over a store row.
 
+pub mod conclusion;
 pub mod message;
 mod peer;
+pub mod search;
 mod session;
 mod workspace;
 
+pub use conclusion::Conclusion;
 pub use message::Message;
 pub use peer::Peer;
 pub use session::{Session, SessionPeer};

@@ -2,7 +2,8 @@ use crate::graphql::scalars::DateTime;
 use async_graphql::{Context, ID, Json, Object};
 use serde_json::Value;
 
-use super::{Message, Session};
+use super::search::{self, SearchArgs, SearchResult};
+use super::{Conclusion, Message, Session};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
 use crate::graphql::error::ApiResult;
 use crate::graphql::guard::{self, On, rule};
@@ -61,6 +62,34 @@ impl Peer {
         Ok(connection(page, Session))
     }
 
+    /// Hybrid search over the messages this peer wrote: semantic (with an embedder) and full-text
+    /// rankings, both filtered by `filters`, fused by Reciprocal Rank Fusion. `limit` 1..100;
+    /// `includeContext` adds snippets of `contextWindow` (0..10) messages around the matches.
+    async fn search(
+        &self,
+        ctx: &Context<'_>,
+        query: String,
+        filters: Option<Json<Value>>,
+        #[graphql(default_with = "Some(10)")] limit: Option<i32>,
+        #[graphql(default_with = "Some(false)")] include_context: Option<bool>,
+        #[graphql(default_with = "Some(2)")] context_window: Option<i32>,
+    ) -> ApiResult<SearchResult> {
+        let on = On::peer(&self.0.workspace_name, &self.0.name);
+        guard::require(ctx, rule!(Peer.search), on).await?;
+        search::search(
+            ctx,
+            MessageScope::Peer(&self.0.workspace_name, &self.0.name),
+            SearchArgs {
+                query,
+                filters,
+                limit,
+                include_context,
+                context_window,
+            },
+        )
+        .await
+    }
+
     /// Messages this peer wrote, in every session, in the order they were written.
     #[allow(clippy::too_many_arguments)]
     async fn messages(
@@ -87,5 +116,35 @@ impl Peer {
             .await?;
         prefetch::messages(ctx, &page.items, &prefetch::nodes(ctx.look_ahead())).await?;
         Ok(connection(page, Message))
+    }
+
+    /// Live conclusions this peer holds (as observer), newest first unless `order: ASC`.
+    #[allow(clippy::too_many_arguments)]
+    async fn conclusions(
+        &self,
+        ctx: &Context<'_>,
+        filters: Option<Json<Value>>,
+        #[graphql(default_with = "SortOrder::Desc")] order: SortOrder,
+        first: Option<i32>,
+        after: Option<String>,
+        last: Option<i32>,
+        before: Option<String>,
+    ) -> ApiResult<Conn<Conclusion>> {
+        // Conclusions are workspace-key data (Honcho's conclusions router), also a peer's own.
+        let on = On::workspace(&self.0.workspace_name);
+        guard::require(ctx, rule!(Peer.conclusions), on).await?;
+        let slice = slice(ctx, first, after, last, before)?;
+        let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
+        let page = store(ctx)?
+            .list_conclusions(
+                &self.0.workspace_name,
+                Some(&self.0.name),
+                &filters,
+                order.into(),
+                slice,
+            )
+            .await?;
+        prefetch::conclusions(ctx, &page.items, prefetch::nodes(ctx.look_ahead())).await?;
+        Ok(connection(page, Conclusion))
     }
 }

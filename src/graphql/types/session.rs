@@ -2,6 +2,7 @@ use crate::graphql::scalars::DateTime;
 use async_graphql::{Context, ID, Json, Object};
 use serde_json::Value;
 
+use super::search::{self, SearchArgs, SearchResult};
 use super::{Message, Peer};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
 use crate::graphql::error::ApiResult;
@@ -55,6 +56,34 @@ impl Session {
                 .await?;
         }
         Ok(members.into_iter().map(SessionPeer).collect())
+    }
+
+    /// Hybrid search over the messages of this session: semantic (with an embedder) and full-text
+    /// rankings, both filtered by `filters`, fused by Reciprocal Rank Fusion. `limit` 1..100;
+    /// `includeContext` adds snippets of `contextWindow` (0..10) messages around the matches.
+    async fn search(
+        &self,
+        ctx: &Context<'_>,
+        query: String,
+        filters: Option<Json<Value>>,
+        #[graphql(default_with = "Some(10)")] limit: Option<i32>,
+        #[graphql(default_with = "Some(false)")] include_context: Option<bool>,
+        #[graphql(default_with = "Some(2)")] context_window: Option<i32>,
+    ) -> ApiResult<SearchResult> {
+        let on = On::session(&self.0.workspace_name, &self.0.name);
+        guard::require(ctx, rule!(Session.search), on).await?;
+        search::search(
+            ctx,
+            MessageScope::Session(&self.0.workspace_name, &self.0.name),
+            SearchArgs {
+                query,
+                filters,
+                limit,
+                include_context,
+                context_window,
+            },
+        )
+        .await
     }
 
     /// Messages in `seqInSession` order (`order: DESC` for newest first).

@@ -2,9 +2,10 @@ use crate::graphql::scalars::DateTime;
 use async_graphql::{Context, ID, Json, Object};
 use serde_json::Value;
 
-use super::{Message, Peer, Session};
+use super::search::{self, SearchArgs, SearchResult};
+use super::{Conclusion, Message, Peer, Session};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
-use crate::graphql::error::ApiResult;
+use crate::graphql::error::{ApiResult, bad_input};
 use crate::graphql::guard::{self, On, rule};
 use crate::graphql::{prefetch, store};
 use crate::store::message::MessageScope;
@@ -96,6 +97,34 @@ impl Workspace {
         Ok(connection(page, Session))
     }
 
+    /// Hybrid search over the messages of every session: semantic (with an embedder) and full-text
+    /// rankings, both filtered by `filters`, fused by Reciprocal Rank Fusion. `limit` 1..100;
+    /// `includeContext` adds snippets of `contextWindow` (0..10) messages around the matches.
+    async fn search(
+        &self,
+        ctx: &Context<'_>,
+        query: String,
+        filters: Option<Json<Value>>,
+        #[graphql(default_with = "Some(10)")] limit: Option<i32>,
+        #[graphql(default_with = "Some(false)")] include_context: Option<bool>,
+        #[graphql(default_with = "Some(2)")] context_window: Option<i32>,
+    ) -> ApiResult<SearchResult> {
+        let on = On::workspace(&self.0.name);
+        guard::require(ctx, rule!(Workspace.search), on).await?;
+        search::search(
+            ctx,
+            MessageScope::Workspace(&self.0.name),
+            SearchArgs {
+                query,
+                filters,
+                limit,
+                include_context,
+                context_window,
+            },
+        )
+        .await
+    }
+
     /// Messages of every session, in the order they were written.
     #[allow(clippy::too_many_arguments)]
     async fn messages(
@@ -122,5 +151,62 @@ impl Workspace {
             .await?;
         prefetch::messages(ctx, &page.items, &prefetch::nodes(ctx.look_ahead())).await?;
         Ok(connection(page, Message))
+    }
+
+    /// The live conclusion with this id, or null (absent or deleted).
+    async fn conclusion(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Conclusion>> {
+        let on = On::workspace(&self.0.name);
+        guard::require(ctx, rule!(Workspace.conclusion), on).await?;
+        let found = store(ctx)?.conclusion(&self.0.name, &id).await?;
+        let list: Vec<_> = found.into_iter().collect();
+        prefetch::conclusions(ctx, &list, [ctx.look_ahead()]).await?;
+        Ok(list.into_iter().next().map(Conclusion))
+    }
+
+    /// Live conclusions, newest first unless `order: ASC`.
+    #[allow(clippy::too_many_arguments)]
+    async fn conclusions(
+        &self,
+        ctx: &Context<'_>,
+        filters: Option<Json<Value>>,
+        #[graphql(default_with = "SortOrder::Desc")] order: SortOrder,
+        first: Option<i32>,
+        after: Option<String>,
+        last: Option<i32>,
+        before: Option<String>,
+    ) -> ApiResult<Conn<Conclusion>> {
+        let on = On::workspace(&self.0.name);
+        guard::require(ctx, rule!(Workspace.conclusions), on).await?;
+        let slice = slice(ctx, first, after, last, before)?;
+        let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
+        let page = store(ctx)?
+            .list_conclusions(&self.0.name, None, &filters, order.into(), slice)
+            .await?;
+        prefetch::conclusions(ctx, &page.items, prefetch::nodes(ctx.look_ahead())).await?;
+        Ok(connection(page, Conclusion))
+    }
+
+    /// The `topK` (1 to 100) live conclusions semantically closest to `query`, nearest first, by
+    /// cosine distance of their embeddings; only those within `maxDistance` (0 to 2) when given,
+    /// and matching `filters`. Needs an embedder (BAD_USER_INPUT without one). A blank query
+    /// finds nothing.
+    async fn query_conclusions(
+        &self,
+        ctx: &Context<'_>,
+        query: String,
+        #[graphql(default = 10)] top_k: i32,
+        max_distance: Option<f64>,
+        filters: Option<Json<Value>>,
+    ) -> ApiResult<Vec<Conclusion>> {
+        let on = On::workspace(&self.0.name);
+        guard::require(ctx, rule!(Workspace.queryConclusions), on).await?;
+        let top_k = u64::try_from(top_k)
+            .map_err(|_| bad_input(format!("topK must be between 1 and 100 (got {top_k})")))?;
+        let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
+        let found = store(ctx)?
+            .query_conclusions(&self.0.name, &query, top_k, max_distance, &filters)
+            .await?;
+        prefetch::conclusions(ctx, &found, [ctx.look_ahead()]).await?;
+        Ok(found.into_iter().map(Conclusion).collect())
     }
 }

@@ -1,0 +1,221 @@
+use crate::graphql::scalars::DateTime;
+use async_graphql::{Context, Enum, ID, Json, Object, SimpleObject};
+use serde_json::Value;
+
+use super::{Peer, Session};
+use crate::graphql::error::{ApiResult, Code};
+use crate::graphql::loaders::{ConclusionKey, DerivedKey, PeerKey, SessionKey};
+use crate::graphql::{loader, prefetch, store};
+use crate::store::conclusion::{self as sc, Level};
+
+/// How a conclusion came to be. Clients state EXPLICIT ones; the deriver draws the others from
+/// existing conclusions.
+#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConclusionLevel {
+    Explicit,
+    Deductive,
+    Inductive,
+    Contradiction,
+}
+
+impl From<Level> for ConclusionLevel {
+    fn from(l: Level) -> Self {
+        match l {
+            Level::Explicit => ConclusionLevel::Explicit,
+            Level::Deductive => ConclusionLevel::Deductive,
+            Level::Inductive => ConclusionLevel::Inductive,
+            Level::Contradiction => ConclusionLevel::Contradiction,
+        }
+    }
+}
+
+impl From<ConclusionLevel> for Level {
+    fn from(l: ConclusionLevel) -> Self {
+        match l {
+            ConclusionLevel::Explicit => Level::Explicit,
+            ConclusionLevel::Deductive => Level::Deductive,
+            ConclusionLevel::Inductive => Level::Inductive,
+            ConclusionLevel::Contradiction => Level::Contradiction,
+        }
+    }
+}
+
+/// Which way a reasoning tree grows from its root.
+#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TreeDirection {
+    /// Towards premises: each node's neighbours are the conclusions it cites (its `sources`).
+    #[default]
+    Sources,
+    /// Towards consequences: each node's neighbours are the conclusions citing it (`derived`).
+    Derived,
+}
+
+impl From<TreeDirection> for sc::TreeDirection {
+    fn from(d: TreeDirection) -> Self {
+        match d {
+            TreeDirection::Sources => sc::TreeDirection::Sources,
+            TreeDirection::Derived => sc::TreeDirection::Derived,
+        }
+    }
+}
+
+/// A citation: `from` was derived from (cites) `to`. The meaning is the same in both
+/// directions of a tree.
+#[derive(SimpleObject)]
+pub struct ReasoningEdge {
+    /// The citing conclusion.
+    pub from: ID,
+    /// The cited conclusion (one of `from`'s sourceIds).
+    pub to: ID,
+}
+
+/// The live conclusions reachable from a root, each once, and the citations between them.
+#[derive(SimpleObject)]
+pub struct ReasoningTree {
+    /// The root first, then by distance from the root (shortest path), then creation time.
+    pub nodes: Vec<Conclusion>,
+    /// Every citation between two nodes, grouped by citing node in node order, each group in
+    /// the citing node's sourceIds order.
+    pub edges: Vec<ReasoningEdge>,
+    /// True when maxDepth cut the tree: a node at maxDepth has neighbours that are not in it.
+    /// When false, nodes and edges are everything reachable.
+    pub truncated: bool,
+}
+
+/// A fact, inference or observation one peer (the observer) holds about another (the observed).
+pub struct Conclusion(pub sc::Conclusion);
+
+#[Object]
+impl Conclusion {
+    async fn id(&self) -> ID {
+        ID(self.0.id.clone())
+    }
+
+    async fn content(&self) -> &str {
+        &self.0.content
+    }
+
+    /// The peer who holds the conclusion.
+    async fn observer_id(&self) -> ID {
+        ID(self.0.observer.clone())
+    }
+
+    async fn observer(&self, ctx: &Context<'_>) -> ApiResult<Option<Peer>> {
+        let key = PeerKey(self.0.workspace_name.clone(), self.0.observer.clone());
+        Ok(loader(ctx)?.load_one(key).await?.map(Peer))
+    }
+
+    /// The peer the conclusion is about.
+    async fn observed_id(&self) -> ID {
+        ID(self.0.observed.clone())
+    }
+
+    async fn observed(&self, ctx: &Context<'_>) -> ApiResult<Option<Peer>> {
+        let key = PeerKey(self.0.workspace_name.clone(), self.0.observed.clone());
+        Ok(loader(ctx)?.load_one(key).await?.map(Peer))
+    }
+
+    /// The session the conclusion was drawn in, if any.
+    async fn session_id(&self) -> Option<ID> {
+        self.0.session_name.clone().map(ID)
+    }
+
+    async fn session(&self, ctx: &Context<'_>) -> ApiResult<Option<Session>> {
+        let Some(name) = &self.0.session_name else {
+            return Ok(None);
+        };
+        let key = SessionKey(self.0.workspace_name.clone(), name.clone());
+        Ok(loader(ctx)?.load_one(key).await?.map(Session))
+    }
+
+    /// User-defined tags; replaced by updateConclusion.
+    async fn metadata(&self) -> Json<&Value> {
+        Json(&self.0.metadata)
+    }
+
+    /// Read-only: EXPLICIT for conclusions clients create, the deriver's level otherwise.
+    async fn level(&self) -> ApiResult<ConclusionLevel> {
+        Level::parse(&self.0.level)
+            .map(Into::into)
+            .ok_or_else(|| Code::Internal.error("conclusion has an unknown level"))
+    }
+
+    /// How many times the conclusion has been derived independently (read-only; 1 for explicit
+    /// conclusions).
+    async fn times_derived(&self) -> i32 {
+        self.0.times_derived
+    }
+
+    /// Ids of the conclusions this one was derived from (read-only; null for explicit ones).
+    async fn source_ids(&self) -> Option<Vec<ID>> {
+        self.0
+            .source_ids
+            .as_ref()
+            .map(|ids| ids.iter().cloned().map(ID).collect())
+    }
+
+    /// The live conclusions this one was derived from, in sourceIds order (deleted ones are
+    /// left out). Batched.
+    async fn sources(&self, ctx: &Context<'_>) -> ApiResult<Vec<Conclusion>> {
+        let Some(ids) = &self.0.source_ids else {
+            return Ok(Vec::new());
+        };
+        let keys: Vec<ConclusionKey> = ids
+            .iter()
+            .map(|id| ConclusionKey(self.0.workspace_name.clone(), id.clone()))
+            .collect();
+        let found = loader(ctx)?.load_many(keys.iter().cloned()).await?;
+        let list: Vec<sc::Conclusion> = keys
+            .iter()
+            .filter_map(|k| found.get(k).cloned().flatten())
+            .collect();
+        prefetch::conclusions(ctx, &list, [ctx.look_ahead()]).await?;
+        Ok(list.into_iter().map(Conclusion).collect())
+    }
+
+    /// The live conclusions derived from this one, oldest first. Batched: `derived` on a whole
+    /// list of conclusions is one query.
+    async fn derived(&self, ctx: &Context<'_>) -> ApiResult<Vec<Conclusion>> {
+        let key = DerivedKey(self.0.workspace_name.clone(), self.0.id.clone());
+        let list = loader(ctx)?.load_one(key).await?.unwrap_or_default();
+        prefetch::conclusions(ctx, &list, [ctx.look_ahead()]).await?;
+        Ok(list.into_iter().map(Conclusion).collect())
+    }
+
+    /// The reasoning graph around this conclusion, from one recursive query: every live
+    /// conclusion reachable in `direction` within `maxDepth` (1 to 20) steps, each once
+    /// (diamonds and cycles included), with the citations between them.
+    async fn reasoning_tree(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default)] direction: TreeDirection,
+        #[graphql(default = 5)] max_depth: i32,
+    ) -> ApiResult<ReasoningTree> {
+        let tree = store(ctx)?
+            .reasoning_tree(
+                &self.0.workspace_name,
+                &self.0.id,
+                direction.into(),
+                max_depth,
+            )
+            .await?;
+        let nodes: Vec<sc::Conclusion> = tree.nodes.into_iter().map(|n| n.conclusion).collect();
+        prefetch::conclusions(ctx, &nodes, [ctx.look_ahead().field("nodes")]).await?;
+        Ok(ReasoningTree {
+            nodes: nodes.into_iter().map(Conclusion).collect(),
+            edges: tree
+                .edges
+                .into_iter()
+                .map(|e| ReasoningEdge {
+                    from: ID(e.from),
+                    to: ID(e.to),
+                })
+                .collect(),
+            truncated: tree.truncated,
+        })
+    }
+
+    async fn created_at(&self) -> DateTime {
+        self.0.created_at.into()
+    }
+}

@@ -1,0 +1,623 @@
+//! Hybrid message search (DESIGN §6, spec §4) and the interleaved context snippets of seed 000.
+//!
+//! One statement answers a search: a vector leg (pgvector cosine over the HNSW index, only when
+//! the store has an embedder and the query embeds) and a full-text leg (english tsvector or, for
+//! queries with punctuation, a case-insensitive substring match served by the trigram index), each
+//! scoped and filtered by the caller's filter DSL *inside* the leg, each cut to `2·limit`
+//! candidates, fused by Reciprocal Rank Fusion. The shape (sea_query builds the exact text, every
+//! value bound as a parameter; for a query with punctuation the text leg's condition is the ILIKE
+//! alone and its score 0, so it is ordered by recency):
+//!
+//! ```sql
+//! WITH "vec_hits" AS MATERIALIZED (              -- only with an embedder
+//!        SELECT "m"."id", "m"."embedding" <=> $q AS "dist" FROM "messages" AS "m"
+//!        WHERE <scope> AND <filters> AND "m"."embedding" IS NOT NULL
+//!        ORDER BY "dist" ASC LIMIT 2·limit),
+//!      "fts_hits" AS (
+//!        SELECT "m"."id", "m"."created_at", ts_rank("m"."content_tsv", plainto_tsquery('english', $t)) AS "score"
+//!        FROM "messages" AS "m"
+//!        WHERE <scope> AND <filters>
+//!          AND ("m"."content_tsv" @@ plainto_tsquery('english', $t) OR "m"."content" ILIKE $pattern)
+//!        ORDER BY "score" DESC, "m"."created_at" DESC, "m"."id" DESC LIMIT 2·limit),
+//!      "ranked" AS (SELECT "id", ROW_NUMBER() OVER (ORDER BY "dist", "id") AS "rank" FROM "vec_hits"
+//!        UNION ALL
+//!        SELECT "id", ROW_NUMBER() OVER (ORDER BY "score" DESC, "created_at" DESC, "id" DESC) AS "rank" FROM "fts_hits"),
+//!      "fused" AS (SELECT "id", SUM(1.0::float8 / (60 + "rank")) AS "score" FROM "ranked" GROUP BY "id")
+//! SELECT "m".* FROM "fused" AS "f" INNER JOIN "messages" AS "m" ON "m"."id" = "f"."id"
+//! ORDER BY "f"."score" DESC, "m"."public_id" ASC LIMIT limit
+//! ```
+//!
+//! The vector leg runs in a transaction with `SET LOCAL hnsw.iterative_scan = relaxed_order`
+//! (pgvector 0.8), so that filters which reject most of the index's nearest neighbours make the
+//! scan go on instead of returning too few rows; the `MATERIALIZED` CTE and the `ROW_NUMBER` over
+//! `dist` put the relaxed order right again.
+//!
+//! Decisions (beyond Honcho):
+//! - A blank query (empty or whitespace only, after NUL bytes are stripped) is allowed and finds
+//!   nothing: it runs no SQL (nor does a filter that can match nothing). Honcho answers 200 too,
+//!   but its `ILIKE '%%'` makes it list the newest messages; that list is `messages(order: DESC)`
+//!   here.
+//! - Ties of the fused score are broken by the message id (`Message.id`, ascending), so one
+//!   search always gives one order.
+//! - Snippets are ordered by the rank of their best match in `results`, not grouped by session
+//!   (seed open question 4).
+
+use std::collections::HashMap;
+
+use sea_orm::sea_query::{
+    Alias, CommonTableExpression, Condition, Expr, ExprTrait, JoinType, Order,
+    PostgresQueryBuilder, Query, SelectStatement, UnionType, Value as SqlValue, WithClause,
+    WithQuery,
+};
+use sea_orm::{ConnectionTrait, DbBackend, EntityTrait, Statement, TransactionTrait};
+use serde_json::Value;
+
+use super::filter::{self, Filter, Resource};
+use super::message::{Message, MessageScope, SeqRange};
+use super::{Store, StoreError, StoreResult, stmt};
+use crate::entity::message;
+
+/// Which messages a search covers: a workspace, the messages a peer wrote, or one session.
+pub type SearchScope<'a> = MessageScope<'a>;
+
+pub const DEFAULT_SEARCH_LIMIT: u64 = 10;
+pub const MAX_SEARCH_LIMIT: u64 = 100;
+pub const DEFAULT_CONTEXT_WINDOW: i64 = 2;
+pub const MAX_CONTEXT_WINDOW: i64 = 10;
+/// Reciprocal Rank Fusion constant (Honcho's, spec §4.4).
+pub const RRF_K: u32 = 60;
+
+/// Characters that make Honcho's full-text leg a plain substring match (spec §4.2).
+const PUNCTUATION: &str = "~`!@#$%^&*()_+=[]{};':\"\\|,.<>/?-";
+
+/// Matched messages of one session with the messages around them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Snippet {
+    pub workspace: String,
+    pub session: String,
+    /// The matches of this snippet, in `seq_in_session` order.
+    pub matched: Vec<Message>,
+    /// Every message of the merged window, in `seq_in_session` order; contains `matched`.
+    pub context: Vec<Message>,
+}
+
+/// A snippet before its context is fetched: the merged window and its matches.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SnippetPlan {
+    pub range: SeqRange,
+    /// In `seq_in_session` order.
+    pub matched: Vec<Message>,
+    /// Position in the ranked results of the best match.
+    pub best: usize,
+}
+
+pub fn check_limit(limit: u64) -> StoreResult<()> {
+    if !(1..=MAX_SEARCH_LIMIT).contains(&limit) {
+        return Err(StoreError::invalid(format!(
+            "limit must be between 1 and {MAX_SEARCH_LIMIT} (got {limit})"
+        )));
+    }
+    Ok(())
+}
+
+pub fn check_context_window(window: i64) -> StoreResult<()> {
+    if !(0..=MAX_CONTEXT_WINDOW).contains(&window) {
+        return Err(StoreError::invalid(format!(
+            "contextWindow must be between 0 and {MAX_CONTEXT_WINDOW} (got {window})"
+        )));
+    }
+    Ok(())
+}
+
+impl Store {
+    /// The `limit` best messages of `scope` for `query` (and the filter DSL), best first.
+    /// A workspace or session that does not exist has no messages: the result is empty.
+    pub async fn search(
+        &self,
+        scope: SearchScope<'_>,
+        query: &str,
+        filters: &Value,
+        limit: u64,
+    ) -> StoreResult<Vec<Message>> {
+        check_limit(limit)?;
+        let filter = filter::parse(Resource::Message, filters)?;
+        let text = query.replace('\0', "");
+        if text.trim().is_empty() || filter.matches_nothing() {
+            return Ok(Vec::new());
+        }
+        let vector = self.embed_query(&text).await;
+        let with_vector = vector.is_some();
+        let (sql, values) =
+            hybrid_query(scope, &text, vector, &filter, limit).build(PostgresQueryBuilder);
+        let select = message::Entity::find().from_raw_sql(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            sql,
+            values,
+        ));
+        if !with_vector {
+            return Ok(select.all(self.db()).await?);
+        }
+        let txn = self.db().begin().await?;
+        txn.execute_raw(stmt("SET LOCAL hnsw.iterative_scan = relaxed_order", []))
+            .await?;
+        let rows = select.all(&txn).await?;
+        txn.commit().await?;
+        Ok(rows)
+    }
+
+    /// [`Store::search`] with the snippets of its results: per session, the windows
+    /// `[seq − window, seq + window]` of the matches, merged when they overlap or touch, all
+    /// fetched in one statement (none for `window` 0, where the context is the matches).
+    pub async fn search_with_context(
+        &self,
+        scope: SearchScope<'_>,
+        query: &str,
+        filters: &Value,
+        limit: u64,
+        window: i64,
+    ) -> StoreResult<(Vec<Message>, Vec<Snippet>)> {
+        check_context_window(window)?;
+        let results = self.search(scope, query, filters, limit).await?;
+        let plans = plan_snippets(&results, window);
+        let rows = if window == 0 {
+            Vec::new()
+        } else {
+            let ranges: Vec<SeqRange> = plans.iter().map(|p| p.range.clone()).collect();
+            self.messages_in_ranges(&ranges).await?
+        };
+        let mut by_session: HashMap<(&str, &str), Vec<&Message>> = HashMap::new();
+        for m in &rows {
+            by_session
+                .entry((&m.workspace_name, &m.session_name))
+                .or_default()
+                .push(m);
+        }
+        let snippets = assemble_snippets(plans, window, |r| {
+            by_session
+                .get(&(r.workspace.as_str(), r.session.as_str()))
+                .map(|ms| {
+                    ms.iter()
+                        .filter(|m| (r.from..=r.to).contains(&m.seq_in_session))
+                        .map(|m| (*m).clone())
+                        .collect()
+                })
+                .unwrap_or_default()
+        });
+        Ok((results, snippets))
+    }
+
+    /// The query's embedding, or None (no embedder, or it failed: full text answers alone).
+    async fn embed_query(&self, text: &str) -> Option<Vec<f32>> {
+        let embedder = self.embedder()?;
+        match embedder.embed(&[text.to_owned()]).await {
+            Ok(mut v) if v.len() == 1 => v.pop(),
+            Ok(v) => {
+                tracing::warn!(
+                    vectors = v.len(),
+                    "embedder returned no single vector for the query; searching by full text only"
+                );
+                None
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "query embedding failed; searching by full text only");
+                None
+            }
+        }
+    }
+}
+
+/// Groups ranked results into snippet windows: per session, matches sorted by seq, windows
+/// `[max(1, seq − w), seq + w]` merged when `start ≤ previous end + 1` (overlapping or touching),
+/// the snippets ordered by the rank of their best match.
+pub fn plan_snippets(results: &[Message], window: i64) -> Vec<SnippetPlan> {
+    let mut matches: Vec<(usize, &Message)> = results.iter().enumerate().collect();
+    matches.sort_by(|(_, a), (_, b)| {
+        (&a.workspace_name, &a.session_name, a.seq_in_session).cmp(&(
+            &b.workspace_name,
+            &b.session_name,
+            b.seq_in_session,
+        ))
+    });
+    let mut plans: Vec<SnippetPlan> = Vec::new();
+    for (rank, m) in matches {
+        let start = std::cmp::max(m.seq_in_session - window, 1);
+        let end = m.seq_in_session + window;
+        match plans.last_mut() {
+            Some(plan)
+                if plan.range.workspace == m.workspace_name
+                    && plan.range.session == m.session_name
+                    && start <= plan.range.to + 1 =>
+            {
+                plan.range.to = std::cmp::max(plan.range.to, end);
+                plan.matched.push(m.clone());
+                plan.best = plan.best.min(rank);
+            }
+            _ => plans.push(SnippetPlan {
+                range: SeqRange {
+                    workspace: m.workspace_name.clone(),
+                    session: m.session_name.clone(),
+                    from: start,
+                    to: end,
+                },
+                matched: vec![m.clone()],
+                best: rank,
+            }),
+        }
+    }
+    plans.sort_by_key(|p| p.best);
+    plans
+}
+
+/// Turns plans into snippets with `context(range)` (the messages of the range, in seq order).
+/// With `window` 0 the context is the matches and `context` is not called. A match missing from
+/// its context (it cannot be, short of a concurrent delete) is put back, so `matched ⊆ context`.
+pub fn assemble_snippets(
+    plans: Vec<SnippetPlan>,
+    window: i64,
+    mut context: impl FnMut(&SeqRange) -> Vec<Message>,
+) -> Vec<Snippet> {
+    plans
+        .into_iter()
+        .map(|plan| {
+            let mut ctx = if window == 0 {
+                plan.matched.clone()
+            } else {
+                context(&plan.range)
+            };
+            for m in &plan.matched {
+                if !ctx.iter().any(|c| c.id == m.id) {
+                    ctx.push(m.clone());
+                }
+            }
+            ctx.sort_by_key(|m| m.seq_in_session);
+            Snippet {
+                workspace: plan.range.workspace,
+                session: plan.range.session,
+                matched: plan.matched,
+                context: ctx,
+            }
+        })
+        .collect()
+}
+
+/// Whether Honcho would search `text` as a plain substring only.
+pub fn has_punctuation(text: &str) -> bool {
+    text.chars().any(|c| PUNCTUATION.contains(c))
+}
+
+/// `%text%` for ILIKE, with the pattern characters of `text` escaped (backslash is the default
+/// escape character).
+pub fn like_pattern(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('%');
+    for c in text.chars() {
+        if matches!(c, '\\' | '%' | '_') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('%');
+    out
+}
+
+fn m() -> Alias {
+    Alias::new("m")
+}
+
+fn a(name: &str) -> Alias {
+    Alias::new(name)
+}
+
+/// `FROM messages AS m WHERE <scope> AND <filters> AND <extra>`.
+fn leg(scope: SearchScope<'_>, filter: &Filter, extra: Condition) -> SelectStatement {
+    let mut cond = Condition::all();
+    match scope {
+        MessageScope::Workspace(ws) => {
+            cond = cond.add(Expr::col((m(), message::Column::WorkspaceName)).eq(ws));
+        }
+        MessageScope::Session(ws, s) => {
+            cond = cond
+                .add(Expr::col((m(), message::Column::WorkspaceName)).eq(ws))
+                .add(Expr::col((m(), message::Column::SessionName)).eq(s));
+        }
+        MessageScope::Peer(ws, p) => {
+            cond = cond
+                .add(Expr::col((m(), message::Column::WorkspaceName)).eq(ws))
+                .add(Expr::col((m(), message::Column::PeerName)).eq(p));
+        }
+    }
+    let mut q = Query::select();
+    q.from_as(a("messages"), m())
+        .cond_where(cond.add(filter.condition("m")).add(extra));
+    q
+}
+
+fn cte(name: &str, query: SelectStatement, materialized: bool) -> CommonTableExpression {
+    let mut c = CommonTableExpression::new();
+    c.table_name(a(name)).query(query);
+    if materialized {
+        c.materialized(true);
+    }
+    c
+}
+
+/// The whole search as one statement (see the module documentation for its shape).
+pub fn hybrid_query(
+    scope: SearchScope<'_>,
+    text: &str,
+    vector: Option<Vec<f32>>,
+    filter: &Filter,
+    limit: u64,
+) -> WithQuery {
+    let pool = limit * 2;
+    let mut with = WithClause::new();
+    let mut ranked: Vec<SelectStatement> = Vec::new();
+
+    if let Some(v) = vector {
+        let q = SqlValue::from(pgvector::Vector::from(v));
+        let mut hits = leg(
+            scope,
+            filter,
+            Condition::all().add(Expr::col((m(), a("embedding"))).is_not_null()),
+        );
+        hits.column((m(), message::Column::Id))
+            .expr_as(
+                Expr::cust_with_values(r#""m"."embedding" <=> $1"#, [q]),
+                a("dist"),
+            )
+            .order_by(a("dist"), Order::Asc)
+            .limit(pool);
+        with.cte(cte("vec_hits", hits, true));
+        let mut r = Query::select();
+        r.column(a("id"))
+            .expr_as(
+                Expr::cust(r#"ROW_NUMBER() OVER (ORDER BY "dist", "id")"#),
+                a("rank"),
+            )
+            .from(a("vec_hits"));
+        ranked.push(r);
+    }
+
+    let pattern = like_pattern(text);
+    let mut hits = if has_punctuation(text) {
+        let mut q = leg(
+            scope,
+            filter,
+            Condition::all().add(Expr::cust_with_values(
+                r#""m"."content" ILIKE $1"#,
+                [pattern],
+            )),
+        );
+        q.expr_as(Expr::cust("0::real"), a("score"));
+        q
+    } else {
+        let mut q = leg(
+            scope,
+            filter,
+            Condition::all().add(Expr::cust_with_values(
+                r#"("m"."content_tsv" @@ plainto_tsquery('english', $1) OR "m"."content" ILIKE $2)"#,
+                [text.to_owned(), pattern],
+            )),
+        );
+        q.expr_as(
+            Expr::cust_with_values(
+                r#"ts_rank("m"."content_tsv", plainto_tsquery('english', $1))"#,
+                [text.to_owned()],
+            ),
+            a("score"),
+        );
+        q
+    };
+    hits.column((m(), message::Column::Id))
+        .column((m(), message::Column::CreatedAt))
+        .order_by(a("score"), Order::Desc)
+        .order_by((m(), message::Column::CreatedAt), Order::Desc)
+        .order_by((m(), message::Column::Id), Order::Desc)
+        .limit(pool);
+    with.cte(cte("fts_hits", hits, false));
+    let mut r = Query::select();
+    r.column(a("id"))
+        .expr_as(
+            Expr::cust(
+                r#"ROW_NUMBER() OVER (ORDER BY "score" DESC, "created_at" DESC, "id" DESC)"#,
+            ),
+            a("rank"),
+        )
+        .from(a("fts_hits"));
+    ranked.push(r);
+
+    let mut legs = ranked.into_iter();
+    let mut union = legs.next().expect("the full-text leg is always there");
+    for other in legs {
+        union.union(UnionType::All, other);
+    }
+    with.cte(cte("ranked", union, false));
+
+    let mut fused = Query::select();
+    fused
+        .column(a("id"))
+        .expr_as(
+            Expr::cust(format!(r#"SUM(1.0::float8 / ({RRF_K} + "rank"))"#)),
+            a("score"),
+        )
+        .from(a("ranked"))
+        .group_by_col(a("id"));
+    with.cte(cte("fused", fused, false));
+
+    let mut out = Query::select();
+    for c in [
+        message::Column::Id,
+        message::Column::PublicId,
+        message::Column::WorkspaceName,
+        message::Column::SessionName,
+        message::Column::PeerName,
+        message::Column::SeqInSession,
+        message::Column::Content,
+        message::Column::Metadata,
+        message::Column::InternalMetadata,
+        message::Column::TokenCount,
+        message::Column::CreatedAt,
+    ] {
+        out.column((m(), c));
+    }
+    out.from_as(a("fused"), a("f"))
+        .join_as(
+            JoinType::InnerJoin,
+            a("messages"),
+            m(),
+            Expr::col((m(), message::Column::Id)).equals((a("f"), a("id"))),
+        )
+        .order_by((a("f"), a("score")), Order::Desc)
+        .order_by((m(), message::Column::PublicId), Order::Asc)
+        .limit(limit);
+    out.with(with)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Utc;
+    use serde_json::json;
+
+    fn msg(session: &str, seq: i64) -> Message {
+        Message {
+            id: seq + 1000 * session.len() as i64,
+            public_id: format!("{session}-{seq}"),
+            workspace_name: "ws".into(),
+            session_name: session.into(),
+            peer_name: "p".into(),
+            seq_in_session: seq,
+            content: String::new(),
+            metadata: json!({}),
+            internal_metadata: json!({}),
+            token_count: 0,
+            created_at: Utc::now(),
+        }
+    }
+
+    fn spans(plans: &[SnippetPlan]) -> Vec<(String, i64, i64, Vec<i64>)> {
+        plans
+            .iter()
+            .map(|p| {
+                (
+                    p.range.session.clone(),
+                    p.range.from,
+                    p.range.to,
+                    p.matched.iter().map(|m| m.seq_in_session).collect(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn overlapping_and_touching_windows_merge() {
+        let s = |v: &[(i64, i64, Vec<i64>)]| -> Vec<(String, i64, i64, Vec<i64>)> {
+            v.iter()
+                .map(|(a, b, c)| ("s".to_owned(), *a, *b, c.clone()))
+                .collect()
+        };
+        // 5 and 7, w=2: [3,7] and [5,9] overlap.
+        let p = plan_snippets(&[msg("s", 7), msg("s", 5)], 2);
+        assert_eq!(spans(&p), s(&[(3, 9, vec![5, 7])]));
+        // 5 and 10: [3,7] and [8,12] touch.
+        let p = plan_snippets(&[msg("s", 5), msg("s", 10)], 2);
+        assert_eq!(spans(&p), s(&[(3, 12, vec![5, 10])]));
+        // 5 and 11: a gap of one message.
+        let p = plan_snippets(&[msg("s", 5), msg("s", 11)], 2);
+        assert_eq!(spans(&p), s(&[(3, 7, vec![5]), (9, 13, vec![11])]));
+        // Window 0: adjacent matches still merge, others do not.
+        let p = plan_snippets(&[msg("s", 6), msg("s", 5), msg("s", 9)], 0);
+        assert_eq!(spans(&p), s(&[(5, 6, vec![5, 6]), (9, 9, vec![9])]));
+        // Windows start at seq 1.
+        let p = plan_snippets(&[msg("s", 1)], 3);
+        assert_eq!(spans(&p), s(&[(1, 4, vec![1])]));
+    }
+
+    #[test]
+    fn snippets_follow_the_rank_of_their_best_match() {
+        // Ranked: b/20, a/3, b/2, a/30. Snippets: b[18,22] (rank 0), a[1,5] (1), b[1,4] (2), a[28,32] (3).
+        let results = [msg("b", 20), msg("a", 3), msg("b", 2), msg("a", 30)];
+        let p = plan_snippets(&results, 2);
+        let order: Vec<(String, i64)> = p
+            .iter()
+            .map(|p| (p.range.session.clone(), p.range.from))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("b".to_owned(), 18),
+                ("a".to_owned(), 1),
+                ("b".to_owned(), 1),
+                ("a".to_owned(), 28)
+            ]
+        );
+        assert!(plan_snippets(&[], 2).is_empty());
+    }
+
+    #[test]
+    fn assembled_context_is_sorted_and_contains_the_matches() {
+        let plans = plan_snippets(&[msg("s", 5), msg("s", 7)], 2);
+        let snippets = assemble_snippets(plans, 2, |r| {
+            // Pretend the context query lost seq 7.
+            (r.from..=r.to)
+                .filter(|s| *s != 7)
+                .rev()
+                .map(|s| msg("s", s))
+                .collect()
+        });
+        let seqs: Vec<i64> = snippets[0]
+            .context
+            .iter()
+            .map(|m| m.seq_in_session)
+            .collect();
+        assert_eq!(seqs, [3, 4, 5, 6, 7, 8, 9]);
+        let zero = assemble_snippets(plan_snippets(&[msg("s", 5)], 0), 0, |_| {
+            panic!("window 0 needs no query")
+        });
+        assert_eq!(zero[0].context, zero[0].matched);
+    }
+
+    #[test]
+    fn punctuation_and_like_escaping() {
+        assert!(has_punctuation("what colours do you like?"));
+        assert!(has_punctuation("bob@example.com"));
+        assert!(!has_punctuation("favorite color"));
+        assert_eq!(like_pattern(r"100%_a\b"), r"%100\%\_a\\b%");
+    }
+
+    #[test]
+    fn one_statement_with_both_legs_and_the_fusion() {
+        let f = filter::parse(Resource::Message, &Value::Null).unwrap();
+        let (sql, values) = hybrid_query(
+            MessageScope::Session("ws", "s"),
+            "favorite color",
+            Some(vec![0.5; 3]),
+            &f,
+            10,
+        )
+        .build(PostgresQueryBuilder);
+        for part in [
+            r#"WITH "vec_hits" AS"#,
+            "MATERIALIZED (SELECT",
+            r#""m"."embedding" <=> $1 AS "dist""#,
+            r#""m"."embedding" IS NOT NULL"#,
+            r#"ORDER BY "dist" ASC LIMIT"#,
+            r#""fts_hits" AS (SELECT"#,
+            "plainto_tsquery('english',",
+            "ILIKE",
+            "UNION ALL",
+            "SUM(1.0::float8 / (60 + \"rank\"))",
+            r#"ORDER BY "f"."score" DESC, "m"."public_id" ASC LIMIT"#,
+        ] {
+            assert!(sql.contains(part), "{part} missing from {sql}");
+        }
+        // Scope values are bound, never spliced.
+        assert!(!sql.contains("'ws'") && !sql.contains("favorite"), "{sql}");
+        assert!(values.0.len() >= 8, "{values:?}");
+
+        let (sql, _) = hybrid_query(MessageScope::Workspace("ws"), "a.b", None, &f, 10)
+            .build(PostgresQueryBuilder);
+        assert!(!sql.contains("vec_hits") && !sql.contains("plainto_tsquery"));
+        assert!(sql.contains("ILIKE"), "{sql}");
+    }
+}

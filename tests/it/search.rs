@@ -1,0 +1,758 @@
+//! Hybrid search and interleaved context snippets (seed 000 §8, DESIGN §5-6), through GraphQL.
+
+use std::sync::Arc;
+
+use honcho_graphql::embed::{EmbedError, Embedder};
+use honcho_graphql::store::search::SearchScope;
+use serde_json::{Value, json};
+
+use crate::harness::TestApp;
+
+const CREATE: &str = "mutation($s: ID!, $m: [MessageInput!]!) { createMessages(workspaceId: \"ws\", sessionId: $s, messages: $m) { id } }";
+
+const HITS: &str = "__typename
+  ... on MessageHits { results { id seqInSession sessionId peerId content } }
+  ... on SnippetHits {
+    results { id seqInSession sessionId peerId content }
+    snippets { sessionId matched { id seqInSession } context { id seqInSession peerId } }
+  }";
+
+fn session_search() -> String {
+    format!(
+        "query($s: ID!, $q: String!, $f: JSON, $limit: Int, $ctx: Boolean, $w: Int) {{
+           workspace(id: \"ws\") {{ session(id: $s) {{
+             search(query: $q, filters: $f, limit: $limit, includeContext: $ctx, contextWindow: $w) {{ {HITS} }}
+           }} }} }}"
+    )
+}
+
+fn workspace_search() -> String {
+    format!(
+        "query($q: String!, $f: JSON, $limit: Int, $ctx: Boolean, $w: Int) {{
+           workspace(id: \"ws\") {{
+             search(query: $q, filters: $f, limit: $limit, includeContext: $ctx, contextWindow: $w) {{ {HITS} }}
+           }} }}"
+    )
+}
+
+fn peer_search() -> String {
+    format!(
+        "query($p: ID!, $q: String!, $ctx: Boolean, $w: Int) {{
+           workspace(id: \"ws\") {{ peer(id: $p) {{
+             search(query: $q, includeContext: $ctx, contextWindow: $w) {{ {HITS} }}
+           }} }} }}"
+    )
+}
+
+async fn write(app: &TestApp, session: &str, messages: &[(&str, &str)]) {
+    let m: Vec<Value> = messages
+        .iter()
+        .map(|(peer, content)| json!({"peerId": peer, "content": content}))
+        .collect();
+    app.ok(CREATE, json!({"s": session, "m": m})).await;
+}
+
+/// `n` messages in `session`; those at `matches` mention a zebra, the others do not.
+async fn conversation(app: &TestApp, session: &str, n: i64, matches: &[i64]) {
+    let contents: Vec<String> = (1..=n)
+        .map(|i| {
+            if matches.contains(&i) {
+                format!("we saw a zebra at step {i}")
+            } else {
+                format!("filler line {i} about the weather")
+            }
+        })
+        .collect();
+    let peers = ["alice", "bob"];
+    let m: Vec<(&str, &str)> = contents
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (peers[i % 2], c.as_str()))
+        .collect();
+    write(app, session, &m).await;
+}
+
+fn seqs(list: &Value) -> Vec<i64> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["seqInSession"].as_i64().unwrap())
+        .collect()
+}
+
+fn sorted(mut v: Vec<i64>) -> Vec<i64> {
+    v.sort();
+    v
+}
+
+/// (sessionId, matched seqs, context seqs) of each snippet, checking on the way that context is
+/// in seq order, gapless and contains every matched message.
+fn snippets(hits: &Value) -> Vec<(String, Vec<i64>, Vec<i64>)> {
+    hits["snippets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let matched = seqs(&s["matched"]);
+            let context = seqs(&s["context"]);
+            assert!(
+                context.windows(2).all(|w| w[1] == w[0] + 1),
+                "context is in seq order without gaps: {context:?}"
+            );
+            assert!(
+                matched.windows(2).all(|w| w[0] < w[1]),
+                "matched in seq order: {matched:?}"
+            );
+            let ctx_ids: Vec<&Value> = s["context"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| &m["id"])
+                .collect();
+            for m in s["matched"].as_array().unwrap() {
+                assert!(ctx_ids.contains(&&m["id"]), "matched ⊆ context: {s}");
+            }
+            (
+                s["sessionId"].as_str().unwrap().to_owned(),
+                matched,
+                context,
+            )
+        })
+        .collect()
+}
+
+async fn in_session(app: &TestApp, q: &str, ctx: bool, w: i64) -> Value {
+    let d = app
+        .ok(
+            &session_search(),
+            json!({"s": "chat", "q": q, "ctx": ctx, "w": w}),
+        )
+        .await;
+    d["workspace"]["session"]["search"].clone()
+}
+
+#[tokio::test]
+async fn default_search_returns_message_hits() {
+    let app = TestApp::new().await;
+    conversation(&app, "chat", 20, &[5, 12]).await;
+    let d = app
+        .ok(&session_search(), json!({"s": "chat", "q": "zebra"}))
+        .await;
+    let hits = &d["workspace"]["session"]["search"];
+    assert_eq!(hits["__typename"], "MessageHits");
+    assert_eq!(sorted(seqs(&hits["results"])), [5, 12]);
+    assert!(hits.get("snippets").is_none());
+    // An explicit null is the default too (`includeContext: Boolean = false`).
+    let d = app
+        .ok(
+            &session_search(),
+            json!({"s": "chat", "q": "zebra", "ctx": null, "limit": null, "w": null}),
+        )
+        .await;
+    assert_eq!(
+        d["workspace"]["session"]["search"]["__typename"],
+        "MessageHits"
+    );
+}
+
+#[tokio::test]
+async fn include_context_returns_snippet_hits_with_results_and_snippets() {
+    let app = TestApp::new().await;
+    conversation(&app, "chat", 20, &[5, 12]).await;
+    let hits = in_session(&app, "zebra", true, 2).await;
+    assert_eq!(hits["__typename"], "SnippetHits");
+    assert_eq!(sorted(seqs(&hits["results"])), [5, 12]);
+    let mut s = snippets(&hits);
+    s.sort_by_key(|s| s.1[0]);
+    assert_eq!(
+        s,
+        [
+            ("chat".to_owned(), vec![5], vec![3, 4, 5, 6, 7]),
+            ("chat".to_owned(), vec![12], vec![10, 11, 12, 13, 14]),
+        ]
+    );
+    // The context is the conversation: both peers, whoever matched.
+    let peers: Vec<&str> = hits["snippets"][0]["context"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["peerId"].as_str().unwrap())
+        .collect();
+    assert!(peers.contains(&"alice") && peers.contains(&"bob"));
+}
+
+#[tokio::test]
+async fn matches_at_5_and_7_merge_into_one_snippet_spanning_3_to_9() {
+    let app = TestApp::new().await;
+    conversation(&app, "chat", 20, &[5, 7]).await;
+    let hits = in_session(&app, "zebra", true, 2).await;
+    assert_eq!(
+        snippets(&hits),
+        [("chat".to_owned(), vec![5, 7], (3..=9).collect::<Vec<_>>())]
+    );
+}
+
+#[tokio::test]
+async fn matches_at_5_and_12_stay_apart() {
+    let app = TestApp::new().await;
+    conversation(&app, "chat", 20, &[5, 12]).await;
+    let hits = in_session(&app, "zebra", true, 2).await;
+    let s = snippets(&hits);
+    assert_eq!(s.len(), 2, "{s:?}");
+    assert!(
+        s.iter()
+            .all(|(_, m, c)| m.len() == 1 && c.len() == 5 && c[2] == m[0])
+    );
+}
+
+#[tokio::test]
+async fn touching_windows_of_5_and_10_merge() {
+    let app = TestApp::new().await;
+    conversation(&app, "chat", 20, &[5, 10]).await;
+    // w=2: [3,7] and [8,12] touch, so they are one snippet.
+    let hits = in_session(&app, "zebra", true, 2).await;
+    assert_eq!(
+        snippets(&hits),
+        [("chat".to_owned(), vec![5, 10], (3..=12).collect::<Vec<_>>())]
+    );
+    // w=1: [4,6] and [9,11] leave 7 and 8 out: two snippets.
+    let hits = in_session(&app, "zebra", true, 1).await;
+    assert_eq!(snippets(&hits).len(), 2);
+}
+
+#[tokio::test]
+async fn context_window_zero_gives_the_matches_as_context() {
+    let app = TestApp::new().await;
+    conversation(&app, "chat", 20, &[5, 6, 12]).await;
+    app.take_statements();
+    let hits = in_session(&app, "zebra", true, 0).await;
+    let mut s = snippets(&hits);
+    s.sort_by_key(|s| s.1[0]);
+    // Adjacent matches still merge.
+    assert_eq!(
+        s,
+        [
+            ("chat".to_owned(), vec![5, 6], vec![5, 6]),
+            ("chat".to_owned(), vec![12], vec![12]),
+        ]
+    );
+    assert_eq!(
+        app.take_statements(),
+        3,
+        "workspace, session, search: no context query for window 0"
+    );
+}
+
+#[tokio::test]
+async fn windows_start_at_the_first_message_and_end_at_the_last() {
+    let app = TestApp::new().await;
+    conversation(&app, "chat", 6, &[1, 6]).await;
+    let hits = in_session(&app, "zebra", true, 10).await;
+    assert_eq!(
+        snippets(&hits),
+        [("chat".to_owned(), vec![1, 6], (1..=6).collect::<Vec<_>>())]
+    );
+}
+
+#[tokio::test]
+async fn snippets_are_ordered_by_the_rank_of_their_best_match() {
+    let app = TestApp::new().await;
+    let contents: Vec<String> = (1..=20)
+        .map(|i| match i {
+            3 => "a zebra".to_owned(),
+            15 => "zebra zebra zebra, nothing but zebra".to_owned(),
+            i => format!("filler line {i}"),
+        })
+        .collect();
+    let m: Vec<(&str, &str)> = contents.iter().map(|c| ("alice", c.as_str())).collect();
+    write(&app, "chat", &m).await;
+    let hits = in_session(&app, "zebra", true, 2).await;
+    assert_eq!(
+        seqs(&hits["results"]),
+        [15, 3],
+        "ts_rank: more zebras first"
+    );
+    let s = snippets(&hits);
+    assert_eq!(
+        s.iter().map(|s| s.1.clone()).collect::<Vec<_>>(),
+        [vec![15], vec![3]],
+        "snippets follow the results, not seq order"
+    );
+}
+
+#[tokio::test]
+async fn context_window_out_of_range_is_bad_user_input() {
+    let app = TestApp::new().await;
+    conversation(&app, "chat", 5, &[2]).await;
+    for w in [11, -1] {
+        let (code, msg) = app
+            .err(
+                &session_search(),
+                json!({"s": "chat", "q": "zebra", "ctx": true, "w": w}),
+            )
+            .await;
+        assert_eq!(code, "BAD_USER_INPUT", "contextWindow {w}");
+        assert!(msg.contains("contextWindow"), "{msg}");
+    }
+    let hits = in_session(&app, "zebra", true, 10).await;
+    assert_eq!(hits["__typename"], "SnippetHits");
+}
+
+#[tokio::test]
+async fn limit_out_of_range_is_bad_user_input() {
+    let app = TestApp::new().await;
+    conversation(&app, "chat", 30, &(1..=15).collect::<Vec<_>>()).await;
+    for limit in [0, 101, -3] {
+        let (code, msg) = app
+            .err(
+                &session_search(),
+                json!({"s": "chat", "q": "zebra", "limit": limit}),
+            )
+            .await;
+        assert_eq!(code, "BAD_USER_INPUT", "limit {limit}");
+        assert!(msg.contains("limit"), "{msg}");
+    }
+    let count = |d: Value| {
+        d["workspace"]["session"]["search"]["results"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    let d = app
+        .ok(&session_search(), json!({"s": "chat", "q": "zebra"}))
+        .await;
+    assert_eq!(count(d), 10, "default limit 10");
+    for (limit, n) in [(1, 1), (3, 3), (100, 15)] {
+        let d = app
+            .ok(
+                &session_search(),
+                json!({"s": "chat", "q": "zebra", "limit": limit}),
+            )
+            .await;
+        assert_eq!(count(d), n, "limit {limit}");
+    }
+}
+
+#[tokio::test]
+async fn a_semantic_only_match_with_the_real_model() {
+    let app = TestApp::with_embedder().await;
+    write(
+        &app,
+        "chat",
+        &[
+            ("alice", "The train to Boston leaves at noon"),
+            ("bob", "I need to buy groceries after work"),
+            ("alice", "My favorite color is blue"),
+            ("bob", "The quarterly report is due on Friday"),
+            ("alice", "My dog loves running in the park"),
+            ("bob", "Can you fix the leaking kitchen sink?"),
+        ],
+    )
+    .await;
+    let q = "What colours do you like?";
+    // No word in common: full text alone finds nothing.
+    let text_only = app.store.clone().with_embedder(None);
+    assert!(
+        text_only
+            .search(SearchScope::Session("ws", "chat"), q, &Value::Null, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let hits = in_session(&app, q, false, 2).await;
+    let results = hits["results"].as_array().unwrap();
+    assert_eq!(
+        results[0]["content"], "My favorite color is blue",
+        "{results:#?}"
+    );
+    // The workspace and the peer find it first too.
+    let d = app
+        .ok(&workspace_search(), json!({"q": q, "limit": 3}))
+        .await;
+    assert_eq!(
+        d["workspace"]["search"]["results"][0]["content"],
+        "My favorite color is blue"
+    );
+    let d = app
+        .ok(
+            &peer_search(),
+            json!({"p": "alice", "q": q, "ctx": true, "w": 0}),
+        )
+        .await;
+    let hits = &d["workspace"]["peer"]["search"];
+    assert_eq!(hits["results"][0]["content"], "My favorite color is blue");
+    // alice wrote seqs 1, 3 and 5: with window 0 three snippets, the best one first.
+    let s = snippets(hits);
+    assert_eq!(s.len(), 3, "{s:?}");
+    assert_eq!(s[0].1, [3], "the best snippet comes first");
+}
+
+#[tokio::test]
+async fn full_text_alone_without_an_embedder() {
+    let app = TestApp::new().await;
+    write(
+        &app,
+        "chat",
+        &[
+            ("alice", "My favorite color is blue"),
+            ("bob", "What colors do you like?"),
+            ("alice", "The train leaves at noon"),
+            ("bob", "Colorful language"),
+        ],
+    )
+    .await;
+    // English stemming: "colours" is not "color", but "colors" is; a substring match adds
+    // "Colorful" (case-insensitive).
+    let hits = in_session(&app, "favorite colors", false, 2).await;
+    assert_eq!(
+        seqs(&hits["results"]),
+        [1],
+        "plainto_tsquery ANDs the words"
+    );
+    let hits = in_session(&app, "color", false, 2).await;
+    assert_eq!(sorted(seqs(&hits["results"])), [1, 2, 4]);
+    let hits = in_session(&app, "colours", false, 2).await;
+    assert_eq!(seqs(&hits["results"]), Vec::<i64>::new());
+}
+
+#[tokio::test]
+async fn queries_with_punctuation_match_as_substrings() {
+    let app = TestApp::new().await;
+    write(
+        &app,
+        "chat",
+        &[
+            ("alice", "Write to bob@example.com please"),
+            ("bob", "I am 100% sure"),
+            ("alice", "There are 1000 reasons"),
+            ("bob", "snake_case or axb?"),
+            ("alice", "What colors do you like?"),
+        ],
+    )
+    .await;
+    for (q, want) in [
+        ("bob@example.com", vec![1]),
+        ("BOB@EXAMPLE.COM", vec![1]),
+        ("100%", vec![2]),
+        ("e_c", vec![4]),
+        ("a_b", vec![]),
+        ("do you like?", vec![5]),
+        ("like?!", vec![]),
+    ] {
+        let hits = in_session(&app, q, false, 2).await;
+        assert_eq!(seqs(&hits["results"]), want, "query {q:?}");
+    }
+}
+
+#[tokio::test]
+async fn workspace_search_over_three_sessions_fetches_all_windows_in_one_statement() {
+    let app = TestApp::new().await;
+    conversation(&app, "s1", 20, &[3, 15]).await;
+    conversation(&app, "s2", 20, &[8]).await;
+    conversation(&app, "s3", 20, &[10, 12]).await;
+    app.take_statements();
+    let d = app
+        .ok(
+            &workspace_search(),
+            json!({"q": "zebra", "ctx": true, "w": 2}),
+        )
+        .await;
+    let hits = &d["workspace"]["search"];
+    assert_eq!(hits["results"].as_array().unwrap().len(), 5);
+    let mut s = snippets(hits);
+    s.sort();
+    assert_eq!(
+        s,
+        [
+            ("s1".to_owned(), vec![3], vec![1, 2, 3, 4, 5]),
+            ("s1".to_owned(), vec![15], vec![13, 14, 15, 16, 17]),
+            ("s2".to_owned(), vec![8], vec![6, 7, 8, 9, 10]),
+            ("s3".to_owned(), vec![10, 12], (8..=14).collect::<Vec<_>>()),
+        ]
+    );
+    assert_eq!(
+        app.take_statements(),
+        3,
+        "workspace, search (one statement), all 4 windows of 3 sessions (one statement)"
+    );
+
+    // Nested lookups on results, matched and context are one batch per kind.
+    let d = app
+        .ok(
+            "{ workspace(id: \"ws\") { search(query: \"zebra\", includeContext: true) {
+                ... on SnippetHits {
+                  results { id peer { id } session { id } }
+                  snippets { matched { peer { id } } context { id peer { id } session { id } } }
+                } } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        d["workspace"]["search"]["snippets"][0]["context"][0]["session"]["id"]
+            .as_str()
+            .map(|s| s.starts_with('s')),
+        Some(true)
+    );
+    assert_eq!(
+        app.take_statements(),
+        5,
+        "workspace, search, windows, peers, sessions"
+    );
+}
+
+#[tokio::test]
+async fn peer_search_returns_only_that_peers_messages() {
+    let app = TestApp::new().await;
+    write(
+        &app,
+        "s1",
+        &[
+            ("alice", "zebra one"),
+            ("bob", "zebra two"),
+            ("alice", "nothing"),
+        ],
+    )
+    .await;
+    write(
+        &app,
+        "s2",
+        &[("bob", "zebra three"), ("alice", "zebra four")],
+    )
+    .await;
+    let d = app
+        .ok(
+            &peer_search(),
+            json!({"p": "alice", "q": "zebra", "ctx": true, "w": 1}),
+        )
+        .await;
+    let hits = &d["workspace"]["peer"]["search"];
+    let results = hits["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    assert!(
+        results.iter().all(|m| m["peerId"] == "alice"),
+        "{results:?}"
+    );
+    // The context around alice's matches is the whole conversation, bob included.
+    let mut s = snippets(hits);
+    s.sort();
+    assert_eq!(
+        s,
+        [
+            ("s1".to_owned(), vec![1], vec![1, 2]),
+            ("s2".to_owned(), vec![2], vec![1, 2]),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn session_search_is_scoped_to_the_session() {
+    let app = TestApp::new().await;
+    conversation(&app, "chat", 10, &[2, 4]).await;
+    conversation(&app, "other", 10, &[1, 2, 3]).await;
+    let hits = in_session(&app, "zebra", true, 1).await;
+    let results = hits["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    assert!(results.iter().all(|m| m["sessionId"] == "chat"));
+    assert!(snippets(&hits).iter().all(|s| s.0 == "chat"));
+    let d = app.ok(&workspace_search(), json!({"q": "zebra"})).await;
+    assert_eq!(
+        d["workspace"]["search"]["results"]
+            .as_array()
+            .unwrap()
+            .len(),
+        5
+    );
+}
+
+#[tokio::test]
+async fn filters_apply_inside_both_legs_of_search() {
+    let app = TestApp::with_embedder().await;
+    // Messages 1..=9 are the best matches; a filter applied after ranking would leave at most
+    // one of the 10 candidates of a limit-5 search.
+    let contents: Vec<String> = (1..=30)
+        .map(|i| {
+            if i < 10 {
+                format!("zebra zebra zebra stripes {i}")
+            } else {
+                format!("a zebra was seen at {i}")
+            }
+        })
+        .collect();
+    let m: Vec<(&str, &str)> = contents.iter().map(|c| ("alice", c.as_str())).collect();
+    write(&app, "chat", &m).await;
+    for f in [
+        json!({"seq_in_session": {"gte": 10}}),
+        json!({"seqInSession": {"gte": 10}}),
+    ] {
+        let d = app
+            .ok(
+                &session_search(),
+                json!({"s": "chat", "q": "zebra", "f": f, "limit": 5, "ctx": true, "w": 2}),
+            )
+            .await;
+        let hits = &d["workspace"]["session"]["search"];
+        let results = seqs(&hits["results"]);
+        assert_eq!(results.len(), 5, "{results:?}");
+        assert!(results.iter().all(|s| *s >= 10), "{results:?}");
+        assert!(snippets(hits).iter().all(|s| s.0 == "chat"));
+    }
+    // A filter that can match nothing answers without a search statement.
+    app.take_statements();
+    let d = app
+        .ok(
+            &session_search(),
+            json!({"s": "chat", "q": "zebra", "f": {"peer_id": {"in": []}}}),
+        )
+        .await;
+    assert_eq!(d["workspace"]["session"]["search"]["results"], json!([]));
+    assert_eq!(
+        app.take_statements(),
+        2,
+        "workspace and session lookups only"
+    );
+    // Context is not re-filtered by the DSL: the window of seq 10 reaches back to 8.
+    let d = app
+        .ok(
+            &session_search(),
+            json!({"s": "chat", "q": "zebra", "f": {"seq_in_session": 10}, "ctx": true, "w": 2}),
+        )
+        .await;
+    let hits = &d["workspace"]["session"]["search"];
+    assert_eq!(seqs(&hits["results"]), [10]);
+    assert_eq!(
+        snippets(hits),
+        [("chat".to_owned(), vec![10], (8..=12).collect::<Vec<_>>())]
+    );
+    // Semantic leg alone (punctuation makes the text leg a substring match that finds nothing).
+    let d = app
+        .ok(
+            &workspace_search(),
+            json!({"q": "striped animal?", "f": {"seq_in_session": {"lte": 3}}, "limit": 10}),
+        )
+        .await;
+    let results = seqs(&d["workspace"]["search"]["results"]);
+    assert_eq!(sorted(results), [1, 2, 3]);
+}
+
+#[tokio::test]
+async fn invalid_filters_are_bad_user_input() {
+    let app = TestApp::new().await;
+    conversation(&app, "chat", 3, &[1]).await;
+    let (code, _) = app
+        .err(
+            &session_search(),
+            json!({"s": "chat", "q": "zebra", "f": {"no_such_field": 1}}),
+        )
+        .await;
+    assert_eq!(code, "BAD_USER_INPUT");
+}
+
+#[tokio::test]
+async fn nonexistent_session_or_workspace_gives_empty_results() {
+    let app = TestApp::new().await;
+    conversation(&app, "chat", 5, &[1, 2]).await;
+    for scope in [
+        SearchScope::Session("ws", "nope"),
+        SearchScope::Workspace("nope"),
+        SearchScope::Peer("ws", "nobody"),
+    ] {
+        let (results, snippets) = app
+            .store
+            .search_with_context(scope, "zebra", &Value::Null, 10, 2)
+            .await
+            .unwrap();
+        assert!(results.is_empty() && snippets.is_empty(), "{scope:?}");
+    }
+    // Through GraphQL an unknown session is null, and a search matching nothing is empty.
+    let d = app
+        .ok(&session_search(), json!({"s": "nope", "q": "zebra"}))
+        .await;
+    assert_eq!(d["workspace"]["session"], Value::Null);
+    let d = app
+        .ok(&workspace_search(), json!({"q": "okapi", "ctx": true}))
+        .await;
+    assert_eq!(d["workspace"]["search"]["results"], json!([]));
+    assert_eq!(d["workspace"]["search"]["snippets"], json!([]));
+}
+
+#[tokio::test]
+async fn a_blank_query_finds_nothing_and_runs_no_search() {
+    let app = TestApp::new().await;
+    conversation(&app, "chat", 5, &[1]).await;
+    for q in ["", "   ", "\u{0}"] {
+        app.take_statements();
+        let d = app
+            .ok(&workspace_search(), json!({"q": q, "ctx": true}))
+            .await;
+        assert_eq!(d["workspace"]["search"]["__typename"], "SnippetHits");
+        assert_eq!(d["workspace"]["search"]["results"], json!([]));
+        assert_eq!(d["workspace"]["search"]["snippets"], json!([]));
+        assert_eq!(app.take_statements(), 1, "only the workspace lookup");
+    }
+}
+
+/// An embedder that always fails, as a provider that is down would.
+struct Broken;
+
+#[async_trait::async_trait]
+impl Embedder for Broken {
+    fn dims(&self) -> usize {
+        384
+    }
+    fn model_id(&self) -> &str {
+        "broken"
+    }
+    async fn embed(&self, _texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Err(EmbedError::Inference("down".into()))
+    }
+}
+
+#[tokio::test]
+async fn a_failing_query_embedding_falls_back_to_full_text() {
+    let app = TestApp::new().await;
+    conversation(&app, "chat", 10, &[4]).await;
+    let store = app.store.clone().with_embedder(Some(Arc::new(Broken)));
+    let results = store
+        .search(
+            SearchScope::Session("ws", "chat"),
+            "zebra",
+            &Value::Null,
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        results.iter().map(|m| m.seq_in_session).collect::<Vec<_>>(),
+        [4]
+    );
+}
+
+#[tokio::test]
+async fn hybrid_ranking_is_deterministic_and_keeps_full_text_hits() {
+    let app = TestApp::with_embedder().await;
+    conversation(&app, "chat", 30, &[3, 9, 17, 25]).await;
+    let run = || async {
+        app.store
+            .search(SearchScope::Workspace("ws"), "zebra", &Value::Null, 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.public_id)
+            .collect::<Vec<_>>()
+    };
+    let first = run().await;
+    assert_eq!(first.len(), 10);
+    for _ in 0..3 {
+        assert_eq!(run().await, first);
+    }
+    // Found by both legs, the zebra messages lead the fused ranking.
+    let top: Vec<i64> = app
+        .store
+        .search(SearchScope::Workspace("ws"), "zebra", &Value::Null, 4)
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.seq_in_session)
+        .collect();
+    assert_eq!(sorted(top), [3, 9, 17, 25]);
+}
