@@ -18,6 +18,10 @@ pub struct DbConfig {
     /// Connections in the pool.
     #[arg(long, env = "HONCHO_DB_POOL", default_value_t = 20)]
     pub db_pool: u32,
+
+    /// PostgreSQL aborts any statement running longer than this (milliseconds; 0 = no limit).
+    #[arg(long, env = "HONCHO_STATEMENT_TIMEOUT_MS", default_value_t = 30_000)]
+    pub statement_timeout_ms: u64,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -44,6 +48,14 @@ pub struct ServeConfig {
     /// Most complex query accepted (async-graphql's complexity: one per field by default).
     #[arg(long, env = "HONCHO_MAX_COMPLEXITY", default_value_t = 20_000)]
     pub max_complexity: usize,
+
+    /// Answer introspection queries (GraphiQL's docs need them).
+    #[arg(long, env = "HONCHO_INTROSPECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    pub introspection: bool,
+
+    /// Longest a request may take before it is answered with 503 (milliseconds).
+    #[arg(long, env = "HONCHO_REQUEST_TIMEOUT_MS", default_value_t = 60_000)]
+    pub request_timeout_ms: u64,
 
     /// The built playground (a directory with index.html) to serve at `/`. Default:
     /// `playground/dist` under the working directory, else under the source tree.

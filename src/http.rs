@@ -1,20 +1,25 @@
-//! HTTP surface: `/graphql` (POST and GET), `/health`, `/ready`, and the playground at `/`.
+//! HTTP surface: `/graphql` (POST and GET), `/health`, `/ready`, `/metrics`, and the playground
+//! at `/`. Every request gets an `x-request-id` (kept when the client sends one) that its log
+//! lines carry; a panic in a handler becomes a 500 instead of a dropped connection.
 //!
 //! `/graphql` reads the caller's key from `Authorization: Bearer <key>` into the request's data;
 //! the guards decide per field (a missing or bad key with auth on makes every guarded field answer
-//! UNAUTHENTICATED). `/health`, `/ready` and the playground are open.
+//! UNAUTHENTICATED). `/health`, `/ready`, `/metrics` and the playground are open.
 
 use std::path::Path;
 use std::time::Duration;
 
 use async_graphql_axum::{GraphQLRequest, GraphQLResponse};
 use axum::extract::State;
+use axum::http::Request;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
+use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::services::{ServeDir, ServeFile};
 use tower_http::trace::TraceLayer;
 
@@ -42,7 +47,8 @@ pub fn router_with_playground(
     let api = Router::new()
         .route("/graphql", get(graphql).post(graphql))
         .route("/health", get(health))
-        .route("/ready", get(ready));
+        .route("/ready", get(ready))
+        .route("/metrics", get(metrics));
     let app = match playground {
         Some(dir) => api
             .fallback_service(ServeDir::new(dir).fallback(ServeFile::new(dir.join("index.html")))),
@@ -50,7 +56,27 @@ pub fn router_with_playground(
     };
     app.with_state(AppState { schema, store })
         .layer(RequestBodyLimitLayer::new(max_body_bytes))
-        .layer(TraceLayer::new_for_http())
+        .layer(CatchPanicLayer::new())
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+                let id = req
+                    .headers()
+                    .get("x-request-id")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("-");
+                tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id = %id)
+            }),
+        )
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+}
+
+/// Prometheus text format.
+async fn metrics() -> impl IntoResponse {
+    (
+        [("content-type", "text/plain; version=0.0.4")],
+        crate::graphql::metrics::render(),
+    )
 }
 
 async fn graphql(

@@ -36,6 +36,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     let limits = graphql::Limits {
         max_depth: cfg.max_depth,
         max_complexity: cfg.max_complexity,
+        introspection: cfg.introspection,
     };
     let schema = graphql::build_schema_with_auth(store.clone(), &limits, auth);
     let playground = cfg.playground();
@@ -47,8 +48,13 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         ),
         (None, None) => tracing::info!("no playground built (make playground); `/` says so"),
     }
+    // A request that outlives this is answered 503; its statements are cut by statement_timeout.
     let app =
-        http::router_with_playground(schema, store, cfg.max_body_bytes, playground.as_deref());
+        http::router_with_playground(schema, store, cfg.max_body_bytes, playground.as_deref())
+            .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                std::time::Duration::from_millis(cfg.request_timeout_ms),
+            ));
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .with_context(|| format!("binding {}", cfg.listen))?;
@@ -73,7 +79,9 @@ pub async fn open_store(db: &config::DbConfig) -> anyhow::Result<Store> {
         }
         None => tracing::info!("no embedder: search is full-text only"),
     }
-    let store = Store::connect(&db.database_url, db.db_pool)
+    let timeout = (db.statement_timeout_ms > 0)
+        .then(|| std::time::Duration::from_millis(db.statement_timeout_ms));
+    let store = Store::connect(&db.database_url, db.db_pool, timeout)
         .await
         .with_context(|| format!("connecting to {}", redact(&db.database_url)))?;
     Ok(store.with_embedder(embedder))

@@ -85,7 +85,7 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Serve(cfg) => honcho_graphql::serve(cfg).await,
         Command::Migrate { action, db } => {
-            let store = Store::connect(&db.database_url, 2).await?;
+            let store = Store::connect(&db.database_url, 2, None).await?;
             let conn = store.db();
             match action {
                 MigrateAction::Up { n } => Migrator::up(conn, n).await?,

@@ -13,6 +13,8 @@ pub enum Code {
     Conflict,
     Unauthenticated,
     Forbidden,
+    /// The database is unreachable or the request ran out of time; safe to retry.
+    Unavailable,
     Internal,
 }
 
@@ -24,6 +26,7 @@ impl Code {
             Code::Conflict => "CONFLICT",
             Code::Unauthenticated => "UNAUTHENTICATED",
             Code::Forbidden => "FORBIDDEN",
+            Code::Unavailable => "SERVICE_UNAVAILABLE",
             Code::Internal => "INTERNAL_SERVER_ERROR",
         }
     }
@@ -71,6 +74,10 @@ impl From<StoreError> for ApiError {
             }
             StoreError::NotFound { .. } => Code::NotFound.error(err.to_string()),
             StoreError::Conflict(_) => Code::Conflict.error(err.to_string()),
+            StoreError::Unavailable(cause) | StoreError::Timeout(cause) => {
+                tracing::warn!(error = %cause, "database unavailable or too slow");
+                Code::Unavailable.error(err.to_string())
+            }
             StoreError::Database(_) | StoreError::Internal(_) | StoreError::Incompatible(_) => {
                 let id = nanoid::nanoid!(10);
                 tracing::error!(error_id = %id, error = ?err, "internal error");
@@ -83,4 +90,20 @@ impl From<StoreError> for ApiError {
 /// Argument checks that happen in the GraphQL layer (ranges, cursors).
 pub fn bad_input(message: impl Into<String>) -> ApiError {
     Code::BadUserInput.error(message)
+}
+
+/// Errors async-graphql raises itself before any resolver runs (syntax, validation, unknown
+/// fields or arguments, depth and complexity limits) carry no code; they are the client's.
+pub fn code_request_errors(errors: &mut [async_graphql::ServerError]) {
+    for e in errors {
+        let has_code = e
+            .extensions
+            .as_ref()
+            .is_some_and(|x| x.get("code").is_some());
+        if !has_code {
+            e.extensions
+                .get_or_insert_with(Default::default)
+                .set("code", Code::BadUserInput.as_str());
+        }
+    }
 }

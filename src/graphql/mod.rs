@@ -5,6 +5,7 @@ pub mod connection;
 pub mod error;
 pub mod guard;
 pub mod loaders;
+pub mod metrics;
 mod mutation;
 pub mod prefetch;
 mod query;
@@ -28,6 +29,7 @@ pub type AppSchema = Schema<QueryRoot, MutationRoot, EmptySubscription>;
 pub struct Limits {
     pub max_depth: usize,
     pub max_complexity: usize,
+    pub introspection: bool,
 }
 
 impl Default for Limits {
@@ -35,6 +37,7 @@ impl Default for Limits {
         Limits {
             max_depth: 16,
             max_complexity: 20_000,
+            introspection: true,
         }
     }
 }
@@ -46,13 +49,18 @@ pub fn build_schema(store: Store, limits: &Limits) -> AppSchema {
 
 /// A schema whose fields are guarded by `auth` ([`guard`]).
 pub fn build_schema_with_auth(store: Store, limits: &Limits, auth: Auth) -> AppSchema {
-    Schema::build(QueryRoot, MutationRoot::default(), EmptySubscription)
+    let builder = Schema::build(QueryRoot, MutationRoot::default(), EmptySubscription)
         .data(store)
         .data(auth)
         .extension(guard::Enforce::default())
+        .extension(metrics::OperationMetrics)
         .limit_depth(limits.max_depth)
-        .limit_complexity(limits.max_complexity)
-        .finish()
+        .limit_complexity(limits.max_complexity);
+    if limits.introspection {
+        builder.finish()
+    } else {
+        builder.disable_introspection().finish()
+    }
 }
 
 /// Authenticates a request's `Authorization` header (None when absent) with the schema's auth
@@ -105,5 +113,7 @@ pub async fn execute(schema: &AppSchema, request: Request) -> Response {
         }
     };
     let loader = DataLoader::with_cache(Loaders::new(store), tokio::spawn, HashMapCache::default());
-    schema.execute(request.data(loader)).await
+    let mut response = schema.execute(request.data(loader)).await;
+    error::code_request_errors(&mut response.errors);
+    response
 }

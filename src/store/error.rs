@@ -17,6 +17,12 @@ pub enum StoreError {
     Conflict(String),
     #[error("database error: {0}")]
     Database(#[source] DbErr),
+    /// The database cannot be reached (down, restarting, pool exhausted); worth retrying.
+    #[error("the database is unavailable; retry shortly")]
+    Unavailable(#[source] DbErr),
+    /// PostgreSQL cancelled the statement (statement_timeout or lock_timeout).
+    #[error("the request took too long and was cancelled")]
+    Timeout(#[source] DbErr),
     #[error("{0}")]
     Internal(String),
     /// The database does not fit this server's configuration (checked at start-up).
@@ -61,11 +67,34 @@ pub(crate) fn sqlstate(err: &DbErr) -> Option<String> {
     }
 }
 
+/// The connection broke or could not be had (as opposed to the statement failing).
+fn lost_connection(err: &DbErr) -> bool {
+    let (DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e))) = err
+    else {
+        return false;
+    };
+    matches!(
+        e.as_ref(),
+        sea_orm::sqlx::Error::Io(_)
+            | sea_orm::sqlx::Error::PoolTimedOut
+            | sea_orm::sqlx::Error::PoolClosed
+            | sea_orm::sqlx::Error::WorkerCrashed
+    )
+}
+
 impl From<DbErr> for StoreError {
     /// Constraint violations that a client's input can cause become user errors; the rest stay
     /// internal. Callers that know better (e.g. which row a foreign key names) map before this.
     fn from(err: DbErr) -> Self {
+        if matches!(err, DbErr::ConnectionAcquire(_) | DbErr::Conn(_)) || lost_connection(&err) {
+            return StoreError::Unavailable(err);
+        }
         match sqlstate(&err).as_deref() {
+            // query_canceled (statement_timeout), lock_not_available (lock_timeout)
+            Some("57014") | Some("55P03") => StoreError::Timeout(err),
+            // admin_shutdown, crash_shutdown, cannot_connect_now, connection failures
+            Some("57P01") | Some("57P02") | Some("57P03") | Some("08000") | Some("08001")
+            | Some("08003") | Some("08006") => StoreError::Unavailable(err),
             Some("23505") => StoreError::Conflict("a row with the same key already exists".into()),
             Some("23514") | Some("22001") | Some("22P02") | Some("22021") => {
                 StoreError::InvalidInput("a value is out of the allowed range or format".into())

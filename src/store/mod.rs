@@ -45,13 +45,23 @@ impl Store {
         self.embedder.as_ref()
     }
 
-    pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Self> {
+    /// `statement_timeout` (None = unlimited) is applied by PostgreSQL to every statement of
+    /// every pooled connection. While the database is unreachable, acquiring a connection gives up
+    /// after a couple of seconds, so requests fail fast instead of queueing.
+    pub async fn connect(
+        url: &str,
+        max_connections: u32,
+        statement_timeout: Option<Duration>,
+    ) -> StoreResult<Self> {
         let mut opts = ConnectOptions::new(url.to_owned());
         opts.max_connections(max_connections)
             .min_connections(1)
-            .connect_timeout(Duration::from_secs(5))
-            .acquire_timeout(Duration::from_secs(5))
+            .connect_timeout(Duration::from_secs(2))
+            .acquire_timeout(Duration::from_secs(3))
             .sqlx_logging(false);
+        if let Some(t) = statement_timeout {
+            opts.statement_timeout(t);
+        }
         Ok(Store::new(sea_orm::Database::connect(opts).await?))
     }
 

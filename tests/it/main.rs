@@ -8,6 +8,7 @@ mod conclusions;
 mod embeddings;
 mod filters;
 mod http;
+mod limits;
 mod messages;
 mod migrations;
 mod schema_file;

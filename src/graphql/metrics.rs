@@ -1,0 +1,118 @@
+//! Prometheus metrics per GraphQL operation: request counts by outcome and latency histograms,
+//! rendered at `/metrics`.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use async_graphql::Response;
+use async_graphql::extensions::{Extension, ExtensionContext, ExtensionFactory, NextExecute};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
+};
+
+/// Distinct operation names get their own label up to this many; later ones count as "other",
+/// so clients cannot blow up the number of series.
+const MAX_OPERATION_LABELS: usize = 200;
+
+struct Metrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    latency: HistogramVec,
+    seen: Mutex<HashSet<String>>,
+}
+
+fn metrics() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(|| {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "honcho_graphql_requests_total",
+                "GraphQL operations executed, by operation name and outcome",
+            ),
+            &["operation", "outcome"],
+        )
+        .expect("valid metric");
+        let latency = HistogramVec::new(
+            HistogramOpts::new(
+                "honcho_graphql_request_duration_seconds",
+                "Time to execute a GraphQL operation",
+            )
+            .buckets(vec![
+                0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            ]),
+            &["operation"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(requests.clone()))
+            .expect("register once");
+        registry
+            .register(Box::new(latency.clone()))
+            .expect("register once");
+        Metrics {
+            registry,
+            requests,
+            latency,
+            seen: Mutex::new(HashSet::new()),
+        }
+    })
+}
+
+fn label(operation: Option<&str>) -> String {
+    let Some(name) = operation.filter(|n| !n.is_empty()) else {
+        return "anonymous".into();
+    };
+    let mut seen = metrics().seen.lock().unwrap_or_else(|e| e.into_inner());
+    if seen.contains(name) {
+        return name.to_owned();
+    }
+    if seen.len() < MAX_OPERATION_LABELS {
+        seen.insert(name.to_owned());
+        return name.to_owned();
+    }
+    "other".into()
+}
+
+/// The text exposition format of every metric.
+pub fn render() -> String {
+    let mut out = Vec::new();
+    let families = metrics().registry.gather();
+    if TextEncoder::new().encode(&families, &mut out).is_err() {
+        return String::new();
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Schema extension that times every operation.
+pub struct OperationMetrics;
+
+impl ExtensionFactory for OperationMetrics {
+    fn create(&self) -> Arc<dyn Extension> {
+        Arc::new(OperationMetricsExtension)
+    }
+}
+
+struct OperationMetricsExtension;
+
+#[async_trait::async_trait]
+impl Extension for OperationMetricsExtension {
+    async fn execute(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        operation_name: Option<&str>,
+        next: NextExecute<'_>,
+    ) -> Response {
+        let start = Instant::now();
+        let response = next.run(ctx, operation_name).await;
+        let op = label(operation_name);
+        let outcome = if response.is_ok() { "ok" } else { "error" };
+        let m = metrics();
+        m.requests.with_label_values(&[op.as_str(), outcome]).inc();
+        m.latency
+            .with_label_values(&[op.as_str()])
+            .observe(start.elapsed().as_secs_f64());
+        response
+    }
+}
