@@ -331,10 +331,12 @@ fn the_matrix_covers_every_query_mutation_and_guarded_field() {
     let (_, operations) = schema_fields();
     let covered: BTreeSet<&str> = MATRIX.iter().map(|r| r.field).collect();
     let mut wanted: BTreeSet<String> = operations.iter().map(|(t, f)| format!("{t}.{f}")).collect();
+    // Subscription fields do not run through `execute`: their auth cases belong with the
+    // subscription tests (over the WebSocket, with a connection_init key).
     wanted.extend(
         RULES
             .iter()
-            .filter(|f| f.rule != Rule::Inherit)
+            .filter(|f| f.rule != Rule::Inherit && f.ty != "SubscriptionRoot")
             .map(|f| format!("{}.{}", f.ty, f.name)),
     );
     let missing: Vec<&String> = wanted
