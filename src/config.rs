@@ -72,6 +72,9 @@ pub struct ServeConfig {
     /// `playground/dist` under the working directory, else under the source tree.
     #[arg(long, env = "HONCHO_PLAYGROUND_DIR")]
     pub playground_dir: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub auth: AuthConfig,
 }
 
 impl ServeConfig {
@@ -89,5 +92,31 @@ impl ServeConfig {
             .into_iter()
             .find(|dir| dir.join("index.html").is_file())
             .map(|dir| std::path::absolute(&dir).unwrap_or(dir))
+    }
+}
+
+#[derive(Args, Clone)]
+pub struct AuthConfig {
+    /// Secret that signs API keys (HS256). Unset: auth is off and every request is an admin.
+    #[arg(
+        long = "auth-secret",
+        env = "HONCHO_AUTH_SECRET",
+        hide_env_values = true
+    )]
+    pub secret: Option<String>,
+}
+
+impl std::fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secret = self.secret.as_ref().map(|_| "***");
+        f.debug_struct("AuthConfig")
+            .field("secret", &secret)
+            .finish()
+    }
+}
+
+impl AuthConfig {
+    pub fn auth(&self) -> anyhow::Result<crate::auth::Auth> {
+        crate::auth::Auth::from_secret(self.secret.as_deref())
     }
 }

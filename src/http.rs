@@ -2,6 +2,12 @@
 //! graphql-transport-ws and the legacy graphql-ws protocol), `/health`, `/ready`, `/metrics`, and
 //! the playground at `/`. Every request gets an `x-request-id` (kept when the client sends one)
 //! that its log lines carry; a panic in a handler becomes a 500 instead of a dropped connection.
+//!
+//! `/graphql` reads the caller's key from `Authorization: Bearer <key>` into the request's data,
+//! `/graphql/ws` from the `connection_init` payload (`{"Authorization": "Bearer <key>"}`) into the
+//! connection's data; the guards decide per field (a missing or bad key with auth on makes every
+//! guarded field answer UNAUTHENTICATED). `/health`, `/ready`, `/metrics` and the playground are
+//! open.
 
 use std::path::Path;
 use std::time::Duration;
@@ -11,7 +17,7 @@ use async_graphql_axum::{GraphQLProtocol, GraphQLRequest, GraphQLResponse, Graph
 use axum::extract::State;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::http::Request;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -85,8 +91,17 @@ async fn metrics() -> impl IntoResponse {
     )
 }
 
-async fn graphql(State(app): State<AppState>, req: GraphQLRequest) -> GraphQLResponse {
-    crate::graphql::execute(&app.schema, req.into_inner())
+async fn graphql(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    req: GraphQLRequest,
+) -> GraphQLResponse {
+    // A header that is not visible ASCII is as good as a bad key (the guards say UNAUTHENTICATED).
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or("?"));
+    let caller = crate::graphql::authenticate(&app.schema, authorization);
+    crate::graphql::execute(&app.schema, req.into_inner().data(caller))
         .await
         .into()
 }
@@ -107,8 +122,9 @@ async fn graphql_ws(
         // was most of an idle subscriber's memory. Larger messages still grow it as needed.
         .read_buffer_size(WS_READ_BUFFER)
         .on_upgrade(move |socket| {
+            let schema = app.schema.clone();
             GraphQLWebSocket::new(socket, LoaderExecutor(app.schema), protocol)
-                .on_connection_init(on_connection_init)
+                .on_connection_init(move |payload| on_connection_init(schema, payload))
                 .serve()
         })
 }

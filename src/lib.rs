@@ -2,6 +2,7 @@
 //!
 //! Layers depend one way: [`graphql`] → [`store`] → [`entity`].
 
+pub mod auth;
 pub mod config;
 pub mod embed;
 pub mod entity;
@@ -18,6 +19,15 @@ use store::Store;
 /// Connects, migrates (unless told not to), checks the database matches this server, and serves
 /// until SIGINT/SIGTERM, letting in-flight requests finish.
 pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
+    let auth = cfg.auth.auth()?;
+    if auth.enabled() {
+        tracing::info!("auth is on: requests need `Authorization: Bearer <key>`");
+    } else {
+        tracing::warn!(
+            "auth is OFF (HONCHO_AUTH_SECRET is unset): every request is an admin; \
+             do not expose this server to a network"
+        );
+    }
     let store = open_store(&cfg.db).await?;
     if !cfg.no_migrate {
         Migrator::up(store.db(), None).await.context("migrating")?;
@@ -35,7 +45,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     let events = store::events::EventBus::start(events_url, cfg.event_buffer)
         .await
         .with_context(|| format!("listening for events on {}", redact(events_url)))?;
-    let schema = graphql::build_schema_with_events(store.clone(), &limits, Some(events));
+    let schema = graphql::build_schema_with(store.clone(), &limits, auth, Some(events));
     let playground = cfg.playground();
     match (&playground, &cfg.playground_dir) {
         (Some(dir), _) => tracing::info!("serving the playground from {}", dir.display()),

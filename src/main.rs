@@ -1,7 +1,8 @@
 use clap::{Parser, Subcommand};
 use migration::{Migrator, MigratorTrait};
 
-use honcho_graphql::config::{DbConfig, ServeConfig};
+use honcho_graphql::auth::{KeySpec, parse_duration};
+use honcho_graphql::config::{AuthConfig, DbConfig, ServeConfig};
 use honcho_graphql::store::Store;
 
 #[derive(Parser)]
@@ -28,6 +29,26 @@ enum Command {
     },
     /// Print the GraphQL schema (SDL).
     Schema,
+    /// Mint an API key signed with HONCHO_AUTH_SECRET and print it.
+    Key {
+        /// An admin key: reaches everything.
+        #[arg(long, conflicts_with_all = ["workspace", "peer", "session"])]
+        admin: bool,
+        /// The workspace the key is for (alone: a workspace key).
+        #[arg(long)]
+        workspace: Option<String>,
+        /// A peer key for this peer of the workspace.
+        #[arg(long, requires = "workspace")]
+        peer: Option<String>,
+        /// A session key for this session of the workspace.
+        #[arg(long, requires = "workspace")]
+        session: Option<String>,
+        /// Lifetime, e.g. 90s, 15m, 1h, 7d (without it the key does not expire).
+        #[arg(long, value_parser = parse_duration)]
+        expires_in: Option<chrono::Duration>,
+        #[command(flatten)]
+        auth: AuthConfig,
+    },
     /// Fill in missing embeddings of messages and conclusions with the configured embedder.
     Reembed {
         /// Re-embed every row, not only those without an embedding (after a model change).
@@ -79,6 +100,30 @@ async fn main() -> anyhow::Result<()> {
             Migrator::up(store.db(), None).await?;
             let n = store.reembed(all, resize, true).await?;
             println!("embedded {n} rows");
+            Ok(())
+        }
+        Command::Key {
+            admin,
+            workspace,
+            peer,
+            session,
+            expires_in,
+            auth,
+        } => {
+            let auth = auth.auth()?;
+            if !auth.enabled() {
+                anyhow::bail!(
+                    "HONCHO_AUTH_SECRET is not set: there is no secret to sign keys with"
+                );
+            }
+            let spec = KeySpec {
+                admin,
+                workspace,
+                peer,
+                session,
+                expires_at: expires_in.map(|d| chrono::Utc::now() + d),
+            };
+            println!("{}", auth.mint(&spec)?);
             Ok(())
         }
         Command::Schema => {

@@ -3,6 +3,7 @@
 
 pub mod connection;
 pub mod error;
+pub mod guard;
 pub mod loaders;
 pub mod metrics;
 mod mutation;
@@ -18,6 +19,7 @@ use async_graphql::dataloader::{DataLoader, HashMapCache};
 use async_graphql::futures_util::stream::{self, BoxStream, StreamExt};
 use async_graphql::{Context, Data, Request, Response, Schema};
 
+use crate::auth::{Auth, AuthError, Caller};
 use crate::store::Store;
 use crate::store::events::EventBus;
 use error::ApiResult;
@@ -46,19 +48,38 @@ impl Default for Limits {
     }
 }
 
-/// A schema without an event bus: queries and mutations work, subscriptions answer with an error.
+/// A schema with auth off (every request is an admin) and no event bus (subscriptions answer
+/// with an error).
 pub fn build_schema(store: Store, limits: &Limits) -> AppSchema {
-    build_schema_with_events(store, limits, None)
+    build_schema_with(store, limits, Auth::disabled(), None)
 }
 
-/// A schema whose subscriptions are fed by `events` (the process's one LISTEN connection).
+/// A schema whose fields are guarded by `auth` ([`guard`]).
+pub fn build_schema_with_auth(store: Store, limits: &Limits, auth: Auth) -> AppSchema {
+    build_schema_with(store, limits, auth, None)
+}
+
+/// A schema with auth off whose subscriptions are fed by `events`.
 pub fn build_schema_with_events(
     store: Store,
     limits: &Limits,
     events: Option<EventBus>,
 ) -> AppSchema {
+    build_schema_with(store, limits, Auth::disabled(), events)
+}
+
+/// A schema guarded by `auth` whose subscriptions are fed by `events` (the process's one LISTEN
+/// connection).
+pub fn build_schema_with(
+    store: Store,
+    limits: &Limits,
+    auth: Auth,
+    events: Option<EventBus>,
+) -> AppSchema {
     let mut builder = Schema::build(QueryRoot, MutationRoot::default(), SubscriptionRoot)
         .data(store)
+        .data(auth)
+        .extension(guard::Enforce::default())
         .extension(metrics::OperationMetrics)
         .limit_depth(limits.max_depth)
         .limit_complexity(limits.max_complexity);
@@ -69,6 +90,25 @@ pub fn build_schema_with_events(
         builder.finish()
     } else {
         builder.disable_introspection().finish()
+    }
+}
+
+/// Authenticates a request's `Authorization` header (None when absent) with the schema's auth
+/// settings; the result goes into the request's data ([`Request::data`]) for the guards.
+pub fn authenticate(schema: &AppSchema, authorization: Option<&str>) -> Caller {
+    match schema.data::<Auth>() {
+        Some(auth) => auth.authenticate(authorization),
+        None => Caller(Err(AuthError::Missing)),
+    }
+}
+
+/// Authenticates a WebSocket `connection_init` payload (`{"Authorization": "Bearer <key>"}`) with
+/// the schema's auth settings; the result goes into the connection's data, where the guards of
+/// every operation on the connection find it.
+pub fn authenticate_connection_init(schema: &AppSchema, payload: &serde_json::Value) -> Caller {
+    match schema.data::<Auth>() {
+        Some(auth) => auth.authenticate_connection_init(payload),
+        None => Caller(Err(AuthError::Missing)),
     }
 }
 

@@ -3,6 +3,7 @@ use serde_json::Value;
 
 use super::connection::{Conn, SortOrder, connection, slice};
 use super::error::ApiResult;
+use super::guard::{self, On, rule};
 use super::store;
 use super::types::Workspace;
 
@@ -12,6 +13,7 @@ pub struct QueryRoot;
 impl QueryRoot {
     /// The workspace with this id, or null.
     async fn workspace(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Workspace>> {
+        guard::require(ctx, rule!(QueryRoot.workspace), On::workspace(&id)).await?;
         Ok(store(ctx)?.workspace(&id).await?.map(Workspace))
     }
 
@@ -27,6 +29,7 @@ impl QueryRoot {
         last: Option<i32>,
         before: Option<String>,
     ) -> ApiResult<Conn<Workspace>> {
+        guard::require(ctx, rule!(QueryRoot.workspaces), On::nothing()).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
         let page = store(ctx)?

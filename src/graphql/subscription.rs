@@ -28,6 +28,7 @@ use futures::Stream;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::error::{ApiError, ApiResult, Code};
+use super::guard::{self, On, rule};
 use super::loaders::Loaders;
 use super::types::{Conclusion, Message};
 use super::{AppSchema, RequestLoader, loader, loaders, prefetch, store};
@@ -47,6 +48,15 @@ struct MessageFilter {
 }
 
 impl MessageFilter {
+    /// What the subscription reaches, for its authorization rule.
+    fn on(&self) -> On<'_> {
+        On {
+            workspace: Some(&self.workspace),
+            peer: self.peer.as_deref(),
+            session: self.session.as_deref(),
+        }
+    }
+
     fn wants_batch(&self, b: &MessageBatch) -> bool {
         b.workspace == self.workspace && self.session.as_ref().is_none_or(|s| *s == b.session)
     }
@@ -114,6 +124,8 @@ impl SubscriptionRoot {
             session: session_id.map(|s| s.0),
             peer: peer_id.map(|p| p.0),
         };
+        let field = rule!(SubscriptionRoot.messageCreated);
+        guard::require(ctx, field, filter.on()).await?;
         // Subscribe now, not on the stream's first poll: events from here on are ours.
         let mut rx = bus.subscribe();
         Ok(async_stream::stream! {
@@ -159,6 +171,12 @@ impl SubscriptionRoot {
                 }
                 loaders::refill_from(loader, &shared.loader).await;
                 for m in rows {
+                    // Again for each event: a key's scope can change while it listens (a peer
+                    // leaves the session).
+                    if let Err(err) = guard::require(ctx, field, filter.on()).await {
+                        yield Err(err);
+                        return;
+                    }
                     yield Ok(Message(m));
                 }
             }
@@ -186,6 +204,8 @@ impl SubscriptionRoot {
             observer: observer_id.map(|p| p.0),
             observed: observed_id.map(|p| p.0),
         };
+        let field = rule!(SubscriptionRoot.conclusionCreated);
+        guard::require(ctx, field, On::workspace(&filter.workspace)).await?;
         let mut rx = bus.subscribe();
         Ok(async_stream::stream! {
             loop {
@@ -228,6 +248,12 @@ impl SubscriptionRoot {
                 }
                 loaders::refill_from(loader, &shared.loader).await;
                 for c in rows {
+                    if let Err(err) =
+                        guard::require(ctx, field, On::workspace(&filter.workspace)).await
+                    {
+                        yield Err(err);
+                        return;
+                    }
                     yield Ok(Conclusion(c));
                 }
             }
@@ -256,13 +282,19 @@ impl BatchLoader {
 }
 
 /// The `connection_init` payload of a WebSocket connection (an object, or null when none was
-/// sent), kept as connection data for every operation on it. Auth reads its keys from here.
+/// sent), kept as connection data for every operation on it.
 #[derive(Clone, Debug, Default)]
 pub struct ConnectionInit(pub serde_json::Value);
 
-/// Accepts any `connection_init` payload and keeps it as [`ConnectionInit`].
-pub async fn on_connection_init(payload: serde_json::Value) -> async_graphql::Result<Data> {
+/// Authenticates the `connection_init` payload (`{"Authorization": "Bearer <key>"}`) and keeps
+/// the caller and the payload as connection data. A missing or bad key does not refuse the
+/// connection: with auth on, its guarded fields answer UNAUTHENTICATED, as over HTTP.
+pub async fn on_connection_init(
+    schema: AppSchema,
+    payload: serde_json::Value,
+) -> async_graphql::Result<Data> {
     let mut data = Data::default();
+    data.insert(super::authenticate_connection_init(&schema, &payload));
     data.insert(ConnectionInit(payload));
     Ok(data)
 }

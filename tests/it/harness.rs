@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_graphql::{Request, Variables};
+use honcho_graphql::auth::{Auth, KeySpec};
 use honcho_graphql::embed::{EmbedConfig, Embedder, EmbedderKind};
 use honcho_graphql::graphql::{self, AppSchema, Limits};
 use honcho_graphql::store::Store;
@@ -156,6 +157,18 @@ impl Drop for DbGuard {
     }
 }
 
+/// The secret of [`TestApp::with_auth`] servers.
+pub const SECRET: &str = "integration-test-secret";
+
+pub fn auth() -> Auth {
+    Auth::with_secret(SECRET)
+}
+
+/// `Bearer <a key for spec>`, signed with [`SECRET`].
+pub fn bearer(spec: KeySpec) -> String {
+    format!("Bearer {}", auth().mint(&spec).expect("mint a test key"))
+}
+
 pub struct TestApp {
     pub store: Store,
     pub schema: AppSchema,
@@ -172,6 +185,28 @@ impl TestApp {
         app.store = app.store.clone().with_embedder(Some(minilm()));
         app.schema = graphql::build_schema(app.store.clone(), &Limits::default());
         app
+    }
+
+    /// A server with auth on, keys signed with [`SECRET`]; run requests with [`Self::exec_as`].
+    pub async fn with_auth() -> Self {
+        Self::new().await.auth_on()
+    }
+
+    /// This server (its store and embedder) with auth on.
+    pub fn auth_on(mut self) -> Self {
+        self.schema =
+            graphql::build_schema_with_auth(self.store.clone(), &Limits::default(), auth());
+        self
+    }
+
+    /// Runs a request with this `Authorization` header value (None: no header), as the HTTP
+    /// handler does.
+    pub async fn exec_as(&self, authorization: Option<&str>, query: &str, vars: Value) -> Value {
+        let caller = graphql::authenticate(&self.schema, authorization);
+        let req = Request::new(query)
+            .variables(Variables::from_json(vars))
+            .data(caller);
+        serde_json::to_value(graphql::execute(&self.schema, req).await).unwrap()
     }
 
     pub async fn new() -> Self {

@@ -2,6 +2,7 @@
 
 mod harness;
 
+mod auth;
 mod batching;
 mod conclusions;
 mod embeddings;

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use async_graphql::futures_util::stream::BoxStream;
 use async_graphql::{Request, Response, Variables};
 use futures::{SinkExt, StreamExt};
+use honcho_graphql::auth::{Auth, KeySpec};
 use honcho_graphql::graphql::{self, AppSchema, Limits};
 use honcho_graphql::store::Store;
 use honcho_graphql::store::events::{EventBus, LISTENER_APPLICATION_NAME};
@@ -75,10 +76,25 @@ impl Instance {
     }
 
     async fn with_store(app: &TestApp, store: Store, buffer: usize) -> Instance {
+        Self::with_store_and_auth(app, store, buffer, Auth::disabled()).await
+    }
+
+    /// An instance with auth on (keys signed with the harness's secret).
+    async fn with_auth(app: &TestApp) -> Instance {
+        let store = Store::connect(&app._db.url(), 5, None).await.unwrap();
+        Self::with_store_and_auth(app, store, 1024, crate::harness::auth()).await
+    }
+
+    async fn with_store_and_auth(
+        app: &TestApp,
+        store: Store,
+        buffer: usize,
+        auth: Auth,
+    ) -> Instance {
         let url = app._db.url();
         let bus = EventBus::start(&url, buffer).await.unwrap();
         let schema =
-            graphql::build_schema_with_events(store.clone(), &Limits::default(), Some(bus.clone()));
+            graphql::build_schema_with(store.clone(), &Limits::default(), auth, Some(bus.clone()));
         let router = honcho_graphql::http::router(schema.clone(), store.clone(), 1 << 20);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -803,6 +819,123 @@ async fn a_client_that_stops_reading_slows_no_writer_and_no_other_client() {
     );
     assert_eq!(
         ws_next(&mut slow).await,
+        json!({"type": "complete", "id": "1"})
+    );
+}
+
+/// The first result of subscription `id` on `ws`: an event's data, or the error code.
+async fn ws_result(ws: &mut Ws, id: &str) -> Result<Value, String> {
+    let m = ws_next(ws).await;
+    assert_eq!(m["id"], id, "{m}");
+    let errors = match m["type"].as_str() {
+        Some("next") => &m["payload"]["errors"],
+        Some("error") => &m["payload"],
+        _ => panic!("unexpected {m}"),
+    };
+    match errors.get(0) {
+        Some(e) => Err(e["extensions"]["code"].as_str().unwrap_or("").to_owned()),
+        None => Ok(m["payload"]["data"].clone()),
+    }
+}
+
+#[tokio::test]
+async fn keys_from_connection_init_scope_subscriptions_as_queries() {
+    let app = TestApp::new().await;
+    let a = Instance::with_auth(&app).await;
+    let key = |peer: &str| {
+        crate::harness::bearer(KeySpec {
+            workspace: Some("ws".into()),
+            peer: Some(peer.into()),
+            ..Default::default()
+        })
+    };
+    let write = |session: &'static str, peer: &'static str| {
+        let store = app.store.clone();
+        async move {
+            store
+                .create_messages(
+                    "ws",
+                    session,
+                    vec![honcho_graphql::store::message::NewMessage {
+                        peer: peer.into(),
+                        content: format!("{peer} in {session}"),
+                        metadata: None,
+                        created_at: None,
+                    }],
+                )
+                .await
+                .unwrap();
+        }
+    };
+    write("s1", "alice").await;
+    write("s1", "bob").await;
+    write("s2", "carol").await;
+    wait_until("the seed's notices", Duration::from_secs(5), || {
+        a.bus.notices_received() == 3
+    })
+    .await;
+    let sub = |id: &str, session: &str| {
+        json!({"id": id, "type": "subscribe", "payload": {"query": SUB,
+            "variables": {"w": "ws", "s": session}}})
+    };
+
+    // No key, and a peer key for a session its peer is not in: refused when subscribing.
+    let mut anonymous = ws_connect(a.addr, "graphql-transport-ws", json!({})).await;
+    ws_send(&mut anonymous, sub("1", "s1")).await;
+    assert_eq!(
+        ws_result(&mut anonymous, "1").await,
+        Err("UNAUTHENTICATED".into())
+    );
+    assert_eq!(
+        ws_next(&mut anonymous).await,
+        json!({"type": "complete", "id": "1"})
+    );
+    let mut carol = ws_connect(
+        a.addr,
+        "graphql-transport-ws",
+        json!({"Authorization": key("carol")}),
+    )
+    .await;
+    ws_send(&mut carol, sub("1", "s1")).await;
+    assert_eq!(ws_result(&mut carol, "1").await, Err("FORBIDDEN".into()));
+    assert_eq!(
+        ws_next(&mut carol).await,
+        json!({"type": "complete", "id": "1"})
+    );
+    // Her own session is fine.
+    ws_send(&mut carol, sub("2", "s2")).await;
+
+    // A member's key: events of its session, until its peer leaves the session.
+    let mut alice = ws_connect(
+        a.addr,
+        "graphql-transport-ws",
+        json!({"Authorization": key("alice")}),
+    )
+    .await;
+    ws_send(&mut alice, sub("1", "s1")).await;
+    wait_until("two subscriptions", Duration::from_secs(5), || {
+        a.bus.subscribers() == 2
+    })
+    .await;
+    write("s1", "bob").await;
+    write("s2", "carol").await;
+    let got = ws_result(&mut alice, "1").await.unwrap();
+    assert_eq!(got["messageCreated"]["content"], "bob in s1");
+    let got = ws_result(&mut carol, "2").await.unwrap();
+    assert_eq!(got["messageCreated"]["content"], "carol in s2");
+
+    app.store
+        .remove_peers_from_session("ws", "s1", &["alice".to_owned()])
+        .await
+        .unwrap();
+    write("s1", "bob").await;
+    assert_eq!(
+        ws_result(&mut alice, "1").await,
+        Err("FORBIDDEN".into()),
+        "checked again for each event"
+    );
+    assert_eq!(
+        ws_next(&mut alice).await,
         json!({"type": "complete", "id": "1"})
     );
 }

@@ -2,6 +2,7 @@ use async_graphql::{Context, ID, InputObject, Json, Object};
 use serde_json::Value;
 
 use crate::graphql::error::ApiResult;
+use crate::graphql::guard::{self, On, rule};
 use crate::graphql::types::Conclusion;
 use crate::graphql::types::conclusion::ConclusionLevel;
 use crate::graphql::{prefetch, store};
@@ -50,6 +51,8 @@ impl ConclusionMutation {
         workspace_id: ID,
         conclusions: Vec<ConclusionInput>,
     ) -> ApiResult<Vec<Conclusion>> {
+        let on = On::workspace(&workspace_id);
+        guard::require(ctx, rule!(MutationRoot.createConclusions), on).await?;
         let batch = conclusions
             .into_iter()
             .map(|c| NewConclusion {
@@ -74,6 +77,8 @@ impl ConclusionMutation {
         id: ID,
         metadata: Option<Json<Value>>,
     ) -> ApiResult<Conclusion> {
+        let on = On::workspace(&workspace_id);
+        guard::require(ctx, rule!(MutationRoot.updateConclusion), on).await?;
         let updated = store(ctx)?
             .update_conclusion_metadata(&workspace_id, &id, metadata.map(|m| m.0))
             .await?;
@@ -89,6 +94,8 @@ impl ConclusionMutation {
         workspace_id: ID,
         id: ID,
     ) -> ApiResult<bool> {
+        let on = On::workspace(&workspace_id);
+        guard::require(ctx, rule!(MutationRoot.deleteConclusion), on).await?;
         store(ctx)?.delete_conclusion(&workspace_id, &id).await?;
         Ok(true)
     }
@@ -98,14 +105,15 @@ impl ConclusionMutation {
     /// earlier conclusion is live reinforces it (timesDerived + 1, sources unioned) instead of
     /// inserting a duplicate; concurrent derivations are counted exactly.
     ///
-    /// Will require an admin key once authentication lands (DESIGN §5, §8); until then any
-    /// client can call it.
+    /// Admin keys only (DESIGN §5, §8).
     async fn record_derived_conclusion(
         &self,
         ctx: &Context<'_>,
         workspace_id: ID,
         input: DerivedConclusionInput,
     ) -> ApiResult<Conclusion> {
+        let on = On::workspace(&workspace_id);
+        guard::require(ctx, rule!(MutationRoot.recordDerivedConclusion), on).await?;
         let derived = DerivedConclusion {
             content: input.content,
             observer: input.observer_id.0,

@@ -3,6 +3,7 @@ use async_graphql::{Context, ID, InputObject, Json, Object};
 use serde_json::Value;
 
 use crate::graphql::error::ApiResult;
+use crate::graphql::guard::{self, On, rule};
 use crate::graphql::types::{Message, Peer, Session, SessionPeer, Workspace};
 use crate::graphql::{prefetch, store};
 use crate::store::message::NewMessage;
@@ -56,6 +57,8 @@ impl CoreMutation {
         metadata: Option<Json<Value>>,
         configuration: Option<Json<Value>>,
     ) -> ApiResult<Workspace> {
+        let on = On::workspace(&id);
+        guard::require(ctx, rule!(MutationRoot.getOrCreateWorkspace), on).await?;
         let ws = store(ctx)?
             .get_or_create_workspace(&id, json(metadata), json(configuration))
             .await?;
@@ -70,6 +73,8 @@ impl CoreMutation {
         metadata: Option<Json<Value>>,
         configuration: Option<Json<Value>>,
     ) -> ApiResult<Workspace> {
+        let on = On::workspace(&id);
+        guard::require(ctx, rule!(MutationRoot.updateWorkspace), on).await?;
         let ws = store(ctx)?
             .update_workspace(&id, json(metadata), json(configuration))
             .await?;
@@ -78,6 +83,8 @@ impl CoreMutation {
 
     /// Deletes the workspace and all it holds; refused (CONFLICT) while it has sessions.
     async fn delete_workspace(&self, ctx: &Context<'_>, id: ID) -> ApiResult<bool> {
+        let on = On::workspace(&id);
+        guard::require(ctx, rule!(MutationRoot.deleteWorkspace), on).await?;
         store(ctx)?.delete_workspace(&id).await?;
         Ok(true)
     }
@@ -92,6 +99,8 @@ impl CoreMutation {
         metadata: Option<Json<Value>>,
         configuration: Option<Json<Value>>,
     ) -> ApiResult<Peer> {
+        let on = On::peer(&workspace_id, &id);
+        guard::require(ctx, rule!(MutationRoot.getOrCreatePeer), on).await?;
         let peer = store(ctx)?
             .get_or_create_peer(&workspace_id, &id, json(metadata), json(configuration))
             .await?;
@@ -107,6 +116,8 @@ impl CoreMutation {
         metadata: Option<Json<Value>>,
         configuration: Option<Json<Value>>,
     ) -> ApiResult<Peer> {
+        let on = On::peer(&workspace_id, &id);
+        guard::require(ctx, rule!(MutationRoot.updatePeer), on).await?;
         let peer = store(ctx)?
             .update_peer(&workspace_id, &id, json(metadata), json(configuration))
             .await?;
@@ -124,6 +135,8 @@ impl CoreMutation {
         configuration: Option<Json<Value>>,
         peers: Option<Vec<SessionPeerInput>>,
     ) -> ApiResult<Session> {
+        let on = On::session(&workspace_id, &id);
+        guard::require(ctx, rule!(MutationRoot.getOrCreateSession), on).await?;
         let peers: Vec<MemberConfig> = peers
             .unwrap_or_default()
             .into_iter()
@@ -150,6 +163,8 @@ impl CoreMutation {
         metadata: Option<Json<Value>>,
         configuration: Option<Json<Value>>,
     ) -> ApiResult<Session> {
+        let on = On::session(&workspace_id, &id);
+        guard::require(ctx, rule!(MutationRoot.updateSession), on).await?;
         let session = store(ctx)?
             .update_session(&workspace_id, &id, json(metadata), json(configuration))
             .await?;
@@ -158,6 +173,8 @@ impl CoreMutation {
 
     /// Deletes the session with its messages and memberships.
     async fn delete_session(&self, ctx: &Context<'_>, workspace_id: ID, id: ID) -> ApiResult<bool> {
+        let on = On::session(&workspace_id, &id);
+        guard::require(ctx, rule!(MutationRoot.deleteSession), on).await?;
         store(ctx)?.delete_session(&workspace_id, &id).await?;
         Ok(true)
     }
@@ -170,6 +187,8 @@ impl CoreMutation {
         id: ID,
         up_to_message_id: Option<ID>,
     ) -> ApiResult<Session> {
+        let on = On::session(&workspace_id, &id);
+        guard::require(ctx, rule!(MutationRoot.cloneSession), on).await?;
         let session = store(ctx)?
             .clone_session(
                 &workspace_id,
@@ -188,6 +207,8 @@ impl CoreMutation {
         session_id: ID,
         peers: Vec<SessionPeerInput>,
     ) -> ApiResult<Session> {
+        let on = On::session(&workspace_id, &session_id);
+        guard::require(ctx, rule!(MutationRoot.addPeersToSession), on).await?;
         let peers: Vec<MemberConfig> = peers.into_iter().map(Into::into).collect();
         let session = store(ctx)?
             .add_peers_to_session(&workspace_id, &session_id, &peers)
@@ -203,6 +224,8 @@ impl CoreMutation {
         session_id: ID,
         peer_ids: Vec<ID>,
     ) -> ApiResult<Session> {
+        let on = On::session(&workspace_id, &session_id);
+        guard::require(ctx, rule!(MutationRoot.removePeersFromSession), on).await?;
         let peers: Vec<String> = peer_ids.into_iter().map(|p| p.0).collect();
         let session = store(ctx)?
             .remove_peers_from_session(&workspace_id, &session_id, &peers)
@@ -220,6 +243,8 @@ impl CoreMutation {
         observe_me: Option<bool>,
         observe_others: Option<bool>,
     ) -> ApiResult<SessionPeer> {
+        let on = On::session(&workspace_id, &session_id);
+        guard::require(ctx, rule!(MutationRoot.setSessionPeerConfig), on).await?;
         let config = MemberConfig {
             peer: peer_id.0,
             observe_me,
@@ -240,6 +265,8 @@ impl CoreMutation {
         session_id: ID,
         messages: Vec<MessageInput>,
     ) -> ApiResult<Vec<Message>> {
+        let on = On::session(&workspace_id, &session_id);
+        guard::require(ctx, rule!(MutationRoot.createMessages), on).await?;
         let batch = messages
             .into_iter()
             .map(|m| NewMessage {
@@ -264,7 +291,14 @@ impl CoreMutation {
         id: ID,
         metadata: Option<Json<Value>>,
     ) -> ApiResult<Message> {
-        let message = store(ctx)?
+        let store = store(ctx)?;
+        let found = store.message(&workspace_id, &id).await?;
+        let on = On::message(
+            &workspace_id,
+            found.as_ref().map(|m| m.session_name.as_str()),
+        );
+        guard::require(ctx, rule!(MutationRoot.updateMessage), on).await?;
+        let message = store
             .update_message(&workspace_id, &id, json(metadata))
             .await?;
         Ok(Message(message))

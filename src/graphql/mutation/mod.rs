@@ -2,8 +2,13 @@
 
 mod conclusions;
 mod core;
+mod keys;
 
 use async_graphql::MergedObject;
 
 #[derive(MergedObject, Default)]
-pub struct MutationRoot(core::CoreMutation, conclusions::ConclusionMutation);
+pub struct MutationRoot(
+    core::CoreMutation,
+    conclusions::ConclusionMutation,
+    keys::KeysMutation,
+);

@@ -4,6 +4,7 @@ use serde_json::Value;
 
 use super::{Peer, Session};
 use crate::graphql::error::{ApiResult, bad_input};
+use crate::graphql::guard::{self, On, rule};
 use crate::graphql::loaders::{PeerKey, RangeKey, SessionKey};
 use crate::graphql::{loader, prefetch};
 use crate::store::message::SeqRange;
@@ -82,6 +83,8 @@ impl Message {
         #[graphql(default = 2)] before: i32,
         #[graphql(default = 2)] after: i32,
     ) -> ApiResult<Vec<Message>> {
+        let on = On::session(&self.0.workspace_name, &self.0.session_name);
+        guard::require(ctx, rule!(Message.context), on).await?;
         for (name, v) in [("before", before), ("after", after)] {
             if !(0..=MAX_CONTEXT_SIDE).contains(&v) {
                 return Err(bad_input(format!(

@@ -6,6 +6,7 @@ use super::search::{self, SearchArgs, SearchResult};
 use super::{Conclusion, Message, Session};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
 use crate::graphql::error::ApiResult;
+use crate::graphql::guard::{self, On, rule};
 use crate::graphql::{prefetch, store};
 use crate::store::message::MessageScope;
 
@@ -45,6 +46,8 @@ impl Peer {
         last: Option<i32>,
         before: Option<String>,
     ) -> ApiResult<Conn<Session>> {
+        let on = On::peer(&self.0.workspace_name, &self.0.name);
+        guard::require(ctx, rule!(Peer.sessions), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
         let page = store(ctx)?
@@ -71,6 +74,8 @@ impl Peer {
         #[graphql(default_with = "Some(false)")] include_context: Option<bool>,
         #[graphql(default_with = "Some(2)")] context_window: Option<i32>,
     ) -> ApiResult<SearchResult> {
+        let on = On::peer(&self.0.workspace_name, &self.0.name);
+        guard::require(ctx, rule!(Peer.search), on).await?;
         search::search(
             ctx,
             MessageScope::Peer(&self.0.workspace_name, &self.0.name),
@@ -97,6 +102,8 @@ impl Peer {
         last: Option<i32>,
         before: Option<String>,
     ) -> ApiResult<Conn<Message>> {
+        let on = On::peer(&self.0.workspace_name, &self.0.name);
+        guard::require(ctx, rule!(Peer.messages), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
         let page = store(ctx)?
@@ -123,6 +130,9 @@ impl Peer {
         last: Option<i32>,
         before: Option<String>,
     ) -> ApiResult<Conn<Conclusion>> {
+        // Conclusions are workspace-key data (Honcho's conclusions router), also a peer's own.
+        let on = On::workspace(&self.0.workspace_name);
+        guard::require(ctx, rule!(Peer.conclusions), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
         let page = store(ctx)?

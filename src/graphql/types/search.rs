@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::Message;
 use crate::graphql::error::ApiResult;
+use crate::graphql::guard::{self, On, rule};
 use crate::graphql::loaders::RangeKey;
 use crate::graphql::{loader, prefetch, store};
 use crate::store::message::Message as Row;
@@ -71,8 +72,14 @@ impl MessageSnippet {
     }
 
     /// Every message of the merged window, in seqInSession order; contains every `matched`.
-    async fn context(&self) -> Vec<Message> {
-        self.0.context.iter().cloned().map(Message).collect()
+    ///
+    /// Readable where the session is (a peer key: sessions its peer is an active member of), as
+    /// `Message.context`; a peer key searching its own messages with `includeContext` is refused
+    /// here for the sessions it has left.
+    async fn context(&self, ctx: &Context<'_>) -> ApiResult<Vec<Message>> {
+        let on = On::session(&self.0.workspace, &self.0.session);
+        guard::require(ctx, rule!(MessageSnippet.context), on).await?;
+        Ok(self.0.context.iter().cloned().map(Message).collect())
     }
 }
 

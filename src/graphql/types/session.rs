@@ -6,6 +6,7 @@ use super::search::{self, SearchArgs, SearchResult};
 use super::{Message, Peer};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
 use crate::graphql::error::ApiResult;
+use crate::graphql::guard::{self, On, rule};
 use crate::graphql::loaders::{MembersKey, PeerKey};
 use crate::graphql::{loader, prefetch, store};
 use crate::store::message::MessageScope;
@@ -40,6 +41,8 @@ impl Session {
 
     /// Active members with their per-session configuration, in join order.
     async fn peers(&self, ctx: &Context<'_>) -> ApiResult<Vec<SessionPeer>> {
+        let on = On::session(&self.0.workspace_name, &self.0.name);
+        guard::require(ctx, rule!(Session.peers), on).await?;
         let key = MembersKey(self.0.workspace_name.clone(), self.0.name.clone());
         let loader = loader(ctx)?;
         let members = loader.load_one(key).await?.unwrap_or_default();
@@ -67,6 +70,8 @@ impl Session {
         #[graphql(default_with = "Some(false)")] include_context: Option<bool>,
         #[graphql(default_with = "Some(2)")] context_window: Option<i32>,
     ) -> ApiResult<SearchResult> {
+        let on = On::session(&self.0.workspace_name, &self.0.name);
+        guard::require(ctx, rule!(Session.search), on).await?;
         search::search(
             ctx,
             MessageScope::Session(&self.0.workspace_name, &self.0.name),
@@ -93,6 +98,8 @@ impl Session {
         last: Option<i32>,
         before: Option<String>,
     ) -> ApiResult<Conn<Message>> {
+        let on = On::session(&self.0.workspace_name, &self.0.name);
+        guard::require(ctx, rule!(Session.messages), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
         let page = store(ctx)?

@@ -6,6 +6,7 @@ use super::search::{self, SearchArgs, SearchResult};
 use super::{Conclusion, Message, Peer, Session};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
 use crate::graphql::error::{ApiResult, bad_input};
+use crate::graphql::guard::{self, On, rule};
 use crate::graphql::{prefetch, store};
 use crate::store::message::MessageScope;
 
@@ -32,17 +33,24 @@ impl Workspace {
 
     /// The peer with this id, or null.
     async fn peer(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Peer>> {
+        guard::require(ctx, rule!(Workspace.peer), On::peer(&self.0.name, &id)).await?;
         Ok(store(ctx)?.peer(&self.0.name, &id).await?.map(Peer))
     }
 
     /// The session with this id, or null.
     async fn session(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Session>> {
+        let on = On::session(&self.0.name, &id);
+        guard::require(ctx, rule!(Workspace.session), on).await?;
         Ok(store(ctx)?.session(&self.0.name, &id).await?.map(Session))
     }
 
     /// The message with this id, or null.
     async fn message(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Message>> {
-        Ok(store(ctx)?.message(&self.0.name, &id).await?.map(Message))
+        let message = store(ctx)?.message(&self.0.name, &id).await?;
+        let session = message.as_ref().map(|m| m.session_name.as_str());
+        let on = On::message(&self.0.name, session);
+        guard::require(ctx, rule!(Workspace.message), on).await?;
+        Ok(message.map(Message))
     }
 
     /// Peers, oldest first unless `order: DESC`.
@@ -57,6 +65,8 @@ impl Workspace {
         last: Option<i32>,
         before: Option<String>,
     ) -> ApiResult<Conn<Peer>> {
+        let on = On::workspace(&self.0.name);
+        guard::require(ctx, rule!(Workspace.peers), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
         let page = store(ctx)?
@@ -77,6 +87,8 @@ impl Workspace {
         last: Option<i32>,
         before: Option<String>,
     ) -> ApiResult<Conn<Session>> {
+        let on = On::workspace(&self.0.name);
+        guard::require(ctx, rule!(Workspace.sessions), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
         let page = store(ctx)?
@@ -97,6 +109,8 @@ impl Workspace {
         #[graphql(default_with = "Some(false)")] include_context: Option<bool>,
         #[graphql(default_with = "Some(2)")] context_window: Option<i32>,
     ) -> ApiResult<SearchResult> {
+        let on = On::workspace(&self.0.name);
+        guard::require(ctx, rule!(Workspace.search), on).await?;
         search::search(
             ctx,
             MessageScope::Workspace(&self.0.name),
@@ -123,6 +137,8 @@ impl Workspace {
         last: Option<i32>,
         before: Option<String>,
     ) -> ApiResult<Conn<Message>> {
+        let on = On::workspace(&self.0.name);
+        guard::require(ctx, rule!(Workspace.messages), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
         let page = store(ctx)?
@@ -139,6 +155,8 @@ impl Workspace {
 
     /// The live conclusion with this id, or null (absent or deleted).
     async fn conclusion(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Conclusion>> {
+        let on = On::workspace(&self.0.name);
+        guard::require(ctx, rule!(Workspace.conclusion), on).await?;
         let found = store(ctx)?.conclusion(&self.0.name, &id).await?;
         let list: Vec<_> = found.into_iter().collect();
         prefetch::conclusions(ctx, &list, [ctx.look_ahead()]).await?;
@@ -157,6 +175,8 @@ impl Workspace {
         last: Option<i32>,
         before: Option<String>,
     ) -> ApiResult<Conn<Conclusion>> {
+        let on = On::workspace(&self.0.name);
+        guard::require(ctx, rule!(Workspace.conclusions), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
         let page = store(ctx)?
@@ -178,6 +198,8 @@ impl Workspace {
         max_distance: Option<f64>,
         filters: Option<Json<Value>>,
     ) -> ApiResult<Vec<Conclusion>> {
+        let on = On::workspace(&self.0.name);
+        guard::require(ctx, rule!(Workspace.queryConclusions), on).await?;
         let top_k = u64::try_from(top_k)
             .map_err(|_| bad_input(format!("topK must be between 1 and 100 (got {top_k})")))?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);

@@ -1,0 +1,468 @@
+//! API keys: Honcho's JWTs (spec §6). HS256, the key is the secret's bytes; claims `ad` (admin),
+//! `w` (workspace), `p` (peer), `s` (session), `t` (creation time, informational) and `exp`
+//! (expiry, seconds since the epoch). A key decodes to a [`Principal`]; what a principal may reach
+//! is decided per field in [`crate::graphql::guard`].
+//!
+//! Two of Honcho's [BUG?] items are fixed here: `exp` is numeric (Honcho mints an ISO string that
+//! its own verifier then rejects, so expiring keys never worked), and a non-admin token with no
+//! scope at all is refused instead of passing the self-authorising routes.
+//!
+//! Auth is off when no secret is configured (`HONCHO_AUTH_SECRET` unset): every request is then
+//! an admin, as in Honcho with `AUTH_USE_AUTH=false`.
+
+use std::fmt;
+use std::sync::Arc;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+
+/// Who is calling, as far as authorization is concerned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Principal {
+    /// Everything (an admin key, or any request while auth is off).
+    Admin,
+    /// Everything in one workspace.
+    Workspace(String),
+    /// One peer of a workspace: its own data, and what it may read as an active session member.
+    Peer { workspace: String, peer: String },
+    /// One session of a workspace.
+    Session { workspace: String, session: String },
+}
+
+impl Principal {
+    /// The workspace a scoped key belongs to (None for admin).
+    pub fn workspace(&self) -> Option<&str> {
+        match self {
+            Principal::Admin => None,
+            Principal::Workspace(w)
+            | Principal::Peer { workspace: w, .. }
+            | Principal::Session { workspace: w, .. } => Some(w),
+        }
+    }
+}
+
+impl fmt::Display for Principal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Principal::Admin => write!(f, "an admin key"),
+            Principal::Workspace(w) => write!(f, "a workspace key for {w:?}"),
+            Principal::Peer { workspace, peer } => {
+                write!(f, "a peer key for {peer:?} in {workspace:?}")
+            }
+            Principal::Session { workspace, session } => {
+                write!(f, "a session key for {session:?} in {workspace:?}")
+            }
+        }
+    }
+}
+
+/// Why a request has no principal. Every variant is answered with UNAUTHENTICATED.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("no access token provided (send `Authorization: Bearer <key>`)")]
+    Missing,
+    #[error("the Authorization header must be `Bearer <key>`")]
+    NotBearer,
+    #[error("invalid JWT")]
+    Invalid,
+    #[error("JWT expired")]
+    Expired,
+    #[error("the key names a peer or session without a workspace")]
+    ScopeWithoutWorkspace,
+    #[error("the key has no scope (no admin flag, workspace, peer or session)")]
+    NoScope,
+}
+
+/// Why a key cannot be minted.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MintError {
+    #[error("auth is disabled (set HONCHO_AUTH_SECRET to mint keys)")]
+    Disabled,
+    #[error("a key needs a workspace, a peer or a session")]
+    NoScope,
+    #[error("a key for a peer or a session needs its workspace too")]
+    ScopeWithoutWorkspace,
+    #[error("an admin key cannot also be scoped to a workspace, peer or session")]
+    AdminWithScope,
+    #[error("signing the key failed")]
+    Signing,
+}
+
+/// The claims of a key, as Honcho names them. Absent claims are omitted when minting; other
+/// claims (`iat`, ...) are ignored.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claims {
+    /// Creation time (ISO 8601, Z); informational.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t: Option<String>,
+    /// Expiry, seconds since the epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exp: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ad: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub w: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s: Option<String>,
+}
+
+impl Claims {
+    /// The principal these claims name. `s` wins over `p` (Honcho: a session key reaches only
+    /// its session, even when the token also names a peer).
+    pub fn principal(&self) -> Result<Principal, AuthError> {
+        if self.ad == Some(true) {
+            return Ok(Principal::Admin);
+        }
+        // Honcho treats empty strings as absent.
+        let some = |v: &Option<String>| v.clone().filter(|x| !x.is_empty());
+        match (some(&self.w), some(&self.p), some(&self.s)) {
+            (None, None, None) => Err(AuthError::NoScope),
+            (None, _, _) => Err(AuthError::ScopeWithoutWorkspace),
+            (Some(workspace), _, Some(session)) => Ok(Principal::Session { workspace, session }),
+            (Some(workspace), Some(peer), None) => Ok(Principal::Peer { workspace, peer }),
+            (Some(w), None, None) => Ok(Principal::Workspace(w)),
+        }
+    }
+}
+
+/// What a key to mint covers.
+#[derive(Clone, Debug, Default)]
+pub struct KeySpec {
+    pub admin: bool,
+    pub workspace: Option<String>,
+    pub peer: Option<String>,
+    pub session: Option<String>,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl KeySpec {
+    /// The claims of this key, refused as Honcho's `/keys` does: a scope is needed, and a peer
+    /// or session needs its workspace.
+    pub fn claims(&self, now: DateTime<Utc>) -> Result<Claims, MintError> {
+        let some = |v: &Option<String>| v.clone().filter(|x| !x.is_empty());
+        let (w, p, s) = (some(&self.workspace), some(&self.peer), some(&self.session));
+        if self.admin && (w.is_some() || p.is_some() || s.is_some()) {
+            return Err(MintError::AdminWithScope);
+        }
+        if !self.admin {
+            if w.is_none() && p.is_none() && s.is_none() {
+                return Err(MintError::NoScope);
+            }
+            if w.is_none() {
+                return Err(MintError::ScopeWithoutWorkspace);
+            }
+        }
+        Ok(Claims {
+            t: Some(now.to_rfc3339_opts(SecondsFormat::Secs, true)),
+            exp: self.expires_at.map(|e| e.timestamp().max(0) as u64),
+            ad: self.admin.then_some(true),
+            w,
+            p,
+            s,
+        })
+    }
+}
+
+struct Keys {
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+    validation: Validation,
+}
+
+/// The server's auth mode: off, or on with a secret. Cheap to clone. Deliberately not `Default`:
+/// "off" is always spelled out ([`Auth::disabled`]).
+#[derive(Clone)]
+pub struct Auth(Option<Arc<Keys>>);
+
+impl fmt::Debug for Auth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never print the secret.
+        f.write_str(if self.enabled() {
+            "Auth(on)"
+        } else {
+            "Auth(off)"
+        })
+    }
+}
+
+/// The outcome of authenticating one request (or one WebSocket connection), kept in the
+/// request's data for the guards. A failure is not answered at once: every guarded field answers
+/// UNAUTHENTICATED, and `/health`, `/ready` and introspection stay open.
+#[derive(Clone, Debug)]
+pub struct Caller(pub Result<Principal, AuthError>);
+
+impl Auth {
+    /// Auth off: every request is an admin.
+    pub fn disabled() -> Self {
+        Auth(None)
+    }
+
+    /// Auth on, with keys signed by `secret` (HS256 over its bytes).
+    pub fn with_secret(secret: &str) -> Self {
+        let mut validation = Validation::new(Algorithm::HS256);
+        // Honcho's keys usually carry no `exp`; when present it is checked, to the second.
+        validation.required_spec_claims.clear();
+        validation.validate_exp = true;
+        validation.leeway = 0;
+        validation.validate_aud = false;
+        Auth(Some(Arc::new(Keys {
+            encoding: EncodingKey::from_secret(secret.as_bytes()),
+            decoding: DecodingKey::from_secret(secret.as_bytes()),
+            validation,
+        })))
+    }
+
+    /// From the configured secret: unset means off; an empty secret is refused (it would sign
+    /// keys anyone can forge).
+    pub fn from_secret(secret: Option<&str>) -> anyhow::Result<Self> {
+        match secret {
+            None => Ok(Auth::disabled()),
+            Some("") => anyhow::bail!("HONCHO_AUTH_SECRET is set but empty"),
+            Some(s) => Ok(Auth::with_secret(s)),
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Decodes and checks a key.
+    pub fn verify(&self, token: &str) -> Result<Principal, AuthError> {
+        let Some(keys) = &self.0 else {
+            return Ok(Principal::Admin);
+        };
+        let data = jsonwebtoken::decode::<Claims>(token, &keys.decoding, &keys.validation)
+            .map_err(|e| match e.kind() {
+                jsonwebtoken::errors::ErrorKind::ExpiredSignature => AuthError::Expired,
+                _ => AuthError::Invalid,
+            })?;
+        data.claims.principal()
+    }
+
+    /// Authenticates the value of an `Authorization` header (None when absent). With auth off,
+    /// every request is an admin, header or not.
+    pub fn authenticate(&self, authorization: Option<&str>) -> Caller {
+        if !self.enabled() {
+            return Caller(Ok(Principal::Admin));
+        }
+        let Some(value) = authorization else {
+            return Caller(Err(AuthError::Missing));
+        };
+        let value = value.trim();
+        let token = match value.split_once(' ') {
+            Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
+            _ => return Caller(Err(AuthError::NotBearer)),
+        };
+        Caller(self.verify(token))
+    }
+
+    /// Authenticates a GraphQL WebSocket `connection_init` payload: `{"Authorization": "Bearer
+    /// <key>"}` (the key name is matched case-insensitively; a payload without it is a request
+    /// without a header).
+    pub fn authenticate_connection_init(&self, payload: &serde_json::Value) -> Caller {
+        let header = payload.as_object().and_then(|o| {
+            o.iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+                .map(|(_, v)| v.as_str().unwrap_or_default())
+        });
+        self.authenticate(header)
+    }
+
+    /// Signs a key.
+    pub fn mint(&self, spec: &KeySpec) -> Result<String, MintError> {
+        let keys = self.0.as_ref().ok_or(MintError::Disabled)?;
+        let claims = spec.claims(Utc::now())?;
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &keys.encoding)
+            .map_err(|_| MintError::Signing)
+    }
+}
+
+/// Parses a duration such as `90s`, `15m`, `1h`, `7d` or `2w` (a bare number is seconds).
+pub fn parse_duration(text: &str) -> Result<chrono::Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let n: i64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 90s, 15m, 1h, 7d"))?;
+    let secs = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 604_800,
+        _ => return Err(format!("{text:?}: unit must be s, m, h, d or w")),
+    };
+    n.checked_mul(secs)
+        .filter(|s| *s > 0)
+        .and_then(chrono::Duration::try_seconds)
+        .ok_or_else(|| format!("{text:?} must be a positive duration"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn sign(secret: &str, claims: serde_json::Value) -> String {
+        jsonwebtoken::encode(
+            &Header::new(Algorithm::HS256),
+            &claims,
+            &EncodingKey::from_secret(secret.as_bytes()),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn claims_decide_the_principal() {
+        let auth = Auth::with_secret("s3cret");
+        let p = |c| auth.verify(&sign("s3cret", c));
+        assert_eq!(p(json!({"t": "", "ad": true})), Ok(Principal::Admin));
+        assert_eq!(p(json!({"w": "a"})), Ok(Principal::Workspace("a".into())));
+        assert_eq!(
+            p(json!({"w": "a", "p": "x"})),
+            Ok(Principal::Peer {
+                workspace: "a".into(),
+                peer: "x".into()
+            })
+        );
+        assert_eq!(
+            p(json!({"w": "a", "p": "x", "s": "y"})),
+            Ok(Principal::Session {
+                workspace: "a".into(),
+                session: "y".into()
+            })
+        );
+        assert_eq!(p(json!({"p": "x"})), Err(AuthError::ScopeWithoutWorkspace));
+        assert_eq!(
+            p(json!({"w": "", "s": "y"})),
+            Err(AuthError::ScopeWithoutWorkspace)
+        );
+        assert_eq!(
+            p(json!({"t": "2024-01-01T00:00:00Z"})),
+            Err(AuthError::NoScope)
+        );
+        assert_eq!(p(json!({"ad": false, "w": ""})), Err(AuthError::NoScope));
+        // Honcho's ISO `exp` never worked there; here it is an invalid token, not a crash.
+        assert_eq!(
+            p(json!({"w": "a", "exp": "2099-01-01T00:00:00Z"})),
+            Err(AuthError::Invalid)
+        );
+        assert_eq!(
+            p(json!({"w": "a", "iat": 1})),
+            Ok(Principal::Workspace("a".into()))
+        );
+    }
+
+    #[test]
+    fn expiry_is_checked_and_signatures_matter() {
+        let auth = Auth::with_secret("s3cret");
+        let now = Utc::now().timestamp();
+        let future = sign("s3cret", json!({"w": "a", "exp": now + 60}));
+        let past = sign("s3cret", json!({"w": "a", "exp": now - 1}));
+        assert!(auth.verify(&future).is_ok());
+        assert_eq!(auth.verify(&past), Err(AuthError::Expired));
+        let other = sign("other", json!({"w": "a"}));
+        assert_eq!(auth.verify(&other), Err(AuthError::Invalid));
+        let none = jsonwebtoken::encode(
+            &Header::new(Algorithm::HS384),
+            &json!({"w": "a"}),
+            &EncodingKey::from_secret(b"s3cret"),
+        )
+        .unwrap();
+        assert_eq!(auth.verify(&none), Err(AuthError::Invalid));
+        assert_eq!(auth.verify("not.a.jwt"), Err(AuthError::Invalid));
+    }
+
+    #[test]
+    fn minted_keys_round_trip() {
+        let auth = Auth::with_secret("s3cret");
+        let spec = KeySpec {
+            workspace: Some("a".into()),
+            peer: Some("x".into()),
+            expires_at: Some(Utc::now() + chrono::Duration::hours(1)),
+            ..Default::default()
+        };
+        let key = auth.mint(&spec).unwrap();
+        assert_eq!(
+            auth.verify(&key),
+            Ok(Principal::Peer {
+                workspace: "a".into(),
+                peer: "x".into()
+            })
+        );
+        let admin = auth
+            .mint(&KeySpec {
+                admin: true,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(auth.verify(&admin), Ok(Principal::Admin));
+        let refuse = |spec: KeySpec| auth.mint(&spec).unwrap_err();
+        assert_eq!(refuse(KeySpec::default()), MintError::NoScope);
+        assert_eq!(
+            refuse(KeySpec {
+                session: Some("s".into()),
+                ..Default::default()
+            }),
+            MintError::ScopeWithoutWorkspace
+        );
+        assert_eq!(
+            refuse(KeySpec {
+                admin: true,
+                workspace: Some("a".into()),
+                ..Default::default()
+            }),
+            MintError::AdminWithScope
+        );
+        assert_eq!(Auth::disabled().mint(&spec), Err(MintError::Disabled));
+    }
+
+    #[test]
+    fn headers_and_connection_init() {
+        let auth = Auth::with_secret("s3cret");
+        let key = sign("s3cret", json!({"w": "a"}));
+        let ws = Ok(Principal::Workspace("a".into()));
+        assert_eq!(auth.authenticate(Some(&format!("Bearer {key}"))).0, ws);
+        assert_eq!(auth.authenticate(Some(&format!("bearer  {key} "))).0, ws);
+        assert_eq!(auth.authenticate(None).0, Err(AuthError::Missing));
+        assert_eq!(auth.authenticate(Some(&key)).0, Err(AuthError::NotBearer));
+        assert_eq!(
+            auth.authenticate(Some(&format!("Basic {key}"))).0,
+            Err(AuthError::NotBearer)
+        );
+        let init = json!({"Authorization": format!("Bearer {key}")});
+        assert_eq!(auth.authenticate_connection_init(&init).0, ws);
+        let init = json!({"authorization": format!("Bearer {key}")});
+        assert_eq!(auth.authenticate_connection_init(&init).0, ws);
+        assert_eq!(
+            auth.authenticate_connection_init(&serde_json::Value::Null)
+                .0,
+            Err(AuthError::Missing)
+        );
+        // Auth off: everyone is an admin, whatever they send.
+        let off = Auth::disabled();
+        assert_eq!(off.authenticate(None).0, Ok(Principal::Admin));
+        assert_eq!(
+            off.authenticate(Some("Bearer junk")).0,
+            Ok(Principal::Admin)
+        );
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90").unwrap().num_seconds(), 90);
+        assert_eq!(parse_duration("15m").unwrap().num_seconds(), 900);
+        assert_eq!(parse_duration("1h").unwrap().num_seconds(), 3600);
+        assert_eq!(parse_duration("7d").unwrap().num_seconds(), 604_800);
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("1y").is_err());
+        assert!(parse_duration("h").is_err());
+        assert!(parse_duration("99999999999999999999d").is_err());
+    }
+}

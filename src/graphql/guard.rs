@@ -1,0 +1,712 @@
+//! Authorization, in one place: every field that reads or writes scoped data has a [`Rule`] in
+//! [`RULES`], and its resolver starts with
+//!
+//! ```ignore
+//! guard::require(ctx, rule!(Workspace.session), On::session(&self.0.name, &id)).await?;
+//! ```
+//!
+//! `rule!(Type.field)` looks the field up in the table at compile time (a field missing from the
+//! table does not build); [`On`] names the resource the call touches. The rules are Honcho's
+//! (spec §6, the Auth column of spec §5): W = a key of the workspace, P = the peer's own key, S =
+//! the session's key, M = a peer key whose peer is an *active* member of the session (member
+//! read), self = the get-or-create routes that compare the key's claims with the ids.
+//!
+//! A caller without a valid key (auth on) gets UNAUTHENTICATED; a valid key out of scope gets
+//! FORBIDDEN (Honcho answers 401 for both).
+//!
+//! Which fields need a rule: every root field, and every object field that takes arguments or
+//! returns an object, a union or a list of them (Relay connection and edge types excepted: their
+//! content is what the field that produced them fetched). The integration test `auth` reads the
+//! schema and fails on a field without a rule; at run time [`Enforce`] refuses such a field, and a
+//! guarded field whose resolver returned without calling [`require`].
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use async_graphql::extensions::{
+    Extension, ExtensionContext, ExtensionFactory, NextPrepareRequest, NextResolve, ResolveInfo,
+};
+use async_graphql::registry::{MetaType, Registry};
+use async_graphql::{Context, Pos, Request, ServerError, ServerResult, Value};
+
+use super::error::{ApiResult, Code};
+use super::loader;
+use super::loaders::MembersKey;
+use super::store;
+use crate::auth::{Auth, AuthError, Caller, Principal};
+
+/// What a field asks of the caller's key. An admin key passes every rule; a key of another
+/// workspace passes none (but [`Rule::Inherit`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// Nothing new is reached: the parent object was authorized by the field that produced it.
+    Inherit,
+    /// A: admin keys only.
+    Admin,
+    /// W: the workspace's key.
+    Workspace,
+    /// Any key of the workspace (W, or a P or S key whose `w` is it): Honcho's "self" on
+    /// workspaces.
+    InWorkspace,
+    /// W, or the peer's own key (P).
+    Peer,
+    /// W, or the session's key (S).
+    Session,
+    /// W, S, or a peer key whose peer is an active member of the session (M).
+    SessionRead,
+    /// [`Rule::SessionRead`] on the message's session (the resolver looks the message up first;
+    /// an absent message is null or NOT_FOUND for any key of the workspace).
+    MessageRead,
+    /// [`Rule::Session`] on the message's session (peer keys never write messages).
+    MessageWrite,
+    /// Self: any key of the workspace, but a peer key only for its own peer.
+    CreatePeer,
+    /// Self: any key of the workspace, but a session key only for its own session, and a peer
+    /// key only for a new session or one its peer is an active member of.
+    CreateSession,
+    /// A feed of messages filtered by an optional session and an optional author (for
+    /// `Subscription.messageCreated`): W; S when the session is its own; P when the author is
+    /// its own peer or the session is one its peer is an active member of.
+    MessageFeed,
+}
+
+/// One row of [`RULES`].
+#[derive(Clone, Copy, Debug)]
+pub struct Field {
+    /// GraphQL type name, as in the schema.
+    pub ty: &'static str,
+    /// GraphQL field name, as in the schema (camelCase).
+    pub name: &'static str,
+    pub rule: Rule,
+}
+
+const fn field(ty: &'static str, name: &'static str, rule: Rule) -> Field {
+    Field { ty, name, rule }
+}
+
+use Rule::*;
+
+/// Every field that needs a rule, and its rule. Adding a field to the schema = adding its line
+/// here (the build fails on `rule!` of a field not listed, the `auth` test on a field of the
+/// schema not listed).
+#[rustfmt::skip]
+pub const RULES: &[Field] = &[
+    // Queries.
+    field("QueryRoot",    "workspace",               InWorkspace),
+    field("QueryRoot",    "workspaces",              Admin),
+    field("Workspace",    "peer",                    Peer),
+    field("Workspace",    "session",                 SessionRead),
+    field("Workspace",    "message",                 MessageRead),
+    field("Workspace",    "peers",                   Workspace),
+    field("Workspace",    "sessions",                Workspace),
+    field("Workspace",    "messages",                Workspace),
+    field("Workspace",    "search",                  Workspace),
+    field("Workspace",    "conclusion",              Workspace),
+    field("Workspace",    "conclusions",             Workspace),
+    field("Workspace",    "queryConclusions",        Workspace),
+    field("Peer",         "sessions",                Peer),
+    field("Peer",         "messages",                Peer),
+    field("Peer",         "search",                  Peer),
+    field("Peer",         "conclusions",             Workspace),
+    field("Session",      "peers",                   SessionRead),
+    field("Session",      "messages",                SessionRead),
+    field("Session",      "search",                  SessionRead),
+    field("SessionPeer",  "peer",                    Inherit),
+    field("Message",      "peer",                    Inherit),
+    field("Message",      "session",                 Inherit),
+    field("Message",      "context",                 SessionRead),
+    field("MessageHits",  "results",                 Inherit),
+    field("SnippetHits",  "results",                 Inherit),
+    field("SnippetHits",  "snippets",                Inherit),
+    field("MessageSnippet", "matched",               Inherit),
+    field("MessageSnippet", "context",               SessionRead),
+    field("Conclusion",   "observer",                Inherit),
+    field("Conclusion",   "observed",                Inherit),
+    field("Conclusion",   "session",                 Inherit),
+    field("Conclusion",   "sources",                 Inherit),
+    field("Conclusion",   "derived",                 Inherit),
+    field("Conclusion",   "reasoningTree",           Inherit),
+    field("ReasoningTree", "nodes",                  Inherit),
+    field("ReasoningTree", "edges",                  Inherit),
+    // Mutations.
+    field("MutationRoot", "getOrCreateWorkspace",    InWorkspace),
+    field("MutationRoot", "updateWorkspace",         Workspace),
+    field("MutationRoot", "deleteWorkspace",         Workspace),
+    field("MutationRoot", "getOrCreatePeer",         CreatePeer),
+    field("MutationRoot", "updatePeer",              Peer),
+    field("MutationRoot", "getOrCreateSession",      CreateSession),
+    field("MutationRoot", "updateSession",           Session),
+    field("MutationRoot", "deleteSession",           Session),
+    field("MutationRoot", "cloneSession",            Session),
+    field("MutationRoot", "addPeersToSession",       Session),
+    field("MutationRoot", "removePeersFromSession",  Session),
+    field("MutationRoot", "setSessionPeerConfig",    Session),
+    field("MutationRoot", "createMessages",          Session),
+    field("MutationRoot", "updateMessage",           MessageWrite),
+    field("MutationRoot", "createConclusions",       Workspace),
+    field("MutationRoot", "updateConclusion",        Workspace),
+    field("MutationRoot", "deleteConclusion",        Workspace),
+    field("MutationRoot", "recordDerivedConclusion", Admin),
+    field("MutationRoot", "createKey",               Admin),
+    // Subscriptions (checked when the subscription starts and again before each event).
+    field("SubscriptionRoot", "messageCreated",    MessageFeed),
+    field("SubscriptionRoot", "conclusionCreated", Workspace),
+];
+
+const fn str_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// The row of `ty.name`; in a const context (what [`rule!`] expands to) a missing row fails the
+/// build.
+pub const fn find(ty: &str, name: &str) -> Field {
+    let mut i = 0;
+    while i < RULES.len() {
+        if str_eq(RULES[i].ty, ty) && str_eq(RULES[i].name, name) {
+            return RULES[i];
+        }
+        i += 1;
+    }
+    panic!("this field has no row in graphql::guard::RULES")
+}
+
+/// The [`RULES`] row of a field: `rule!(Workspace.session)`, checked at compile time.
+macro_rules! rule {
+    ($ty:ident . $field:ident) => {{
+        const FIELD: $crate::graphql::guard::Field =
+            $crate::graphql::guard::find(stringify!($ty), stringify!($field));
+        FIELD
+    }};
+}
+pub(crate) use rule;
+
+/// The resource a call touches, as far as the rules care.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct On<'a> {
+    pub workspace: Option<&'a str>,
+    pub peer: Option<&'a str>,
+    pub session: Option<&'a str>,
+}
+
+impl<'a> On<'a> {
+    /// No resource (admin-only fields).
+    pub fn nothing() -> Self {
+        On::default()
+    }
+
+    pub fn workspace(workspace: &'a str) -> Self {
+        On {
+            workspace: Some(workspace),
+            ..On::default()
+        }
+    }
+
+    pub fn peer(workspace: &'a str, peer: &'a str) -> Self {
+        On {
+            peer: Some(peer),
+            ..On::workspace(workspace)
+        }
+    }
+
+    pub fn session(workspace: &'a str, session: &'a str) -> Self {
+        On {
+            session: Some(session),
+            ..On::workspace(workspace)
+        }
+    }
+
+    /// A message of `session` (None when there is no such message).
+    pub fn message(workspace: &'a str, session: Option<&'a str>) -> Self {
+        On {
+            session,
+            ..On::workspace(workspace)
+        }
+    }
+}
+
+impl fmt::Display for On<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = [
+            ("workspace", self.workspace),
+            ("peer", self.peer),
+            ("session", self.session),
+        ]
+        .iter()
+        .filter_map(|(k, v)| v.map(|v| format!("{k} {v:?}")))
+        .collect();
+        f.write_str(&parts.join(", "))
+    }
+}
+
+/// The caller's principal: from the request's [`Caller`] (HTTP header, WebSocket
+/// `connection_init`); without one, admin when auth is off and UNAUTHENTICATED when it is on (or
+/// when the schema carries no [`Auth`] at all).
+pub fn principal(ctx: &Context<'_>) -> ApiResult<Principal> {
+    let caller = match ctx.data_opt::<Caller>() {
+        Some(Caller(c)) => c.clone(),
+        None => match ctx.data_opt::<Auth>() {
+            Some(auth) if !auth.enabled() => Ok(Principal::Admin),
+            _ => Err(AuthError::Missing),
+        },
+    };
+    caller.map_err(|e| Code::Unauthenticated.error(e.to_string()))
+}
+
+/// Checks `field`'s rule for the caller on `on`: Ok, UNAUTHENTICATED or FORBIDDEN.
+pub async fn require(ctx: &Context<'_>, field: Field, on: On<'_>) -> ApiResult<()> {
+    if let (Some(checked), Some(path)) = (ctx.data_opt::<Checked>(), &ctx.path_node) {
+        checked.mark(path.to_string());
+    }
+    let principal = principal(ctx)?;
+    if allows(ctx, &principal, field.rule, on).await? {
+        Ok(())
+    } else {
+        Err(Code::Forbidden.error(format!(
+            "{principal} may not use {}.{} on {on}",
+            field.ty, field.name
+        )))
+    }
+}
+
+async fn allows(ctx: &Context<'_>, p: &Principal, rule: Rule, on: On<'_>) -> ApiResult<bool> {
+    use Principal as K;
+    let w = match (rule, p) {
+        (Inherit, _) | (_, K::Admin) => return Ok(true),
+        (Admin, _) => return Ok(false),
+        (_, K::Workspace(w) | K::Peer { workspace: w, .. } | K::Session { workspace: w, .. }) => w,
+    };
+    // Scoped keys never leave their workspace.
+    if on.workspace != Some(w.as_str()) {
+        return Ok(false);
+    }
+    let is = |mine: &str, theirs: Option<&str>| theirs == Some(mine);
+    Ok(match (rule, p) {
+        (Inherit, _) | (_, K::Admin | K::Workspace(_)) | (InWorkspace, _) => true,
+        (Peer | CreatePeer, K::Peer { peer, .. }) => is(peer, on.peer),
+        (Session | SessionRead | CreateSession, K::Session { session, .. }) => {
+            is(session, on.session)
+        }
+        (MessageRead | MessageWrite, K::Session { session, .. }) => {
+            on.session.is_none_or(|s| s == session)
+        }
+        (SessionRead, K::Peer { peer, .. }) => member(ctx, w, on.session, peer).await?,
+        (MessageRead, K::Peer { peer, .. }) => {
+            on.session.is_none() || member(ctx, w, on.session, peer).await?
+        }
+        (CreatePeer, K::Session { .. }) => true,
+        (MessageFeed, K::Session { session, .. }) => is(session, on.session),
+        (MessageFeed, K::Peer { peer, .. }) => {
+            is(peer, on.peer) || member(ctx, w, on.session, peer).await?
+        }
+        (CreateSession, K::Peer { peer, .. }) => {
+            // Not through the request's loader: the mutation is about to change what it would
+            // cache.
+            let Some(session) = on.session else {
+                return Ok(false);
+            };
+            let store = store(ctx)?;
+            store.session(w, session).await?.is_none()
+                || store
+                    .session_member(w, session, peer)
+                    .await?
+                    .is_some_and(|m| m.left_at.is_none())
+        }
+        (Admin | Workspace | Peer | Session | MessageWrite, _) => false,
+    })
+}
+
+/// Whether `peer` is an active member of the session (batched and cached per request).
+async fn member(
+    ctx: &Context<'_>,
+    workspace: &str,
+    session: Option<&str>,
+    peer: &str,
+) -> ApiResult<bool> {
+    let Some(session) = session else {
+        return Ok(false);
+    };
+    let members = loader(ctx)?
+        .load_one(MembersKey(workspace.to_owned(), session.to_owned()))
+        .await?
+        .unwrap_or_default();
+    Ok(members.iter().any(|m| m.peer_name == peer))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Run-time backstop.
+
+/// Paths of the fields whose resolver called [`require`] in this request.
+#[derive(Default)]
+struct Checked(Mutex<HashSet<String>>);
+
+impl Checked {
+    fn mark(&self, path: String) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(path);
+    }
+
+    fn take(&self, path: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(path)
+    }
+}
+
+/// Which fields of a schema need a rule (see the module docs).
+pub fn fields_needing_rules(registry: &Registry) -> HashSet<(String, String)> {
+    let roots: Vec<&str> = [
+        Some(registry.query_type.as_str()),
+        registry.mutation_type.as_deref(),
+        registry.subscription_type.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let composite = |ty: &str| {
+        let base = ty.trim_matches(|c| c == '[' || c == ']' || c == '!');
+        matches!(
+            registry.types.get(base),
+            Some(MetaType::Object { .. } | MetaType::Interface { .. } | MetaType::Union { .. })
+        )
+    };
+    let mut out = HashSet::new();
+    for (name, ty) in &registry.types {
+        let fields = match ty {
+            MetaType::Object { fields, .. } | MetaType::Interface { fields, .. } => fields,
+            _ => continue,
+        };
+        if name.starts_with("__") || is_relay_container(fields.keys().map(String::as_str)) {
+            continue;
+        }
+        for (fname, f) in fields {
+            if fname.starts_with("__") {
+                continue;
+            }
+            if roots.contains(&name.as_str()) || !f.args.is_empty() || composite(&f.ty) {
+                out.insert((name.clone(), fname.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// A Relay connection (`edges nodes pageInfo totalCount`) or edge (`cursor node`) type: it holds
+/// what the field that returned it fetched, and fetches nothing itself.
+pub fn is_relay_container<'a>(fields: impl Iterator<Item = &'a str>) -> bool {
+    let names: HashSet<&str> = fields.filter(|f| !f.starts_with("__")).collect();
+    let connection: HashSet<&str> = ["edges", "nodes", "pageInfo", "totalCount"].into();
+    let edge: HashSet<&str> = ["cursor", "node"].into();
+    names == edge || (names.contains("edges") && names.is_subset(&connection))
+}
+
+/// The fields of the schema that need a rule, by type then field, with their rule (None: the
+/// field has no rule).
+type Plan = HashMap<String, HashMap<String, Option<Rule>>>;
+
+/// The run-time backstop, installed on every schema: a field that needs a rule and has none is
+/// refused, and so is a guarded field whose resolver returned without calling [`require`]
+/// (INTERNAL_SERVER_ERROR: either is a bug to fix here, never a reason to serve the data).
+#[derive(Default)]
+pub struct Enforce {
+    plan: Arc<OnceLock<Plan>>,
+}
+
+struct EnforceExt {
+    plan: Arc<OnceLock<Plan>>,
+}
+
+impl ExtensionFactory for Enforce {
+    fn create(&self) -> Arc<dyn Extension> {
+        Arc::new(EnforceExt {
+            plan: self.plan.clone(),
+        })
+    }
+}
+
+fn internal(message: String) -> ServerError {
+    let mut err = Code::Internal
+        .error(message)
+        .0
+        .into_server_error(Pos::default());
+    err.locations.clear();
+    err
+}
+
+#[async_trait::async_trait]
+impl Extension for EnforceExt {
+    async fn prepare_request(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        request: Request,
+        next: NextPrepareRequest<'_>,
+    ) -> ServerResult<Request> {
+        next.run(ctx, request.data(Checked::default())).await
+    }
+
+    async fn resolve(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        info: ResolveInfo<'_>,
+        next: NextResolve<'_>,
+    ) -> ServerResult<Option<Value>> {
+        if info.is_for_introspection {
+            return next.run(ctx, info).await;
+        }
+        let plan = self.plan.get_or_init(|| {
+            let mut plan = Plan::new();
+            for (ty, name) in fields_needing_rules(&ctx.schema_env.registry) {
+                let rule = RULES
+                    .iter()
+                    .find(|f| f.ty == ty && f.name == name)
+                    .map(|f| f.rule);
+                plan.entry(ty).or_default().insert(name, rule);
+            }
+            plan
+        });
+        let (ty, name) = (info.parent_type, info.name);
+        match plan.get(ty).and_then(|fields| fields.get(name)) {
+            None | Some(Some(Rule::Inherit)) => next.run(ctx, info).await,
+            Some(None) => Err(internal(format!(
+                "{ty}.{name} has no authorization rule (add it to graphql::guard::RULES)"
+            ))),
+            Some(Some(_)) => {
+                let path = info.path_node.to_string();
+                let result = next.run(ctx, info).await;
+                let checked = ctx.data_opt::<Checked>().is_none_or(|c| c.take(&path));
+                if result.is_ok() && !checked {
+                    tracing::error!(field = %format!("{ty}.{name}"), "resolved without its authorization check");
+                    return Err(internal(format!(
+                        "{ty}.{name} resolved without its authorization check"
+                    )));
+                }
+                result
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_graphql::{EmptyMutation, EmptySubscription, Object, Schema};
+
+    use crate::graphql::error::ApiResult;
+
+    struct Query;
+
+    /// Stands in for a root whose resolvers forgot their rule or their check.
+    #[Object(name = "QueryRoot")]
+    impl Query {
+        /// Has a row in RULES, but the resolver never calls `require`.
+        async fn workspace(&self) -> i32 {
+            1
+        }
+
+        /// Has no row in RULES.
+        async fn unlisted(&self) -> i32 {
+            2
+        }
+    }
+
+    #[tokio::test]
+    async fn the_backstop_refuses_fields_without_rule_or_check() {
+        let schema = Schema::build(Query, EmptyMutation, EmptySubscription)
+            .data(Auth::disabled())
+            .extension(Enforce::default())
+            .finish();
+        let resp = schema.execute("{ workspace }").await;
+        assert!(
+            resp.errors[0]
+                .message
+                .contains("QueryRoot.workspace resolved without its authorization check"),
+            "{:?}",
+            resp.errors
+        );
+        assert_eq!(resp.data, Value::Null);
+        let resp = schema.execute("{ unlisted }").await;
+        assert!(
+            resp.errors[0].message.contains("has no authorization rule"),
+            "{:?}",
+            resp.errors
+        );
+        let resp = schema.execute("{ __typename }").await;
+        assert!(resp.errors.is_empty());
+    }
+
+    /// Asks `require` for any rule on any resource, as the principal in the request's data.
+    struct Probe;
+
+    #[Object(name = "Probe")]
+    impl Probe {
+        async fn check(
+            &self,
+            ctx: &Context<'_>,
+            rule: String,
+            w: Option<String>,
+            p: Option<String>,
+            s: Option<String>,
+        ) -> ApiResult<bool> {
+            let rule = match rule.as_str() {
+                "Admin" => Admin,
+                "Workspace" => Workspace,
+                "InWorkspace" => InWorkspace,
+                "Peer" => Peer,
+                "Session" => Session,
+                "SessionRead" => SessionRead,
+                "MessageRead" => MessageRead,
+                "MessageWrite" => MessageWrite,
+                "CreatePeer" => CreatePeer,
+                "CreateSession" => CreateSession,
+                "MessageFeed" => MessageFeed,
+                other => panic!("unknown rule {other}"),
+            };
+            let on = On {
+                workspace: w.as_deref(),
+                peer: p.as_deref(),
+                session: s.as_deref(),
+            };
+            let field = Field {
+                ty: "Probe",
+                name: "check",
+                rule,
+            };
+            require(ctx, field, on).await?;
+            Ok(true)
+        }
+    }
+
+    async fn decide(auth: Option<Auth>, caller: Option<Caller>, rule: &str, on: &str) -> String {
+        let mut schema = Schema::build(Probe, EmptyMutation, EmptySubscription);
+        if let Some(a) = auth {
+            schema = schema.data(a);
+        }
+        let [w, p, s] = [0, 1, 2].map(|i| {
+            let v = on.split('/').nth(i).unwrap_or("-");
+            if v == "-" {
+                "null".to_owned()
+            } else {
+                format!("{v:?}")
+            }
+        });
+        let query = format!("{{ check(rule: {rule:?}, w: {w}, p: {p}, s: {s}) }}");
+        let mut req = async_graphql::Request::new(query);
+        if let Some(c) = caller {
+            req = req.data(c);
+        }
+        let resp = schema.finish().execute(req).await;
+        match resp.errors.first() {
+            None => "y".into(),
+            Some(e) => match e.extensions.as_ref().and_then(|x| x.get("code")) {
+                Some(Value::String(code)) if code == "FORBIDDEN" => "F".into(),
+                Some(Value::String(code)) if code == "UNAUTHENTICATED" => "U".into(),
+                _ => format!("{e:?}"),
+            },
+        }
+    }
+
+    /// The decisions that need no database (member read is exercised by the integration tests).
+    #[tokio::test]
+    async fn decisions_without_membership() {
+        let on = Some(Auth::with_secret("x"));
+        let key = |p: Principal| Some(Caller(Ok(p)));
+        let w = || Principal::Workspace("ws".into());
+        let alice = || Principal::Peer {
+            workspace: "ws".into(),
+            peer: "alice".into(),
+        };
+        let s1 = || Principal::Session {
+            workspace: "ws".into(),
+            session: "s1".into(),
+        };
+        // (principal, rule, workspace/peer/session ("-" = none), expected)
+        let cases: Vec<(Principal, &str, &str, &str)> = vec![
+            (Principal::Admin, "Admin", "", "y"),
+            (Principal::Admin, "Session", "other/-/x", "y"),
+            (w(), "Admin", "", "F"),
+            (w(), "Workspace", "ws", "y"),
+            (w(), "Workspace", "other", "F"),
+            (w(), "SessionRead", "ws/-/s9", "y"),
+            (w(), "MessageFeed", "ws", "y"),
+            (w(), "Workspace", "", "F"),
+            (alice(), "InWorkspace", "ws", "y"),
+            (alice(), "InWorkspace", "other", "F"),
+            (alice(), "Workspace", "ws", "F"),
+            (alice(), "Peer", "ws/alice", "y"),
+            (alice(), "Peer", "ws/bob", "F"),
+            (alice(), "Peer", "other/alice", "F"),
+            (alice(), "CreatePeer", "ws/alice", "y"),
+            (alice(), "CreatePeer", "ws/bob", "F"),
+            (alice(), "Session", "ws/-/s1", "F"),
+            (alice(), "SessionRead", "ws", "F"),
+            (alice(), "MessageRead", "ws", "y"),
+            (alice(), "MessageWrite", "ws", "F"),
+            (alice(), "MessageFeed", "ws/alice", "y"),
+            (alice(), "MessageFeed", "ws/bob", "F"),
+            (alice(), "MessageFeed", "ws", "F"),
+            (s1(), "Session", "ws/-/s1", "y"),
+            (s1(), "Session", "ws/-/s2", "F"),
+            (s1(), "Session", "other/-/s1", "F"),
+            (s1(), "SessionRead", "ws/-/s1", "y"),
+            (s1(), "MessageRead", "ws/-/s1", "y"),
+            (s1(), "MessageRead", "ws/-/s2", "F"),
+            (s1(), "MessageRead", "ws", "y"),
+            (s1(), "MessageWrite", "ws/-/s1", "y"),
+            (s1(), "MessageWrite", "ws/-/s2", "F"),
+            (s1(), "MessageWrite", "ws", "y"),
+            (s1(), "CreateSession", "ws/-/s1", "y"),
+            (s1(), "CreateSession", "ws/-/s2", "F"),
+            (s1(), "CreatePeer", "ws/zed", "y"),
+            (s1(), "Peer", "ws/alice", "F"),
+            (s1(), "InWorkspace", "ws", "y"),
+            (s1(), "Workspace", "ws", "F"),
+            (s1(), "MessageFeed", "ws/-/s1", "y"),
+            (s1(), "MessageFeed", "ws/alice/s2", "F"),
+            (s1(), "MessageFeed", "ws", "F"),
+        ];
+        let mut wrong = Vec::new();
+        for (p, rule, target, want) in cases {
+            let got = decide(on.clone(), key(p.clone()), rule, target).await;
+            if got != want {
+                wrong.push(format!("{p} {rule} on {target:?}: want {want}, got {got}"));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+        // Without a caller: admin when auth is off, UNAUTHENTICATED when on or unknown.
+        let expired = Some(Caller(Err(AuthError::Expired)));
+        assert_eq!(decide(on.clone(), expired, "InWorkspace", "ws").await, "U");
+        assert_eq!(decide(on, None, "InWorkspace", "ws").await, "U");
+        assert_eq!(decide(Some(Auth::disabled()), None, "Admin", "").await, "y");
+        assert_eq!(decide(None, None, "InWorkspace", "ws").await, "U");
+    }
+
+    #[test]
+    fn rows_are_unique_and_found() {
+        for (i, a) in RULES.iter().enumerate() {
+            for b in &RULES[i + 1..] {
+                assert!(
+                    !(a.ty == b.ty && a.name == b.name),
+                    "{}.{} twice",
+                    a.ty,
+                    a.name
+                );
+            }
+        }
+        assert_eq!(rule!(Workspace.session).rule, Rule::SessionRead);
+        assert_eq!(rule!(MutationRoot.createKey).rule, Rule::Admin);
+    }
+}

@@ -1,0 +1,39 @@
+use async_graphql::{Context, ID, Object};
+
+use crate::auth::{Auth, KeySpec, MintError};
+use crate::graphql::error::{ApiResult, Code, bad_input};
+use crate::graphql::guard::{self, On, rule};
+use crate::graphql::scalars::DateTime;
+
+/// API keys.
+#[derive(Default)]
+pub struct KeysMutation;
+
+#[Object]
+impl KeysMutation {
+    /// Mints an API key (admin keys only): a workspace key (`workspaceId`), a peer key
+    /// (`workspaceId` + `peerId`) or a session key (`workspaceId` + `sessionId`), valid until
+    /// `expiresAt` (for ever without it). BAD_USER_INPUT when auth is disabled.
+    async fn create_key(
+        &self,
+        ctx: &Context<'_>,
+        workspace_id: Option<ID>,
+        peer_id: Option<ID>,
+        session_id: Option<ID>,
+        expires_at: Option<DateTime>,
+    ) -> ApiResult<String> {
+        guard::require(ctx, rule!(MutationRoot.createKey), On::nothing()).await?;
+        let auth = ctx.data::<Auth>()?;
+        let spec = KeySpec {
+            admin: false,
+            workspace: workspace_id.map(|w| w.0),
+            peer: peer_id.map(|p| p.0),
+            session: session_id.map(|s| s.0),
+            expires_at: expires_at.map(|t| t.0),
+        };
+        auth.mint(&spec).map_err(|e| match e {
+            MintError::Signing => Code::Internal.error(e.to_string()),
+            _ => bad_input(e.to_string()),
+        })
+    }
+}
