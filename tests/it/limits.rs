@@ -364,8 +364,13 @@ fn random_documents_never_panic_and_every_error_is_coded() {
         .build()
         .unwrap();
     let app = rt.block_on(TestApp::new());
+    // Bounded for `make test`; HONCHO_FUZZ_CASES=100000 for a long run.
+    let cases = std::env::var("HONCHO_FUZZ_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(300);
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
-        cases: 300,
+        cases,
         failure_persistence: None,
         ..ProptestConfig::default()
     });
