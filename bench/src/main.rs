@@ -486,6 +486,16 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
         }
     }
 
+    // What a search request spends embedding its query, with no database at all.
+    let mut embeds = Vec::new();
+    for _ in 0..50 {
+        let q = vec![seed::query(&mut rng)];
+        let t = Instant::now();
+        minilm.embed(&q).await?;
+        embeds.push(t.elapsed());
+    }
+    let query_embedding = stats(embeds);
+
     // (3) workspace search with context across the sessions.
     let reqs: Vec<Req> = (0..20)
         .map(|_| Req {
@@ -535,7 +545,7 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
     throughput.extend(ingest(&b, &big, &mut rng, &minilm, batches).await?);
 
     let total = started.elapsed();
-    report(&reads, &throughput, seeded, total, args)?;
+    report(&reads, &throughput, &query_embedding, seeded, total, args)?;
     Ok(())
 }
 
@@ -716,6 +726,7 @@ async fn ingest(
 fn report(
     reads: &[ReadResult],
     tp: &[ThroughputResult],
+    query_embedding: &Stats,
     seeded: Duration,
     total: Duration,
     args: &Args,
@@ -757,6 +768,10 @@ fn report(
     }
     println!();
     println!(
+        "MiniLM embedding one search query alone (no database): p50 {:.2} ms, p95 {:.2} ms",
+        query_embedding.p50_ms, query_embedding.p95_ms
+    );
+    println!(
         "{} clients, {} requests per workload; seeded in {:.0}s, total {:.0}s",
         args.clients,
         args.requests,
@@ -773,6 +788,7 @@ fn report(
         "seed_seconds": seeded.as_secs_f64(),
         "total_seconds": total.as_secs_f64(),
         "reads": reads,
+        "query_embedding": query_embedding,
         "throughput": tp,
     });
     std::fs::write(

@@ -44,7 +44,7 @@ pub fn latency(series: &[Series]) -> String {
         s,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">
 <rect width="100%" height="100%" fill="white"/>
-<text x="{left}" y="20" font-size="14">Latency per request (ms, log scale): <tspan fill="{E2E}">end to end over HTTP</tspan> vs <tspan fill="{SQL}">the same SQL alone</tspan>; box p25-p75, marks p50 | p95 | p99</text>
+<text x="10" y="20" font-size="14">Latency per request (ms, log scale): <tspan fill="{E2E}">end to end over HTTP</tspan> vs <tspan fill="{SQL}">the same SQL alone</tspan>; box p25-p75, marks p50 | p95 | p99</text>
 "#
     );
     let mut d = l0;
@@ -128,7 +128,7 @@ fn bars(
         s,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">
 <rect width="100%" height="100%" fill="white"/>
-<text x="{left}" y="20" font-size="14">{}</text>
+<text x="10" y="20" font-size="14">{}</text>
 "#,
         esc(title)
     );
