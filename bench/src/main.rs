@@ -48,6 +48,9 @@ struct Args {
     /// Seed of every random choice.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Print the statements of each read workload's first request (first 160 characters each).
+    #[arg(long)]
+    show_sql: bool,
     /// Keep the benchmark database instead of dropping it.
     #[arg(long)]
     keep: bool,
@@ -215,6 +218,13 @@ impl Bench {
             captured.push(stmts);
         }
         let counts: Vec<usize> = captured.iter().map(Vec::len).collect();
+        if self.args.show_sql {
+            eprintln!("-- {workload} {scale}: {} statements", counts[0]);
+            for st in &captured[0] {
+                let sql: String = st.sql.split_whitespace().collect::<Vec<_>>().join(" ");
+                eprintln!("   {}", sql.chars().take(160).collect::<String>());
+            }
+        }
         let total = self.args.requests;
         let clients = self.args.clients;
         let label = format!("{workload} {scale}");
