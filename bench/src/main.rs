@@ -1,0 +1,833 @@
+//! honcho-bench: every workload through the real HTTP GraphQL endpoint, and the same SQL run directly
+//! against PostgreSQL (the floor) in the same run. See bench/README.md.
+
+mod plot;
+mod seed;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use clap::Parser;
+use honcho_graphql::embed::{EmbedConfig, Embedder, EmbedderKind};
+use honcho_graphql::graphql::{self, Limits};
+use honcho_graphql::store::Store;
+use indicatif::{ProgressBar, ProgressStyle};
+use migration::{Migrator, MigratorTrait};
+use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, Statement};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use seed::{Rng, SeedOptions, Workspace};
+
+#[derive(Parser, Debug, Clone)]
+#[command(about = "honcho-graphql end to end vs the SQL it runs (see bench/README.md)")]
+struct Args {
+    /// Messages in the big workspace (the small one has a tenth, at least 1,000).
+    #[arg(long, default_value_t = 100_000)]
+    messages: usize,
+    /// Conclusions for the reasoning-tree workload.
+    #[arg(long, default_value_t = 100_000)]
+    conclusions: usize,
+    /// Distinct sentences embedded once and reused for every seeded message.
+    #[arg(long, default_value_t = 2_000)]
+    pool: usize,
+    /// Sessions of the big workspace (workspace search spans them).
+    #[arg(long, default_value_t = 50)]
+    sessions: usize,
+    /// Timed requests per read workload (and as many SQL replays).
+    #[arg(long, default_value_t = 300)]
+    requests: usize,
+    /// Concurrent clients for the read workloads.
+    #[arg(long, default_value_t = 4)]
+    clients: usize,
+    /// Small sizes for a smoke run: 5,000 messages, 5,000 conclusions, 300 pool, 60 requests.
+    #[arg(long)]
+    quick: bool,
+    /// Seed of every random choice.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Print the statements of each read workload's first request (first 160 characters each).
+    #[arg(long)]
+    show_sql: bool,
+    /// Keep the benchmark database instead of dropping it.
+    #[arg(long)]
+    keep: bool,
+}
+
+pub fn bar(len: u64, msg: &str) -> ProgressBar {
+    let pb = ProgressBar::new(len).with_message(msg.to_owned());
+    pb.set_style(
+        ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len} {per_sec} eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    pb
+}
+
+/// Statements the server ran while capture is on.
+#[derive(Clone, Default)]
+struct Capture {
+    on: Arc<AtomicBool>,
+    stmts: Arc<Mutex<Vec<Statement>>>,
+}
+
+impl Capture {
+    fn start(&self) {
+        self.stmts.lock().unwrap().clear();
+        self.on.store(true, Ordering::SeqCst);
+    }
+    fn stop(&self) -> Vec<Statement> {
+        self.on.store(false, Ordering::SeqCst);
+        std::mem::take(&mut *self.stmts.lock().unwrap())
+    }
+}
+
+/// `postgres://user@host:port` and the query string of DATABASE_URL, without the database name.
+fn server_url(url: &str) -> (String, String) {
+    let (url, query) = match url.split_once('?') {
+        Some((u, q)) => (u.to_owned(), format!("?{q}")),
+        None => (url.to_owned(), String::new()),
+    };
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let base = match url[after_scheme..].find('/') {
+        Some(i) => url[..after_scheme + i].to_owned(),
+        None => url,
+    };
+    (base, query)
+}
+
+#[derive(Serialize, Clone, Debug, Default)]
+struct Stats {
+    n: usize,
+    p50_ms: f64,
+    p95_ms: f64,
+    p99_ms: f64,
+    mean_ms: f64,
+    #[serde(skip)]
+    sorted_ms: Vec<f64>,
+}
+
+fn stats(mut d: Vec<Duration>) -> Stats {
+    d.sort();
+    let ms: Vec<f64> = d.iter().map(|x| x.as_secs_f64() * 1e3).collect();
+    let q = |p: f64| {
+        if ms.is_empty() {
+            0.0
+        } else {
+            ms[((ms.len() as f64 - 1.0) * p).round() as usize]
+        }
+    };
+    Stats {
+        n: ms.len(),
+        p50_ms: q(0.5),
+        p95_ms: q(0.95),
+        p99_ms: q(0.99),
+        mean_ms: ms.iter().sum::<f64>() / ms.len().max(1) as f64,
+        sorted_ms: ms,
+    }
+}
+
+#[derive(Serialize, Clone, Debug)]
+struct ReadResult {
+    workload: String,
+    scale: String,
+    clients: usize,
+    statements_min: usize,
+    statements_max: usize,
+    e2e: Stats,
+    sql: Stats,
+    ratio_p50: f64,
+    ratio_p95: f64,
+}
+
+#[derive(Serialize, Clone, Debug)]
+struct ThroughputResult {
+    workload: String,
+    detail: String,
+    messages: usize,
+    seconds: f64,
+    messages_per_s: f64,
+}
+
+struct Bench {
+    http: reqwest::Client,
+    url: String,
+    url_plain: String,
+    capture: Capture,
+    floor: DatabaseConnection,
+    args: Args,
+}
+
+/// One GraphQL request: query and variables.
+#[derive(Clone)]
+struct Req {
+    query: &'static str,
+    vars: Value,
+}
+
+impl Bench {
+    async fn post(&self, url: &str, req: &Req) -> anyhow::Result<Value> {
+        let resp: Value = self
+            .http
+            .post(url)
+            .json(&json!({"query": req.query, "variables": req.vars}))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        if let Some(errs) = resp.get("errors") {
+            bail!("GraphQL errors: {errs}");
+        }
+        Ok(resp)
+    }
+
+    /// Replays one request's statements on the floor connection, in a transaction when the server
+    /// ran them in one (it did when they contain `SET LOCAL`).
+    async fn replay(floor: &DatabaseConnection, stmts: &[Statement]) -> anyhow::Result<()> {
+        let txn = stmts
+            .iter()
+            .any(|s| s.sql.trim_start().starts_with("SET LOCAL"));
+        if txn {
+            floor.execute_unprepared("BEGIN").await?;
+        }
+        for s in stmts {
+            floor.query_all_raw(s.clone()).await?;
+        }
+        if txn {
+            floor.execute_unprepared("COMMIT").await?;
+        }
+        Ok(())
+    }
+
+    /// Captures each request's SQL (one at a time), then times `requests` requests end to end with
+    /// `clients` concurrent clients, then replays the captured SQL with as many concurrent clients.
+    async fn read(
+        &self,
+        workload: &str,
+        scale: &str,
+        reqs: Vec<Req>,
+    ) -> anyhow::Result<ReadResult> {
+        let mut captured = Vec::with_capacity(reqs.len());
+        for r in &reqs {
+            self.capture.start();
+            let res = self.post(&self.url, r).await;
+            let stmts = self.capture.stop();
+            res.with_context(|| format!("{workload}: {}", r.vars))?;
+            captured.push(stmts);
+        }
+        let counts: Vec<usize> = captured.iter().map(Vec::len).collect();
+        if self.args.show_sql {
+            eprintln!("-- {workload} {scale}: {} statements", counts[0]);
+            for st in &captured[0] {
+                let sql: String = st.sql.split_whitespace().collect::<Vec<_>>().join(" ");
+                eprintln!("   {}", sql.chars().take(160).collect::<String>());
+            }
+        }
+        let total = self.args.requests;
+        let clients = self.args.clients;
+        let label = format!("{workload} {scale}");
+
+        let pb = bar(total as u64, &format!("{label} http"));
+        let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut tasks = Vec::new();
+        for _ in 0..clients {
+            let (next, reqs, pb) = (next.clone(), reqs.clone(), pb.clone());
+            let http = self.http.clone();
+            let url = self.url.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut d = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= total {
+                        break;
+                    }
+                    let r = &reqs[i % reqs.len()];
+                    let t = Instant::now();
+                    let resp = http
+                        .post(&url)
+                        .json(&json!({"query": r.query, "variables": r.vars}))
+                        .send()
+                        .await?
+                        .error_for_status()?
+                        .bytes()
+                        .await?;
+                    d.push(t.elapsed());
+                    anyhow::ensure!(!resp.is_empty());
+                    pb.inc(1);
+                }
+                anyhow::Ok(d)
+            }));
+        }
+        let mut e2e = Vec::new();
+        for t in tasks {
+            e2e.extend(t.await??);
+        }
+        pb.finish();
+
+        let pb = bar(total as u64, &format!("{label} sql"));
+        let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let captured = Arc::new(captured);
+        let mut tasks = Vec::new();
+        for _ in 0..clients {
+            let (next, captured, pb) = (next.clone(), captured.clone(), pb.clone());
+            let floor = self.floor.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut d = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= total {
+                        break;
+                    }
+                    let t = Instant::now();
+                    Bench::replay(&floor, &captured[i % captured.len()]).await?;
+                    d.push(t.elapsed());
+                    pb.inc(1);
+                }
+                anyhow::Ok(d)
+            }));
+        }
+        let mut sql = Vec::new();
+        for t in tasks {
+            sql.extend(t.await??);
+        }
+        pb.finish();
+        let (e2e, sql) = (stats(e2e), stats(sql));
+        Ok(ReadResult {
+            workload: workload.to_owned(),
+            scale: scale.to_owned(),
+            clients,
+            statements_min: counts.iter().copied().min().unwrap_or(0),
+            statements_max: counts.iter().copied().max().unwrap_or(0),
+            ratio_p50: e2e.p50_ms / sql.p50_ms.max(1e-9),
+            ratio_p95: e2e.p95_ms / sql.p95_ms.max(1e-9),
+            e2e,
+            sql,
+        })
+    }
+}
+
+const Q_CONTEXT: &str = "query($w: ID!, $s: ID!, $f: JSON) { workspace(id: $w) { session(id: $s) { \
+  messages(filters: $f, first: 100) { nodes { id content seqInSession peer { id } session { id } \
+  context(before: 2, after: 2) { id content seqInSession } } } } } }";
+
+const Q_SLICE: &str = "query($w: ID!, $s: ID!, $f: JSON) { workspace(id: $w) { session(id: $s) { \
+  messages(filters: $f, first: 50) { nodes { id content seqInSession peerId createdAt } } } } }";
+
+const Q_SESSION_SEARCH: &str = "query($w: ID!, $s: ID!, $q: String!, $ic: Boolean!) { workspace(id: $w) { \
+  session(id: $s) { search(query: $q, limit: 10, includeContext: $ic, contextWindow: 2) { \
+  ... on MessageHits { results { id content seqInSession } } \
+  ... on SnippetHits { results { id content seqInSession } snippets { sessionId matched { id } context { id content seqInSession } } } } } } }";
+
+const Q_WS_SEARCH: &str = "query($w: ID!, $q: String!) { workspace(id: $w) { \
+  search(query: $q, limit: 50, includeContext: true, contextWindow: 2) { \
+  ... on SnippetHits { results { id content sessionId } snippets { sessionId matched { id } context { id content seqInSession } } } } } }";
+
+const Q_TREE: &str = "query($w: ID!, $c: ID!) { workspace(id: $w) { conclusion(id: $c) { \
+  reasoningTree(direction: SOURCES, maxDepth: 10) { nodes { id content level } edges { from to } truncated } } } }";
+
+const M_CREATE: &str = "mutation($w: ID!, $s: ID!, $m: [MessageInput!]!) { \
+  createMessages(workspaceId: $w, sessionId: $s, messages: $m) { id seqInSession } }";
+
+fn embedder(kind: EmbedderKind) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
+    let mut cfg = EmbedConfig::from_env()?;
+    cfg.kind = kind;
+    Ok(honcho_graphql::embed::build(&cfg)?)
+}
+
+async fn serve(store: Store) -> anyhow::Result<String> {
+    let schema = graphql::build_schema(store.clone(), &Limits::default());
+    let app = honcho_graphql::http::router(schema, store, 32 << 20);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(format!("http://{addr}/graphql"))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mut args = Args::parse();
+    if args.quick {
+        args.messages = args.messages.min(5_000);
+        args.conclusions = args.conclusions.min(5_000);
+        args.pool = args.pool.min(300);
+        args.requests = args.requests.min(60);
+    }
+    let url = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let (base, query) = server_url(&url);
+    let name = format!("bench_{}", std::process::id());
+    let admin = Database::connect(format!("{base}/postgres{query}"))
+        .await
+        .context("connecting to DATABASE_URL's server")?;
+    admin
+        .execute_unprepared(&format!("CREATE DATABASE {name}"))
+        .await?;
+    let db_url = format!("{base}/{name}{query}");
+    let result = run(&args, &db_url).await;
+    if !args.keep {
+        admin
+            .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .await?;
+    } else {
+        eprintln!("kept database {name}");
+    }
+    result
+}
+
+async fn connect(url: &str, max: u32) -> anyhow::Result<DatabaseConnection> {
+    let mut opts = ConnectOptions::new(url.to_owned());
+    opts.max_connections(max)
+        .min_connections(1)
+        .sqlx_logging(false);
+    Ok(Database::connect(opts).await?)
+}
+
+async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let minilm = embedder(EmbedderKind::MiniLm)?.context("MiniLM is an embedder")?;
+    migration::set_embedding_dims(minilm.dims() as u32);
+    let seed_db = connect(db_url, 4).await?;
+    Migrator::up(&seed_db, None).await.context("migrating")?;
+
+    // Seed.
+    let mut rng = Rng::new(args.seed);
+    seed::pool(&seed_db, &minilm, &mut rng, args.pool).await?;
+    seed::drop_deferred_indexes(&seed_db).await?;
+    let opts = SeedOptions {
+        pool: args.pool,
+        peers: 8,
+    };
+    let small_n = (args.messages / 10).max(1_000);
+    let small_sessions = 10;
+    let small = seed::workspace(
+        &seed_db,
+        &mut rng,
+        "small",
+        small_sessions,
+        small_n / small_sessions,
+        &opts,
+    )
+    .await?;
+    let big = seed::workspace(
+        &seed_db,
+        &mut rng,
+        "big",
+        args.sessions,
+        args.messages / args.sessions,
+        &opts,
+    )
+    .await?;
+    let conclusions = seed::conclusions(&seed_db, &mut rng, &big, args.conclusions).await?;
+    seed::build_deferred_indexes(&seed_db).await?;
+    let seeded = started.elapsed();
+    eprintln!("seeded in {:.0}s", seeded.as_secs_f64());
+
+    // The server, its statements captured through the metric callback.
+    let capture = Capture::default();
+    let mut conn = connect(db_url, 8).await?;
+    {
+        let capture = capture.clone();
+        conn.set_metric_callback(move |info| {
+            if capture.on.load(Ordering::Relaxed) {
+                capture.stmts.lock().unwrap().push(info.statement.clone());
+            }
+        });
+    }
+    let store = Store::new(conn.clone()).with_embedder(Some(minilm.clone()));
+    let url = serve(store).await?;
+    let url_plain = serve(Store::new(conn.clone())).await?;
+    let floor = connect(db_url, 8).await?;
+    let b = Bench {
+        http: reqwest::Client::new(),
+        url,
+        url_plain,
+        capture,
+        floor,
+        args: args.clone(),
+    };
+
+    let mut reads: Vec<ReadResult> = Vec::new();
+    let mut throughput: Vec<ThroughputResult> = Vec::new();
+    let big_scale = format!(
+        "{}k msgs",
+        big.sessions.len() * big.messages_per_session / 1000
+    );
+    let small_scale = format!(
+        "{}k msgs",
+        small.sessions.len() * small.messages_per_session / 1000
+    );
+
+    // (5) 100 messages with peer, session and context(±2).
+    let reqs = slices(&mut rng, &big, 100, |ws, s, lo, _| Req {
+        query: Q_CONTEXT,
+        vars: json!({"w": ws, "s": s, "f": {"seqInSession": {"gte": lo}}}),
+    });
+    reads.push(
+        b.read("5 100 msgs+peer+session+context", &big_scale, reqs)
+            .await?,
+    );
+
+    // (4) 50-message slices by seqInSession.
+    let reqs = slices(&mut rng, &big, 50, |ws, s, lo, hi| Req {
+        query: Q_SLICE,
+        vars: json!({"w": ws, "s": s, "f": {"seqInSession": {"gte": lo, "lte": hi}}}),
+    });
+    reads.push(b.read("4 seqInSession 50-slice", &big_scale, reqs).await?);
+
+    // (2) session search, 10k and 100k, with and without context.
+    for (ws, scale) in [(&small, &small_scale), (&big, &big_scale)] {
+        for ic in [false, true] {
+            let reqs: Vec<Req> = (0..20)
+                .map(|_| Req {
+                    query: Q_SESSION_SEARCH,
+                    vars: json!({"w": ws.name, "s": rng.pick(&ws.sessions), "q": seed::query(&mut rng), "ic": ic}),
+                })
+                .collect();
+            let name = if ic {
+                "2 session search +context(2)"
+            } else {
+                "2 session search"
+            };
+            reads.push(b.read(name, scale, reqs).await?);
+        }
+    }
+
+    // What a search request spends embedding its query, with no database at all.
+    let mut embeds = Vec::new();
+    for _ in 0..50 {
+        let q = vec![seed::query(&mut rng)];
+        let t = Instant::now();
+        minilm.embed(&q).await?;
+        embeds.push(t.elapsed());
+    }
+    let query_embedding = stats(embeds);
+
+    // (3) workspace search with context across the sessions.
+    let reqs: Vec<Req> = (0..20)
+        .map(|_| Req {
+            query: Q_WS_SEARCH,
+            vars: json!({"w": big.name, "q": seed::query(&mut rng)}),
+        })
+        .collect();
+    reads.push(
+        b.read(
+            &format!(
+                "3 workspace search +context, {} sessions",
+                big.sessions.len()
+            ),
+            &big_scale,
+            reqs,
+        )
+        .await?,
+    );
+
+    // (6) reasoning tree depth 10.
+    let reqs: Vec<Req> = (0..20)
+        .map(|_| {
+            let i = rng.range(conclusions.len() / 2, conclusions.len() - 1);
+            Req {
+                query: Q_TREE,
+                vars: json!({"w": big.name, "c": conclusions[i]}),
+            }
+        })
+        .collect();
+    reads.push(
+        b.read(
+            "6 reasoningTree depth 10",
+            &format!("{}k concl", conclusions.len() / 1000),
+            reqs,
+        )
+        .await?,
+    );
+
+    // (7) 64 concurrent writers into one session vs one writer (no embedder: this measures the
+    // seq assignment, not MiniLM).
+    let per_writer = if args.quick { 4 } else { 15 };
+    throughput.push(writers(&b, &big, &mut rng, 1, 64 * per_writer, "w1").await?);
+    throughput.push(writers(&b, &big, &mut rng, 64, per_writer, "w64").await?);
+
+    // (1) ingest batches of 100, with MiniLM and without; the embedder alone on the same texts.
+    let batches = if args.quick { 2 } else { 5 };
+    throughput.extend(ingest(&b, &big, &mut rng, &minilm, batches).await?);
+
+    let total = started.elapsed();
+    report(&reads, &throughput, &query_embedding, seeded, total, args)?;
+    Ok(())
+}
+
+/// 20 random windows of `len` messages in random sessions of `ws`.
+fn slices(
+    rng: &mut Rng,
+    ws: &Workspace,
+    len: usize,
+    f: impl Fn(&str, &str, usize, usize) -> Req,
+) -> Vec<Req> {
+    (0..20)
+        .map(|_| {
+            let s = rng.pick(&ws.sessions).clone();
+            let lo = rng.range(1, ws.messages_per_session.saturating_sub(len).max(1));
+            f(&ws.name, &s, lo, lo + len - 1)
+        })
+        .collect()
+}
+
+async fn create_session(b: &Bench, ws: &Workspace, name: &str) -> anyhow::Result<()> {
+    b.post(
+        &b.url_plain,
+        &Req {
+            query: "mutation($w: ID!, $s: ID!) { getOrCreateSession(workspaceId: $w, id: $s) { id } }",
+            vars: json!({"w": ws.name, "s": name}),
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+async fn writers(
+    b: &Bench,
+    ws: &Workspace,
+    rng: &mut Rng,
+    writers: usize,
+    per_writer: usize,
+    session: &str,
+) -> anyhow::Result<ThroughputResult> {
+    create_session(b, ws, session).await?;
+    let n = writers * per_writer;
+    let texts: Vec<String> = (0..n).map(|_| seed::sentence(rng)).collect();
+    let texts = Arc::new(texts);
+    let pb = bar(n as u64, &format!("7 {writers} writer(s)"));
+    let t = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..writers {
+        let (http, url, texts, pb) = (
+            b.http.clone(),
+            b.url_plain.clone(),
+            texts.clone(),
+            pb.clone(),
+        );
+        let (wsn, s, peer) = (
+            ws.name.clone(),
+            session.to_owned(),
+            ws.peers[w % ws.peers.len()].clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            for i in 0..per_writer {
+                let body = json!({"query": M_CREATE, "variables": {"w": wsn, "s": s,
+                    "m": [{"peerId": peer, "content": texts[w * per_writer + i]}]}});
+                let resp: Value = http
+                    .post(&url)
+                    .json(&body)
+                    .send()
+                    .await?
+                    .error_for_status()?
+                    .json()
+                    .await?;
+                anyhow::ensure!(resp.get("errors").is_none(), "{resp}");
+                pb.inc(1);
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    pb.finish();
+    // Seqs are exactly 1..N.
+    let row = b
+        .floor
+        .query_one_raw(seed::stmt(
+            "SELECT count(*) AS n, count(DISTINCT seq_in_session) AS d, min(seq_in_session) AS lo, \
+             max(seq_in_session) AS hi FROM messages WHERE workspace_name = $1 AND session_name = $2",
+            vec![ws.name.clone().into(), session.into()],
+        ))
+        .await?
+        .context("count")?;
+    let (cnt, d, lo, hi): (i64, i64, i64, i64) = (
+        row.try_get("", "n")?,
+        row.try_get("", "d")?,
+        row.try_get("", "lo")?,
+        row.try_get("", "hi")?,
+    );
+    let ok = cnt == n as i64 && d == n as i64 && lo == 1 && hi == n as i64;
+    if !ok {
+        bail!("seqs are not 1..{n}: count {cnt}, distinct {d}, min {lo}, max {hi}");
+    }
+    Ok(ThroughputResult {
+        workload: "7 concurrent writers, one session".into(),
+        detail: format!("{writers} writer(s), 1 msg/request, seqs 1..{n} checked"),
+        messages: n,
+        seconds: secs,
+        messages_per_s: n as f64 / secs,
+    })
+}
+
+async fn ingest(
+    b: &Bench,
+    ws: &Workspace,
+    rng: &mut Rng,
+    minilm: &Arc<dyn Embedder>,
+    batches: usize,
+) -> anyhow::Result<Vec<ThroughputResult>> {
+    let texts: Vec<String> = (0..batches * 100).map(|_| seed::sentence(rng)).collect();
+    let n = texts.len();
+    let mut out = Vec::new();
+
+    let pb = bar(n as u64, "1 embedder alone");
+    let t = Instant::now();
+    for chunk in texts.chunks(100) {
+        minilm.embed(chunk).await?;
+        pb.inc(chunk.len() as u64);
+    }
+    let secs = t.elapsed().as_secs_f64();
+    pb.finish();
+    out.push(ThroughputResult {
+        workload: "1 ingest".into(),
+        detail: "MiniLM alone, batches of 100".into(),
+        messages: n,
+        seconds: secs,
+        messages_per_s: n as f64 / secs,
+    });
+
+    for (url, label, session) in [
+        (&b.url, "createMessages x100, MiniLM", "ingest-minilm"),
+        (
+            &b.url_plain,
+            "createMessages x100, HONCHO_EMBEDDER=none",
+            "ingest-none",
+        ),
+    ] {
+        create_session(b, ws, session).await?;
+        let pb = bar(n as u64, &format!("1 {label}"));
+        let t = Instant::now();
+        for chunk in texts.chunks(100) {
+            let msgs: Vec<Value> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, c)| json!({"peerId": ws.peers[i % 3], "content": c}))
+                .collect();
+            b.post(
+                url,
+                &Req {
+                    query: M_CREATE,
+                    vars: json!({"w": ws.name, "s": session, "m": msgs}),
+                },
+            )
+            .await?;
+            pb.inc(chunk.len() as u64);
+        }
+        let secs = t.elapsed().as_secs_f64();
+        pb.finish();
+        out.push(ThroughputResult {
+            workload: "1 ingest".into(),
+            detail: label.into(),
+            messages: n,
+            seconds: secs,
+            messages_per_s: n as f64 / secs,
+        });
+    }
+    Ok(out)
+}
+
+fn report(
+    reads: &[ReadResult],
+    tp: &[ThroughputResult],
+    query_embedding: &Stats,
+    seeded: Duration,
+    total: Duration,
+    args: &Args,
+) -> anyhow::Result<()> {
+    println!();
+    println!(
+        "| workload | scale | stmts/req | e2e p50 | e2e p95 | e2e p99 | SQL p50 | SQL p95 | SQL p99 | e2e/SQL p50 | e2e/SQL p95 |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for r in reads {
+        let stmts = if r.statements_min == r.statements_max {
+            r.statements_min.to_string()
+        } else {
+            format!("{}-{}", r.statements_min, r.statements_max)
+        };
+        println!(
+            "| {} | {} | {} | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2}x | {:.2}x |",
+            r.workload,
+            r.scale,
+            stmts,
+            r.e2e.p50_ms,
+            r.e2e.p95_ms,
+            r.e2e.p99_ms,
+            r.sql.p50_ms,
+            r.sql.p95_ms,
+            r.sql.p99_ms,
+            r.ratio_p50,
+            r.ratio_p95
+        );
+    }
+    println!();
+    println!("| workload | detail | messages | seconds | messages/s |");
+    println!("|---|---|---|---|---|");
+    for t in tp {
+        println!(
+            "| {} | {} | {} | {:.2} | {:.0} |",
+            t.workload, t.detail, t.messages, t.seconds, t.messages_per_s
+        );
+    }
+    println!();
+    println!(
+        "MiniLM embedding one search query alone (no database): p50 {:.2} ms, p95 {:.2} ms",
+        query_embedding.p50_ms, query_embedding.p95_ms
+    );
+    println!(
+        "{} clients, {} requests per workload; seeded in {:.0}s, total {:.0}s",
+        args.clients,
+        args.requests,
+        seeded.as_secs_f64(),
+        total.as_secs_f64()
+    );
+
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
+    std::fs::create_dir_all(&dir)?;
+    let json = json!({
+        "args": {"messages": args.messages, "conclusions": args.conclusions, "pool": args.pool,
+                 "sessions": args.sessions, "requests": args.requests, "clients": args.clients,
+                 "quick": args.quick, "seed": args.seed},
+        "seed_seconds": seeded.as_secs_f64(),
+        "total_seconds": total.as_secs_f64(),
+        "reads": reads,
+        "query_embedding": query_embedding,
+        "throughput": tp,
+    });
+    std::fs::write(
+        dir.join("results.json"),
+        serde_json::to_string_pretty(&json)?,
+    )?;
+    let series: Vec<plot::Series> = reads
+        .iter()
+        .map(|r| plot::Series {
+            label: format!("{} ({})", r.workload, r.scale),
+            e2e: r.e2e.sorted_ms.clone(),
+            sql: r.sql.sorted_ms.clone(),
+            ratio_p50: r.ratio_p50,
+            ratio_p95: r.ratio_p95,
+        })
+        .collect();
+    std::fs::write(dir.join("latency.svg"), plot::latency(&series))?;
+    std::fs::write(dir.join("ratios.svg"), plot::ratios(&series))?;
+    std::fs::write(
+        dir.join("throughput.svg"),
+        plot::throughput(
+            tp.iter()
+                .map(|t| (format!("{}: {}", t.workload, t.detail), t.messages_per_s))
+                .collect(),
+        ),
+    )?;
+    eprintln!(
+        "wrote {}/{{results.json,latency.svg,ratios.svg,throughput.svg}}",
+        dir.display()
+    );
+    Ok(())
+}

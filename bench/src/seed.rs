@@ -1,0 +1,565 @@
+//! Deterministic data: sentences from a word list, conversations, conclusion trees, inserted with
+//! SQL directly (the seed is not what is measured).
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use honcho_graphql::embed::Embedder;
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, Value};
+
+use crate::bar;
+
+/// SplitMix64: small, fast, and the same sequence on every machine.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `lo..=hi`.
+    pub fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + (self.next_u64() % (hi - lo + 1) as u64) as usize
+    }
+    pub fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.range(0, xs.len() - 1)]
+    }
+    /// A 21-character id in the nanoid alphabet.
+    pub fn nanoid(&mut self) -> String {
+        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
+        (0..21)
+            .map(|_| ALPHABET[(self.next_u64() % 64) as usize] as char)
+            .collect()
+    }
+}
+
+const FUNCTION: &[&str] = &[
+    "the", "a", "to", "and", "of", "in", "that", "it", "is", "was", "for", "on", "with", "as", "I",
+    "you", "we", "they", "but", "so", "if", "my", "your", "our", "this", "at", "from", "about",
+    "really", "just", "maybe", "again", "then", "still", "also", "not", "very",
+];
+
+const CONTENT: &[&str] = &[
+    "coffee",
+    "morning",
+    "meeting",
+    "project",
+    "deadline",
+    "garden",
+    "weekend",
+    "dinner",
+    "recipe",
+    "travel",
+    "flight",
+    "hotel",
+    "mountain",
+    "river",
+    "book",
+    "novel",
+    "chapter",
+    "music",
+    "guitar",
+    "piano",
+    "concert",
+    "movie",
+    "series",
+    "episode",
+    "weather",
+    "rain",
+    "sunshine",
+    "winter",
+    "summer",
+    "holiday",
+    "birthday",
+    "gift",
+    "family",
+    "sister",
+    "brother",
+    "mother",
+    "father",
+    "friend",
+    "neighbour",
+    "dog",
+    "cat",
+    "walk",
+    "run",
+    "marathon",
+    "training",
+    "gym",
+    "doctor",
+    "appointment",
+    "medicine",
+    "sleep",
+    "dream",
+    "idea",
+    "plan",
+    "budget",
+    "salary",
+    "office",
+    "manager",
+    "team",
+    "code",
+    "database",
+    "server",
+    "bug",
+    "release",
+    "customer",
+    "email",
+    "phone",
+    "message",
+    "question",
+    "answer",
+    "problem",
+    "solution",
+    "school",
+    "teacher",
+    "exam",
+    "language",
+    "French",
+    "Spanish",
+    "kitchen",
+    "bread",
+    "cheese",
+    "wine",
+    "tea",
+    "breakfast",
+    "lunch",
+    "city",
+    "train",
+    "bicycle",
+    "car",
+    "road",
+    "beach",
+    "ocean",
+    "island",
+    "forest",
+    "camera",
+    "photo",
+    "painting",
+    "museum",
+    "history",
+    "science",
+    "space",
+    "planet",
+    "star",
+    "election",
+    "news",
+    "article",
+    "podcast",
+    "game",
+    "chess",
+    "football",
+    "tennis",
+    "score",
+    "apartment",
+    "rent",
+    "furniture",
+    "plant",
+    "flower",
+    "tomato",
+    "soup",
+    "pasta",
+    "vacation",
+    "memory",
+    "childhood",
+    "wedding",
+    "promise",
+    "secret",
+    "surprise",
+    "habit",
+    "goal",
+    "progress",
+];
+
+const VERBS: &[&str] = &[
+    "like",
+    "love",
+    "hate",
+    "need",
+    "want",
+    "remember",
+    "forgot",
+    "finished",
+    "started",
+    "visited",
+    "bought",
+    "cooked",
+    "read",
+    "watched",
+    "played",
+    "planned",
+    "missed",
+    "found",
+    "lost",
+    "called",
+    "wrote",
+    "fixed",
+    "broke",
+    "tried",
+    "enjoyed",
+    "learned",
+    "noticed",
+    "moved",
+    "cleaned",
+    "painted",
+    "booked",
+    "cancelled",
+    "shared",
+    "discussed",
+    "prefer",
+    "think",
+];
+
+const ADJ: &[&str] = &[
+    "good",
+    "bad",
+    "great",
+    "tired",
+    "happy",
+    "busy",
+    "quiet",
+    "long",
+    "short",
+    "new",
+    "old",
+    "cold",
+    "warm",
+    "early",
+    "late",
+    "strange",
+    "lovely",
+    "difficult",
+    "easy",
+    "expensive",
+    "cheap",
+    "small",
+    "big",
+    "favourite",
+    "boring",
+    "exciting",
+    "honest",
+    "careful",
+    "lucky",
+    "green",
+];
+
+/// An English-looking sentence of 5 to 40 words.
+pub fn sentence(rng: &mut Rng) -> String {
+    let n = if rng.range(0, 3) == 0 {
+        rng.range(16, 40)
+    } else {
+        rng.range(5, 15)
+    };
+    let mut words: Vec<&str> = Vec::with_capacity(n);
+    while words.len() < n {
+        match rng.range(0, 9) {
+            0..=3 => words.push(*rng.pick(FUNCTION)),
+            4..=6 => words.push(*rng.pick(CONTENT)),
+            7 => words.push(*rng.pick(VERBS)),
+            _ => words.push(*rng.pick(ADJ)),
+        }
+    }
+    let mut s = words.join(" ");
+    if let Some(first) = s.get(..1) {
+        let up = first.to_uppercase();
+        s.replace_range(..1, &up);
+    }
+    s.push(if rng.range(0, 4) == 0 { '?' } else { '.' });
+    s
+}
+
+/// Two or three content words, as a search query.
+pub fn query(rng: &mut Rng) -> String {
+    let n = rng.range(2, 3);
+    (0..n)
+        .map(|_| *rng.pick(CONTENT))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub fn stmt(sql: &str, values: Vec<Value>) -> Statement {
+    Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
+}
+
+/// One seeded workspace.
+#[derive(Clone, Debug)]
+pub struct Workspace {
+    pub name: String,
+    pub sessions: Vec<String>,
+    pub messages_per_session: usize,
+    pub peers: Vec<String>,
+}
+
+pub struct SeedOptions {
+    pub pool: usize,
+    pub peers: usize,
+}
+
+/// The indexes that make a bulk insert slow; built once after it.
+const DEFERRED_INDEXES: [(&str, &str); 3] = [
+    (
+        "ix_messages_embedding_hnsw",
+        "CREATE INDEX ix_messages_embedding_hnsw ON messages USING hnsw (embedding vector_cosine_ops) \
+         WITH (m = 16, ef_construction = 64)",
+    ),
+    (
+        "ix_messages_content_trgm",
+        "CREATE INDEX ix_messages_content_trgm ON messages USING gin (content gin_trgm_ops)",
+    ),
+    (
+        "ix_messages_content_tsv",
+        "CREATE INDEX ix_messages_content_tsv ON messages USING gin (content_tsv)",
+    ),
+];
+
+/// Embeds `opts.pool` distinct sentences once and keeps them (with their vectors) in `bench_pool`;
+/// every seeded message is one of them.
+pub async fn pool(
+    db: &DatabaseConnection,
+    embedder: &Arc<dyn Embedder>,
+    rng: &mut Rng,
+    size: usize,
+) -> anyhow::Result<()> {
+    db.execute_unprepared(
+        "CREATE TABLE bench_pool (idx INT PRIMARY KEY, content TEXT NOT NULL, \
+         token_count INT NOT NULL, embedding vector(384) NOT NULL)",
+    )
+    .await?;
+    let mut seen = std::collections::HashSet::new();
+    let mut texts = Vec::with_capacity(size);
+    while texts.len() < size {
+        let s = sentence(rng);
+        if seen.insert(s.clone()) {
+            texts.push(s);
+        }
+    }
+    let pb = bar(size as u64, "embed pool");
+    for (chunk_no, chunk) in texts.chunks(100).enumerate() {
+        let vecs = embedder.embed(chunk).await.context("embedding the pool")?;
+        let mut idx = Vec::new();
+        let mut content = Vec::new();
+        let mut tokens = Vec::new();
+        let mut emb = Vec::new();
+        for (i, (t, v)) in chunk.iter().zip(vecs).enumerate() {
+            idx.push((chunk_no * 100 + i) as i32);
+            content.push(t.clone());
+            tokens.push(honcho_graphql::store::tokens::count(t));
+            emb.push(vector_literal(&v));
+        }
+        db.execute_raw(stmt(
+            "INSERT INTO bench_pool SELECT * FROM unnest($1::int[], $2::text[], $3::int[], $4::text[]::vector[])",
+            vec![idx.into(), content.into(), tokens.into(), emb.into()],
+        ))
+        .await?;
+        pb.inc(chunk.len() as u64);
+    }
+    pb.finish();
+    Ok(())
+}
+
+pub fn vector_literal(v: &[f32]) -> String {
+    let parts: Vec<String> = v.iter().map(|x| x.to_string()).collect();
+    format!("[{}]", parts.join(","))
+}
+
+pub async fn drop_deferred_indexes(db: &DatabaseConnection) -> anyhow::Result<()> {
+    for (name, _) in DEFERRED_INDEXES {
+        db.execute_unprepared(&format!("DROP INDEX {name}")).await?;
+    }
+    Ok(())
+}
+
+pub async fn build_deferred_indexes(db: &DatabaseConnection) -> anyhow::Result<()> {
+    let pb = bar(DEFERRED_INDEXES.len() as u64, "indexes");
+    db.execute_unprepared("SET maintenance_work_mem = '256MB'")
+        .await?;
+    for (_, sql) in DEFERRED_INDEXES {
+        db.execute_unprepared(sql).await?;
+        pb.inc(1);
+    }
+    db.execute_unprepared("ANALYZE").await?;
+    pb.finish();
+    Ok(())
+}
+
+/// A workspace with `sessions` conversations of `per_session` messages between 2-4 of its peers.
+pub async fn workspace(
+    db: &DatabaseConnection,
+    rng: &mut Rng,
+    name: &str,
+    sessions: usize,
+    per_session: usize,
+    opts: &SeedOptions,
+) -> anyhow::Result<Workspace> {
+    db.execute_raw(stmt(
+        "INSERT INTO workspaces (id, name) VALUES ($1, $2)",
+        vec![rng.nanoid().into(), name.into()],
+    ))
+    .await?;
+    let peers: Vec<String> = (0..opts.peers).map(|i| format!("peer-{i}")).collect();
+    for p in &peers {
+        db.execute_raw(stmt(
+            "INSERT INTO peers (id, name, workspace_name) VALUES ($1, $2, $3)",
+            vec![rng.nanoid().into(), p.clone().into(), name.into()],
+        ))
+        .await?;
+    }
+    let session_names: Vec<String> = (0..sessions).map(|i| format!("s-{i}")).collect();
+    let pb = bar((sessions * per_session) as u64, &format!("seed {name}"));
+    let mut clock: i64 = 0;
+    for s in &session_names {
+        db.execute_raw(stmt(
+            "INSERT INTO sessions (id, name, workspace_name) VALUES ($1, $2, $3)",
+            vec![rng.nanoid().into(), s.clone().into(), name.into()],
+        ))
+        .await?;
+        let k = rng.range(2, 4.min(peers.len()));
+        let mut members: Vec<String> = Vec::new();
+        while members.len() < k {
+            let p = rng.pick(&peers).clone();
+            if !members.contains(&p) {
+                members.push(p);
+            }
+        }
+        for m in &members {
+            db.execute_raw(stmt(
+                "INSERT INTO session_peers (workspace_name, session_name, peer_name) VALUES ($1, $2, $3)",
+                vec![name.into(), s.clone().into(), m.clone().into()],
+            ))
+            .await?;
+        }
+        let mut seq = 1usize;
+        while seq <= per_session {
+            let n = (per_session - seq + 1).min(5000);
+            let mut ids = Vec::with_capacity(n);
+            let mut speakers = Vec::with_capacity(n);
+            let mut seqs = Vec::with_capacity(n);
+            let mut idxs = Vec::with_capacity(n);
+            let mut at = Vec::with_capacity(n);
+            let mut speaker = 0;
+            for i in 0..n {
+                ids.push(rng.nanoid());
+                // Mostly turn-taking, sometimes two messages in a row.
+                if rng.range(0, 4) != 0 {
+                    speaker = (speaker + 1) % members.len();
+                }
+                speakers.push(members[speaker].clone());
+                seqs.push((seq + i) as i64);
+                idxs.push(rng.range(0, opts.pool - 1) as i32);
+                clock += rng.range(5, 120) as i64;
+                at.push(clock);
+            }
+            db.execute_raw(stmt(
+                "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, seq_in_session, \
+                   content, token_count, created_at, embedding) \
+                 SELECT u.pid, $6, $7, u.peer, u.seq, p.content, p.token_count, \
+                   timestamptz '2026-01-01 00:00:00+00' + u.at * interval '1 second', p.embedding \
+                 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[], $5::bigint[]) AS u(pid, peer, seq, idx, at) \
+                 JOIN bench_pool p ON p.idx = u.idx",
+                vec![
+                    ids.into(),
+                    speakers.into(),
+                    seqs.into(),
+                    idxs.into(),
+                    at.into(),
+                    name.into(),
+                    s.clone().into(),
+                ],
+            ))
+            .await?;
+            seq += n;
+            pb.inc(n as u64);
+        }
+    }
+    pb.finish();
+    Ok(Workspace {
+        name: name.to_owned(),
+        sessions: session_names,
+        messages_per_session: per_session,
+        peers,
+    })
+}
+
+/// `n` conclusions of one observer about one peer, each but the first few citing 1-3 of the 30
+/// before it; returns their ids in creation order.
+pub async fn conclusions(
+    db: &DatabaseConnection,
+    rng: &mut Rng,
+    ws: &Workspace,
+    n: usize,
+) -> anyhow::Result<Vec<String>> {
+    let pb = bar(n as u64, "conclusions");
+    let mut all: Vec<String> = Vec::with_capacity(n);
+    let mut start = 0;
+    while start < n {
+        let m = (n - start).min(5000);
+        let mut ids = Vec::with_capacity(m);
+        let mut contents = Vec::with_capacity(m);
+        let mut levels = Vec::with_capacity(m);
+        let mut sources = Vec::with_capacity(m);
+        let mut at = Vec::with_capacity(m);
+        for j in 0..m {
+            let i = start + j;
+            let id = rng.nanoid();
+            let src = if i < 3 {
+                String::new()
+            } else {
+                let k = rng.range(1, 3);
+                let lo = i.saturating_sub(30);
+                let mut picked: Vec<&str> = Vec::new();
+                while picked.len() < k {
+                    let c = all[rng.range(lo, i - 1)].as_str();
+                    if !picked.contains(&c) {
+                        picked.push(c);
+                    }
+                    if i - lo < k {
+                        break;
+                    }
+                }
+                picked.join(",")
+            };
+            levels.push(
+                if src.is_empty() {
+                    "explicit"
+                } else if rng.range(0, 1) == 0 {
+                    "deductive"
+                } else {
+                    "inductive"
+                }
+                .to_owned(),
+            );
+            sources.push(src);
+            contents.push(format!("{} (#{i})", sentence(rng)));
+            at.push(i as i64);
+            ids.push(id.clone());
+            all.push(id);
+        }
+        db.execute_raw(stmt(
+            "INSERT INTO conclusions (id, workspace_name, observer, observed, content, level, source_ids, created_at) \
+             SELECT u.id, $6, $7, $8, u.content, u.level, string_to_array(NULLIF(u.src, ''), ','), \
+               timestamptz '2026-01-01 00:00:00+00' + u.at * interval '1 second' \
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) AS u(id, content, level, src, at)",
+            vec![
+                ids.into(),
+                contents.into(),
+                levels.into(),
+                sources.into(),
+                at.into(),
+                ws.name.clone().into(),
+                ws.peers[0].clone().into(),
+                ws.peers[1].clone().into(),
+            ],
+        ))
+        .await?;
+        start += m;
+        pb.inc(m as u64);
+    }
+    pb.finish();
+    Ok(all)
+}
