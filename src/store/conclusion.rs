@@ -335,14 +335,11 @@ impl Store {
         if let Some(observer) = observer {
             select = select.filter(conclusion::Column::Observer.eq(observer));
         }
-        let select = match order {
-            Order::Asc => select
-                .order_by_asc(conclusion::Column::CreatedAt)
-                .order_by_asc(conclusion::Column::Id),
-            Order::Desc => select
-                .order_by_desc(conclusion::Column::CreatedAt)
-                .order_by_desc(conclusion::Column::Id),
-        };
+        let select = page::ordered(
+            select,
+            order,
+            &[conclusion::Column::CreatedAt, conclusion::Column::Id],
+        );
         page::fetch(self.db(), select, slice).await
     }
 

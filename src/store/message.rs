@@ -1,7 +1,7 @@
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ActiveValue::{NotSet, Set},
-    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, TransactionTrait,
+    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, TransactionTrait,
 };
 use serde_json::{Value, json};
 
@@ -199,10 +199,7 @@ impl Store {
                 message::Column::Id,
             ),
         };
-        let select = match order {
-            Order::Asc => select.order_by_asc(key),
-            Order::Desc => select.order_by_desc(key),
-        };
+        let select = page::ordered(select, order, &[key]);
         page::fetch(self.db(), select, slice).await
     }
 

@@ -106,3 +106,14 @@ where
         total,
     })
 }
+
+/// Orders `select` by `keys`, all in one direction (the last key breaks ties).
+pub fn ordered<E: EntityTrait>(select: Select<E>, order: Order, keys: &[E::Column]) -> Select<E> {
+    let dir = match order {
+        Order::Asc => sea_orm::Order::Asc,
+        Order::Desc => sea_orm::Order::Desc,
+    };
+    keys.iter().fold(select, |s, key| {
+        sea_orm::QueryOrder::order_by(s, *key, dir.clone())
+    })
+}

@@ -1,6 +1,4 @@
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect, QueryTrait};
 use serde_json::Value;
 
 use super::filter::{self, Resource};
@@ -115,14 +113,7 @@ impl Store {
         let select = peer::Entity::find()
             .filter(peer::Column::WorkspaceName.eq(workspace))
             .filter(filter.condition("peers"));
-        let select = match order {
-            Order::Asc => select
-                .order_by_asc(peer::Column::CreatedAt)
-                .order_by_asc(peer::Column::Id),
-            Order::Desc => select
-                .order_by_desc(peer::Column::CreatedAt)
-                .order_by_desc(peer::Column::Id),
-        };
+        let select = page::ordered(select, order, &[peer::Column::CreatedAt, peer::Column::Id]);
         page::fetch(self.db(), select, slice).await
     }
 
@@ -147,14 +138,11 @@ impl Store {
             .filter(session::Column::WorkspaceName.eq(workspace))
             .filter(session::Column::Name.in_subquery(member_of))
             .filter(filter.condition("sessions"));
-        let select = match order {
-            Order::Asc => select
-                .order_by_asc(session::Column::CreatedAt)
-                .order_by_asc(session::Column::Id),
-            Order::Desc => select
-                .order_by_desc(session::Column::CreatedAt)
-                .order_by_desc(session::Column::Id),
-        };
+        let select = page::ordered(
+            select,
+            order,
+            &[session::Column::CreatedAt, session::Column::Id],
+        );
         page::fetch(self.db(), select, slice).await
     }
 }

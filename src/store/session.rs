@@ -370,14 +370,11 @@ impl Store {
             .filter(session::Column::WorkspaceName.eq(workspace))
             .filter(session::Column::IsActive.eq(true))
             .filter(filter.condition("sessions"));
-        let select = match order {
-            Order::Asc => select
-                .order_by_asc(session::Column::CreatedAt)
-                .order_by_asc(session::Column::Id),
-            Order::Desc => select
-                .order_by_desc(session::Column::CreatedAt)
-                .order_by_desc(session::Column::Id),
-        };
+        let select = page::ordered(
+            select,
+            order,
+            &[session::Column::CreatedAt, session::Column::Id],
+        );
         page::fetch(self.db(), select, slice).await
     }
 }

@@ -1,6 +1,4 @@
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, TransactionTrait,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, TransactionTrait};
 use serde_json::Value;
 
 use super::filter::{self, Resource};
@@ -100,14 +98,11 @@ impl Store {
     ) -> StoreResult<Page<Workspace>> {
         let filter = filter::parse(Resource::Workspace, filters)?;
         let select = workspace::Entity::find().filter(filter.condition("workspaces"));
-        let select = match order {
-            Order::Asc => select
-                .order_by_asc(workspace::Column::CreatedAt)
-                .order_by_asc(workspace::Column::Id),
-            Order::Desc => select
-                .order_by_desc(workspace::Column::CreatedAt)
-                .order_by_desc(workspace::Column::Id),
-        };
+        let select = page::ordered(
+            select,
+            order,
+            &[workspace::Column::CreatedAt, workspace::Column::Id],
+        );
         page::fetch(self.db(), select, slice).await
     }
 }
