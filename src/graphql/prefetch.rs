@@ -6,15 +6,16 @@
 
 use std::collections::HashSet;
 
-use async_graphql::{Context, Lookahead, Name, Value};
+use async_graphql::{Context, Lookahead, Name, SelectionField, Value};
 use futures::future::{try_join3, try_join4};
 
 use super::error::ApiResult;
 use super::loaders::{ConclusionKey, DerivedKey, MembersKey, PeerKey, RangeKey, SessionKey};
 use super::types::message::{DEFAULT_CONTEXT_SIDE, context_range};
-use super::{RequestLoader, loader};
+use super::{RequestLoader, loader, store};
 use crate::store::conclusion::Conclusion;
 use crate::store::message::Message;
+use crate::store::path::{MAX_PATH_NAMES, PathNames};
 
 /// Selections of the node type under a connection (`nodes` and `edges.node`) or a plain list.
 pub fn nodes<'a>(look: Lookahead<'a>) -> [Lookahead<'a>; 2] {
@@ -230,4 +231,69 @@ pub async fn conclusions_with<'a>(
         level = next;
     }
     Ok(())
+}
+
+/// The ids that the `session(id:)`, `peer(id:)` and `conclusion(id:)` children of this field ask
+/// for (aliases and fragments included), so that `workspace(id)` can look them up with itself.
+/// `@skip`/`@include` are not evaluated: a skipped child is looked up for nothing, never missed.
+pub fn path_names(field: SelectionField<'_>) -> PathNames {
+    let mut names = PathNames::default();
+    for child in field.selection_set() {
+        let list = match child.name() {
+            "session" => &mut names.sessions,
+            "peer" => &mut names.peers,
+            "conclusion" => &mut names.conclusions,
+            _ => continue,
+        };
+        let id = child.arguments().ok().and_then(|args| {
+            args.into_iter().find_map(|(n, v)| match v {
+                Value::String(s) if n.as_str() == "id" => Some(s),
+                _ => None,
+            })
+        });
+        if let Some(id) = id
+            && !list.contains(&id)
+            && list.len() < MAX_PATH_NAMES
+        {
+            list.push(id);
+        }
+    }
+    names
+}
+
+/// Looks up the workspace `name` and the children `field` names under it in one statement, and
+/// puts the children into the request's loader, where `Workspace.session`, `.peer` and
+/// `.conclusion` find them. Conclusions that were asked for and not found are cached as absent.
+pub async fn workspace_path(
+    ctx: &Context<'_>,
+    name: &str,
+    field: SelectionField<'_>,
+) -> ApiResult<Option<crate::store::workspace::Workspace>> {
+    let names = path_names(field);
+    let Some(path) = store(ctx)?.workspace_path(name, &names).await? else {
+        return Ok(None);
+    };
+    let loader = loader(ctx)?;
+    let ws = || path.workspace.name.clone();
+    loader
+        .feed_many(
+            path.sessions
+                .iter()
+                .map(|s| (SessionKey(ws(), s.name.clone()), s.clone())),
+        )
+        .await;
+    loader
+        .feed_many(
+            path.peers
+                .iter()
+                .map(|p| (PeerKey(ws(), p.name.clone()), p.clone())),
+        )
+        .await;
+    loader
+        .feed_many(names.conclusions.iter().map(|id| {
+            let found = path.conclusions.iter().find(|c| &c.id == id).cloned();
+            (ConclusionKey(ws(), id.clone()), found)
+        }))
+        .await;
+    Ok(Some(path.workspace))
 }

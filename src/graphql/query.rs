@@ -4,8 +4,8 @@ use serde_json::Value;
 use super::connection::{Conn, SortOrder, connection, slice};
 use super::error::ApiResult;
 use super::guard::{self, On, rule};
-use super::store;
 use super::types::Workspace;
+use super::{prefetch, store};
 
 pub struct QueryRoot;
 
@@ -14,7 +14,11 @@ impl QueryRoot {
     /// The workspace with this id, or null.
     async fn workspace(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Workspace>> {
         guard::require(ctx, rule!(QueryRoot.workspace), On::workspace(&id)).await?;
-        Ok(store(ctx)?.workspace(&id).await?.map(Workspace))
+        // With the sessions, peers and conclusions the selection names by id: one round trip
+        // for the whole path (their resolvers check their own access rules).
+        Ok(prefetch::workspace_path(ctx, &id, ctx.field())
+            .await?
+            .map(Workspace))
     }
 
     /// All workspaces, oldest first unless `order: DESC`.

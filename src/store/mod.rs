@@ -8,6 +8,7 @@ pub mod filter;
 pub mod message;
 pub mod meta;
 pub mod page;
+pub mod path;
 pub mod peer;
 pub mod search;
 pub mod session;

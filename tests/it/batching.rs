@@ -69,3 +69,74 @@ async fn context_on_a_list_of_messages_is_one_batched_query() {
         "context on 100 messages: workspace, messages, one range query"
     );
 }
+
+#[tokio::test]
+async fn a_path_of_workspace_session_peer_and_conclusion_is_one_statement() {
+    let app = TestApp::new().await;
+    seed(&app, 8).await;
+    app.ok(
+        "mutation { createConclusions(workspaceId: \"ws\", conclusions: [{content: \"likes tea\", observerId: \"peer0\", observedId: \"peer1\"}]) { id } }",
+        json!({}),
+    )
+    .await;
+    let id = app
+        .ok(
+            "{ workspace(id: \"ws\") { conclusions(first: 1) { nodes { id } } } }",
+            json!({}),
+        )
+        .await["workspace"]["conclusions"]["nodes"][0]["id"]
+        .clone();
+    app.take_statements();
+    let d = app
+        .ok(
+            "query($c: ID!) { workspace(id: \"ws\") { id
+                 a: session(id: \"s0\") { id } b: session(id: \"s1\") { id }
+                 gone: session(id: \"nope\") { id }
+                 ... on Workspace { peer(id: \"peer1\") { id } }
+                 conclusion(id: $c) { id content } } }",
+            json!({"c": id}),
+        )
+        .await;
+    let w = &d["workspace"];
+    assert_eq!(w["a"]["id"], "s0");
+    assert_eq!(w["b"]["id"], "s1");
+    assert_eq!(w["gone"], Value::Null);
+    assert_eq!(w["peer"]["id"], "peer1");
+    assert_eq!(w["conclusion"]["content"], "likes tea");
+    // One statement for the whole path, and one more batch for the session that does not exist
+    // (absence of a session is not cached).
+    assert_eq!(app.take_statements(), 2);
+
+    // An absent workspace is null, whatever its children ask for.
+    let d = app
+        .ok(
+            "{ workspace(id: \"nope\") { session(id: \"s0\") { id } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(d["workspace"], Value::Null);
+    assert_eq!(app.take_statements(), 1);
+}
+
+#[tokio::test]
+async fn hundred_messages_of_a_session_with_peer_session_and_context_take_four_statements() {
+    let app = TestApp::new().await;
+    seed(&app, 400).await;
+    app.take_statements();
+    let d = app
+        .ok(
+            "{ workspace(id: \"ws\") { session(id: \"s2\") { messages(first: 100) { nodes {
+                 id peer { id } session { id } context(before: 2, after: 2) { id } } } } } }",
+            json!({}),
+        )
+        .await;
+    let nodes = d["workspace"]["session"]["messages"]["nodes"]
+        .as_array()
+        .unwrap();
+    assert_eq!(nodes.len(), 100);
+    assert!(nodes.iter().all(|n| n["session"]["id"] == "s2"));
+    assert_eq!(nodes[50]["context"].as_array().unwrap().len(), 5);
+    // The path (workspace + session), the page, the peers, the context windows. The messages'
+    // session is the path's session, already in the request's loader.
+    assert_eq!(app.take_statements(), 4);
+}

@@ -1097,8 +1097,8 @@ async fn derived_on_fifty_conclusions_is_one_statement() {
     );
     let statements = app.take_statements();
     assert_eq!(
-        statements, 4,
-        "workspace, peer, the list, and ONE statement for derived of all 50"
+        statements, 3,
+        "workspace with its peer (one statement), the list, and ONE statement for derived of all 50"
     );
 
     // Deeper: each level of nesting is one statement per kind, whatever the list length.

@@ -238,8 +238,8 @@ async fn context_window_zero_gives_the_matches_as_context() {
     );
     assert_eq!(
         app.take_statements(),
-        3,
-        "workspace, session, search: no context query for window 0"
+        2,
+        "workspace with its session (one statement), search: no context query for window 0"
     );
 }
 
@@ -607,8 +607,8 @@ async fn filters_apply_inside_both_legs_of_search() {
     assert_eq!(d["workspace"]["session"]["search"]["results"], json!([]));
     assert_eq!(
         app.take_statements(),
-        2,
-        "workspace and session lookups only"
+        1,
+        "the workspace-with-session lookup only"
     );
     // Context is not re-filtered by the DSL: the window of seq 10 reaches back to 8.
     let d = app

@@ -7,7 +7,8 @@ use super::{Conclusion, Message, Peer, Session};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
 use crate::graphql::error::{ApiResult, bad_input};
 use crate::graphql::guard::{self, On, rule};
-use crate::graphql::{prefetch, store};
+use crate::graphql::loaders::{ConclusionKey, PeerKey, SessionKey};
+use crate::graphql::{loader, prefetch, store};
 use crate::store::message::MessageScope;
 
 pub struct Workspace(pub crate::store::workspace::Workspace);
@@ -34,14 +35,16 @@ impl Workspace {
     /// The peer with this id, or null.
     async fn peer(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Peer>> {
         guard::require(ctx, rule!(Workspace.peer), On::peer(&self.0.name, &id)).await?;
-        Ok(store(ctx)?.peer(&self.0.name, &id).await?.map(Peer))
+        let key = PeerKey(self.0.name.clone(), id.0);
+        Ok(loader(ctx)?.load_one(key).await?.map(Peer))
     }
 
     /// The session with this id, or null.
     async fn session(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Session>> {
         let on = On::session(&self.0.name, &id);
         guard::require(ctx, rule!(Workspace.session), on).await?;
-        Ok(store(ctx)?.session(&self.0.name, &id).await?.map(Session))
+        let key = SessionKey(self.0.name.clone(), id.0);
+        Ok(loader(ctx)?.load_one(key).await?.map(Session))
     }
 
     /// The message with this id, or null.
@@ -157,8 +160,13 @@ impl Workspace {
     async fn conclusion(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Conclusion>> {
         let on = On::workspace(&self.0.name);
         guard::require(ctx, rule!(Workspace.conclusion), on).await?;
-        let found = store(ctx)?.conclusion(&self.0.name, &id).await?;
-        let list: Vec<_> = found.into_iter().collect();
+        let key = ConclusionKey(self.0.name.clone(), id.0);
+        let list: Vec<_> = loader(ctx)?
+            .load_one(key)
+            .await?
+            .flatten()
+            .into_iter()
+            .collect();
         prefetch::conclusions(ctx, &list, [ctx.look_ahead()]).await?;
         Ok(list.into_iter().next().map(Conclusion))
     }
