@@ -34,6 +34,21 @@ fn inference(e: impl std::fmt::Display) -> EmbedError {
     EmbedError::Inference(e.to_string())
 }
 
+/// Sets `RAYON_NUM_THREADS`, when unset, to the number of physical cores: the thread count candle
+/// would use anyway. candle looks its thread count up on every matrix multiplication and, without
+/// the variable, computes it by reading and parsing `/proc/cpuinfo`: about 40 times per forward
+/// pass of MiniLM, ~5% of a search's CPU time in a perf profile (bench/README.md).
+///
+/// # Safety
+/// It sets an environment variable: call it before the process starts any other thread.
+pub unsafe fn settle_thread_count() {
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        let cores = num_cpus::get_physical().max(1);
+        // SAFETY: the caller guarantees that no other thread runs yet.
+        unsafe { std::env::set_var("RAYON_NUM_THREADS", cores.to_string()) };
+    }
+}
+
 /// The synchronous model: tokenizer, BERT encoder, mean pooling, L2 normalisation.
 pub struct MiniLmModel {
     model: BertModel,
@@ -151,6 +166,67 @@ struct Job {
     reply: oneshot::Sender<Result<Vec<Vec<f32>>, EmbedError>>,
 }
 
+/// `first` and the jobs already waiting behind it, as long as their texts fit in one batch of
+/// [`MINILM_BATCH_SIZE`]; the job that did not fit is returned for the next round. A forward pass
+/// on a few short texts costs little more than on one (it is bound by reading the weights), so
+/// concurrent searches embed their queries together instead of queueing one pass each.
+fn gather(first: Job, queue: &mpsc::Receiver<Job>) -> (Vec<Job>, Option<Job>) {
+    let mut size = first.texts.len();
+    let mut jobs = vec![first];
+    while size < MINILM_BATCH_SIZE {
+        match queue.try_recv() {
+            Ok(job) if size + job.texts.len() <= MINILM_BATCH_SIZE => {
+                size += job.texts.len();
+                jobs.push(job);
+            }
+            Ok(job) => return (jobs, Some(job)),
+            Err(_) => break,
+        }
+    }
+    (jobs, None)
+}
+
+/// One forward pass for the texts of all `jobs`; each job gets its own vectors back. When a
+/// gathered pass fails, each job runs again alone, so that one job's failure is only its own.
+fn run_jobs(model: &MiniLmModel, jobs: Vec<Job>) {
+    // A caller that went away (request cancelled) needs no vectors.
+    let jobs: Vec<Job> = jobs.into_iter().filter(|j| !j.reply.is_closed()).collect();
+    let texts: Vec<&str> = jobs
+        .iter()
+        .flat_map(|j| j.texts.iter().map(String::as_str))
+        .collect();
+    match forward(model, &texts) {
+        Ok(vectors) => {
+            let mut vectors = vectors.into_iter();
+            for job in jobs {
+                let mine: Vec<Vec<f32>> = vectors.by_ref().take(job.texts.len()).collect();
+                let _ = job.reply.send(Ok(mine));
+            }
+        }
+        Err(e) if jobs.len() == 1 => {
+            let _ = jobs.into_iter().next().map(|j| j.reply.send(Err(e)));
+        }
+        Err(_) => {
+            for job in jobs {
+                let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
+                let _ = job.reply.send(forward(model, &texts));
+            }
+        }
+    }
+}
+
+/// [`MiniLmModel::embed_batch`], with a panic turned into an error.
+fn forward(model: &MiniLmModel, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    catch_unwind(AssertUnwindSafe(|| model.embed_batch(texts))).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(EmbedError::Inference(format!("model panicked: {what}")))
+    })
+}
+
 /// all-MiniLM-L6-v2 behind a dedicated inference thread; see the module docs.
 pub struct MiniLm {
     jobs: mpsc::Sender<Job>,
@@ -177,21 +253,11 @@ impl MiniLm {
         std::thread::Builder::new()
             .name("honcho-embed".into())
             .spawn(move || {
-                while let Ok(job) = queue.recv() {
-                    if job.reply.is_closed() {
-                        continue; // the caller went away (request cancelled)
-                    }
-                    let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
-                    let result = catch_unwind(AssertUnwindSafe(|| model.embed_batch(&texts)))
-                        .unwrap_or_else(|panic| {
-                            let what = panic
-                                .downcast_ref::<&str>()
-                                .map(|s| s.to_string())
-                                .or_else(|| panic.downcast_ref::<String>().cloned())
-                                .unwrap_or_else(|| "unknown panic".into());
-                            Err(EmbedError::Inference(format!("model panicked: {what}")))
-                        });
-                    let _ = job.reply.send(result);
+                let mut carried: Option<Job> = None;
+                while let Some(first) = carried.take().or_else(|| queue.recv().ok()) {
+                    let (jobs, next) = gather(first, &queue);
+                    carried = next;
+                    run_jobs(&model, jobs);
                 }
             })
             .map_err(|e| {
@@ -278,6 +344,57 @@ mod tests {
             .zip(b)
             .map(|(x, y)| (x - y).abs())
             .fold(0.0, f32::max)
+    }
+
+    fn job(n: usize) -> Job {
+        let (reply, _answer) = oneshot::channel();
+        Job {
+            texts: vec!["x".to_owned(); n],
+            reply,
+        }
+    }
+
+    #[test]
+    fn waiting_jobs_are_gathered_into_one_batch_up_to_its_size() {
+        let (send, queue) = mpsc::channel();
+        for n in [2, 20, 15, 5] {
+            send.send(job(n)).unwrap();
+        }
+        let (jobs, carried) = gather(job(1), &queue);
+        let sizes: Vec<usize> = jobs.iter().map(|j| j.texts.len()).collect();
+        assert_eq!(sizes, [1, 2, 20], "15 more would pass the batch size of 32");
+        let carried = carried.expect("the job that did not fit is kept");
+        let (jobs, carried) = gather(carried, &queue);
+        let sizes: Vec<usize> = jobs.iter().map(|j| j.texts.len()).collect();
+        assert_eq!(sizes, [15, 5], "an empty queue ends the gathering");
+        assert!(carried.is_none());
+    }
+
+    #[tokio::test]
+    async fn concurrent_queries_get_the_vectors_they_get_alone() {
+        let e = embedder();
+        let texts = [
+            "What does Alice like to drink?",
+            "tea",
+            "A much longer question about where Bob went on holiday last summer with his family",
+            "zebra",
+        ];
+        let mut alone = Vec::new();
+        for t in texts {
+            alone.push(e.embed(&strings(&[t])).await.unwrap().remove(0));
+        }
+        for _ in 0..3 {
+            let together = futures::future::join_all(
+                texts
+                    .iter()
+                    .map(|t| async move { e.embed(&strings(&[t])).await }),
+            )
+            .await;
+            for (v, a) in together.into_iter().zip(&alone) {
+                let v = v.unwrap().remove(0);
+                assert!(max_diff(&v, a) < 1e-4, "diff {}", max_diff(&v, a));
+            }
+        }
     }
 
     #[tokio::test]

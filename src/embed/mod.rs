@@ -26,7 +26,10 @@ use std::time::Duration;
 mod minilm;
 mod openai;
 
-pub use minilm::{MINILM_BATCH_SIZE, MINILM_MAX_SEQ_LEN, MINILM_MODEL_ID, MiniLm, MiniLmModel};
+pub use minilm::{
+    MINILM_BATCH_SIZE, MINILM_MAX_SEQ_LEN, MINILM_MODEL_ID, MiniLm, MiniLmModel,
+    settle_thread_count,
+};
 pub use openai::{OPENAI_MAX_INPUTS_PER_REQUEST, OpenAiEmbedder};
 
 /// Turns texts into vectors. Implementations are cheap to share (`Arc<dyn Embedder>`).
@@ -43,7 +46,7 @@ pub trait Embedder: Send + Sync {
 }
 
 /// Everything that can go wrong while configuring, loading or running an embedder.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum EmbedError {
     /// A model file (or the model directory) is missing.
     #[error(
