@@ -1,17 +1,13 @@
 use chrono::{DateTime, Utc};
-use sea_orm::{
-    ActiveValue::{NotSet, Set},
-    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, TransactionTrait,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, TransactionTrait};
 use serde_json::{Value, json};
 
-use super::embedding::set_embeddings;
 use super::events::{self, Notice};
 use super::filter::{self, Resource};
 use super::page::{self, Order, Page, Slice};
 use super::session::{MemberConfig, add_members};
 use super::workspace::ensure_workspace;
-use super::{Store, StoreError, StoreResult, new_id, stmt, tokens, validate};
+use super::{Store, StoreError, StoreResult, new_id, stmt, tokens, validate, vector_literal};
 use crate::entity::{message, session};
 
 pub type Message = message::Model;
@@ -112,27 +108,53 @@ impl Store {
             .map(|r| r.try_get("", "last"))
             .transpose()?
             .unwrap_or(0);
-        let rows = prepared.into_iter().enumerate().map(
-            |(i, (peer, content, metadata, created_at, token_count))| message::ActiveModel {
-                id: NotSet,
-                public_id: Set(new_id()),
-                workspace_name: Set(workspace.to_owned()),
-                session_name: Set(session_name.to_owned()),
-                peer_name: Set(peer),
-                seq_in_session: Set(last + 1 + i as i64),
-                content: Set(content),
-                metadata: Set(metadata),
-                internal_metadata: Set(json!({})),
-                token_count: Set(token_count),
-                created_at: Set(created_at.unwrap_or(now)),
-            },
+        // One INSERT with the embeddings in it: inserting and then setting the vectors would write
+        // every row twice, and the second version again into every index (HNSW, both GINs,
+        // the B-trees), which costs more than the insert itself.
+        let n = prepared.len();
+        let (mut ids, mut peers, mut seqs, mut contents, mut metadata, mut tokens, mut times) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
         );
-        let mut created = message::Entity::insert_many(rows)
-            .exec_with_returning(&txn)
+        for (i, (peer, content, meta, created_at, token_count)) in prepared.into_iter().enumerate()
+        {
+            ids.push(new_id());
+            peers.push(peer);
+            seqs.push(last + 1 + i as i64);
+            contents.push(content);
+            metadata.push(meta.to_string());
+            tokens.push(token_count);
+            times.push(created_at.unwrap_or(now));
+        }
+        // '' stands for "no vector" (a blank message, or the embedder failed).
+        let vectors: Vec<String> = embeddings
+            .iter()
+            .map(|e| e.as_deref().map(vector_literal).unwrap_or_default())
+            .collect();
+        let mut created = message::Entity::find()
+            .from_raw_sql(stmt(
+                "INSERT INTO messages (public_id, workspace_name, session_name, peer_name,                    seq_in_session, content, metadata, internal_metadata, token_count, created_at,                    embedding)                  SELECT r.public_id, $1, $2, r.peer, r.seq, r.content, r.metadata::jsonb,                    '{}'::jsonb, r.tokens, r.created_at, NULLIF(r.embedding, '')::vector                  FROM unnest($3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[],                    $8::int[], $9::timestamptz[], $10::text[])                    AS r(public_id, peer, seq, content, metadata, tokens, created_at, embedding)                  RETURNING id, public_id, workspace_name, session_name, peer_name, seq_in_session,                    content, metadata, internal_metadata, token_count, created_at",
+                [
+                    workspace.into(),
+                    session_name.into(),
+                    ids.into(),
+                    peers.into(),
+                    seqs.into(),
+                    contents.into(),
+                    metadata.into(),
+                    tokens.into(),
+                    times.into(),
+                    vectors.into(),
+                ],
+            ))
+            .all(&txn)
             .await?;
         created.sort_by_key(|m| m.seq_in_session);
-        let ids: Vec<i64> = created.iter().map(|m| m.id).collect();
-        set_embeddings(&txn, "messages", &ids, &embeddings).await?;
         // Delivered to listeners at commit, never if the batch rolls back.
         if let (Some(first), Some(last)) = (created.first(), created.last()) {
             let notice = Notice::Message {
