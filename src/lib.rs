@@ -16,6 +16,19 @@ use migration::{Migrator, MigratorTrait};
 use config::ServeConfig;
 use store::Store;
 
+/// The multi-threaded tokio runtime of the binaries, started after
+/// [`embed::settle_thread_count`] has fixed candle's thread count.
+///
+/// # Safety
+/// It sets an environment variable: call it before the process starts any other thread.
+pub unsafe fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    // SAFETY: the caller guarantees that no other thread runs yet.
+    unsafe { embed::settle_thread_count() };
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+}
+
 /// Connects, migrates (unless told not to), checks the database matches this server, and serves
 /// until SIGINT/SIGTERM, letting in-flight requests finish.
 pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {

@@ -75,12 +75,8 @@ enum MigrateAction {
 }
 
 fn main() -> anyhow::Result<()> {
-    // SAFETY: no other thread exists yet; the runtime starts below.
-    unsafe { honcho_graphql::embed::settle_thread_count() };
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?
-        .block_on(run())
+    // SAFETY: first thing in main: no other thread exists yet.
+    unsafe { honcho_graphql::runtime() }?.block_on(run())
 }
 
 async fn run() -> anyhow::Result<()> {
