@@ -54,6 +54,29 @@ struct Args {
     /// Keep the benchmark database instead of dropping it.
     #[arg(long)]
     keep: bool,
+    /// Run only these workloads (numbers, e.g. `--only 5,2`); for profiling one workload. The
+    /// random choices of the others are skipped, so the requests differ from a full run's.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<u8>,
+    /// A `perf record --control fifo:PATH` control FIFO: the timed end-to-end phase of each read
+    /// workload is bracketed by `enable` and `disable`, so a profile holds only the server's work
+    /// (start perf with `-D -1`; see bench/README.md).
+    #[arg(long)]
+    perf_ctl: Option<std::path::PathBuf>,
+}
+
+impl Args {
+    fn runs(&self, workload: u8) -> bool {
+        self.only.is_empty() || self.only.contains(&workload)
+    }
+
+    fn perf(&self, command: &str) -> anyhow::Result<()> {
+        if let Some(fifo) = &self.perf_ctl {
+            std::fs::write(fifo, format!("{command}\n"))
+                .with_context(|| format!("writing to perf's control FIFO {}", fifo.display()))?;
+        }
+        Ok(())
+    }
 }
 
 pub fn bar(len: u64, msg: &str) -> ProgressBar {
@@ -209,10 +232,21 @@ impl Bench {
         scale: &str,
         reqs: Vec<Req>,
     ) -> anyhow::Result<ReadResult> {
+        self.read_at(&self.url, workload, scale, reqs).await
+    }
+
+    /// [`Bench::read`] against the server at `url`.
+    async fn read_at(
+        &self,
+        url: &str,
+        workload: &str,
+        scale: &str,
+        reqs: Vec<Req>,
+    ) -> anyhow::Result<ReadResult> {
         let mut captured = Vec::with_capacity(reqs.len());
         for r in &reqs {
             self.capture.start();
-            let res = self.post(&self.url, r).await;
+            let res = self.post(url, r).await;
             let stmts = self.capture.stop();
             res.with_context(|| format!("{workload}: {}", r.vars))?;
             captured.push(stmts);
@@ -229,13 +263,14 @@ impl Bench {
         let clients = self.args.clients;
         let label = format!("{workload} {scale}");
 
+        self.args.perf("enable")?;
         let pb = bar(total as u64, &format!("{label} http"));
         let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let mut tasks = Vec::new();
         for _ in 0..clients {
             let (next, reqs, pb) = (next.clone(), reqs.clone(), pb.clone());
             let http = self.http.clone();
-            let url = self.url.clone();
+            let url = url.to_owned();
             tasks.push(tokio::spawn(async move {
                 let mut d = Vec::new();
                 loop {
@@ -265,6 +300,7 @@ impl Bench {
             e2e.extend(t.await??);
         }
         pb.finish();
+        self.args.perf("disable")?;
 
         let pb = bar(total as u64, &format!("{label} sql"));
         let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -347,8 +383,12 @@ async fn serve(store: Store) -> anyhow::Result<String> {
     Ok(format!("http://{addr}/graphql"))
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    // SAFETY: first thing in main: no other thread exists yet.
+    unsafe { honcho_graphql::runtime() }?.block_on(bench())
+}
+
+async fn bench() -> anyhow::Result<()> {
     let mut args = Args::parse();
     if args.quick {
         args.messages = args.messages.min(5_000);
@@ -462,24 +502,39 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
     );
 
     // (5) 100 messages with peer, session and context(±2).
-    let reqs = slices(&mut rng, &big, 100, |ws, s, lo, _| Req {
-        query: Q_CONTEXT,
-        vars: json!({"w": ws, "s": s, "f": {"seqInSession": {"gte": lo}}}),
-    });
-    reads.push(
-        b.read("5 100 msgs+peer+session+context", &big_scale, reqs)
-            .await?,
-    );
+    if args.runs(5) {
+        let reqs = slices(&mut rng, &big, 100, |ws, s, lo, _| Req {
+            query: Q_CONTEXT,
+            vars: json!({"w": ws, "s": s, "f": {"seqInSession": {"gte": lo}}}),
+        });
+        reads.push(
+            b.read("5 100 msgs+peer+session+context", &big_scale, reqs)
+                .await?,
+        );
+    }
 
     // (4) 50-message slices by seqInSession.
-    let reqs = slices(&mut rng, &big, 50, |ws, s, lo, hi| Req {
-        query: Q_SLICE,
-        vars: json!({"w": ws, "s": s, "f": {"seqInSession": {"gte": lo, "lte": hi}}}),
-    });
-    reads.push(b.read("4 seqInSession 50-slice", &big_scale, reqs).await?);
+    if args.runs(4) {
+        let reqs = slices(&mut rng, &big, 50, |ws, s, lo, hi| Req {
+            query: Q_SLICE,
+            vars: json!({"w": ws, "s": s, "f": {"seqInSession": {"gte": lo, "lte": hi}}}),
+        });
+        reads.push(b.read("4 seqInSession 50-slice", &big_scale, reqs).await?);
+    }
 
-    // (2) session search, 10k and 100k, with and without context.
-    for (ws, scale) in [(&small, &small_scale), (&big, &big_scale)] {
+    // (2) session search, 10k and 100k, with and without context; then the same at 100k without
+    // an embedder (HONCHO_EMBEDDER=none): full-text search alone, so the floor is the same work as
+    // the request, with no query embedding outside it.
+    let searches = if args.runs(2) {
+        vec![
+            (&small, &small_scale, &b.url, ""),
+            (&big, &big_scale, &b.url, ""),
+            (&big, &big_scale, &b.url_plain, ", no embedder"),
+        ]
+    } else {
+        Vec::new()
+    };
+    for (ws, scale, url, variant) in searches {
         for ic in [false, true] {
             let reqs: Vec<Req> = (0..20)
                 .map(|_| Req {
@@ -487,12 +542,9 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
                     vars: json!({"w": ws.name, "s": rng.pick(&ws.sessions), "q": seed::query(&mut rng), "ic": ic}),
                 })
                 .collect();
-            let name = if ic {
-                "2 session search +context(2)"
-            } else {
-                "2 session search"
-            };
-            reads.push(b.read(name, scale, reqs).await?);
+            let context = if ic { " +context(2)" } else { "" };
+            let name = format!("2 session search{context}{variant}");
+            reads.push(b.read_at(url, &name, scale, reqs).await?);
         }
     }
 
@@ -507,52 +559,60 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
     let query_embedding = stats(embeds);
 
     // (3) workspace search with context across the sessions.
-    let reqs: Vec<Req> = (0..20)
-        .map(|_| Req {
-            query: Q_WS_SEARCH,
-            vars: json!({"w": big.name, "q": seed::query(&mut rng)}),
-        })
-        .collect();
-    reads.push(
-        b.read(
-            &format!(
-                "3 workspace search +context, {} sessions",
-                big.sessions.len()
-            ),
-            &big_scale,
-            reqs,
-        )
-        .await?,
-    );
+    if args.runs(3) {
+        let reqs: Vec<Req> = (0..20)
+            .map(|_| Req {
+                query: Q_WS_SEARCH,
+                vars: json!({"w": big.name, "q": seed::query(&mut rng)}),
+            })
+            .collect();
+        reads.push(
+            b.read(
+                &format!(
+                    "3 workspace search +context, {} sessions",
+                    big.sessions.len()
+                ),
+                &big_scale,
+                reqs,
+            )
+            .await?,
+        );
+    }
 
     // (6) reasoning tree depth 10.
-    let reqs: Vec<Req> = (0..20)
-        .map(|_| {
-            let i = rng.range(conclusions.len() / 2, conclusions.len() - 1);
-            Req {
-                query: Q_TREE,
-                vars: json!({"w": big.name, "c": conclusions[i]}),
-            }
-        })
-        .collect();
-    reads.push(
-        b.read(
-            "6 reasoningTree depth 10",
-            &format!("{}k concl", conclusions.len() / 1000),
-            reqs,
-        )
-        .await?,
-    );
+    if args.runs(6) {
+        let reqs: Vec<Req> = (0..20)
+            .map(|_| {
+                let i = rng.range(conclusions.len() / 2, conclusions.len() - 1);
+                Req {
+                    query: Q_TREE,
+                    vars: json!({"w": big.name, "c": conclusions[i]}),
+                }
+            })
+            .collect();
+        reads.push(
+            b.read(
+                "6 reasoningTree depth 10",
+                &format!("{}k concl", conclusions.len() / 1000),
+                reqs,
+            )
+            .await?,
+        );
+    }
 
     // (7) 64 concurrent writers into one session vs one writer (no embedder: this measures the
     // seq assignment, not MiniLM).
-    let per_writer = if args.quick { 4 } else { 15 };
-    throughput.push(writers(&b, &big, &mut rng, 1, 64 * per_writer, "w1").await?);
-    throughput.push(writers(&b, &big, &mut rng, 64, per_writer, "w64").await?);
+    if args.runs(7) {
+        let per_writer = if args.quick { 4 } else { 15 };
+        throughput.push(writers(&b, &big, &mut rng, 1, 64 * per_writer, "w1").await?);
+        throughput.push(writers(&b, &big, &mut rng, 64, per_writer, "w64").await?);
+    }
 
     // (1) ingest batches of 100, with MiniLM and without; the embedder alone on the same texts.
-    let batches = if args.quick { 2 } else { 5 };
-    throughput.extend(ingest(&b, &big, &mut rng, &minilm, batches).await?);
+    if args.runs(1) {
+        let batches = if args.quick { 2 } else { 10 };
+        throughput.extend(ingest(&b, &big, &mut rng, &minilm, batches).await?);
+    }
 
     let total = started.elapsed();
     report(&reads, &throughput, &query_embedding, seeded, total, args)?;
@@ -821,7 +881,13 @@ fn report(
         dir.join("throughput.svg"),
         plot::throughput(
             tp.iter()
-                .map(|t| (format!("{}: {}", t.workload, t.detail), t.messages_per_s))
+                .map(|t| {
+                    // "7 concurrent writers, one session" + "64 writer(s), 1 msg/request, seqs
+                    // 1..960 checked" -> "7: 64 writer(s), 1 msg/request".
+                    let number = t.workload.split(' ').next().unwrap_or_default();
+                    let detail = t.detail.split(", seqs").next().unwrap_or_default();
+                    (format!("{number}: {detail}"), t.messages_per_s)
+                })
                 .collect(),
         ),
     )?;
