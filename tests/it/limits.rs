@@ -138,6 +138,13 @@ async fn http_answers_carry_request_ids_and_metrics_count_operations() {
         .await
         .unwrap();
     assert!(resp.headers().get("x-request-id").is_some());
+    // Without operationName, the document's one named operation names it.
+    client
+        .post(format!("http://{addr}/graphql"))
+        .json(&json!({"query": "query ImplicitName { workspace(id: \"x\") { id } }"}))
+        .send()
+        .await
+        .unwrap();
     let echoed = client
         .post(format!("http://{addr}/graphql"))
         .header("x-request-id", "trace-me-42")
@@ -156,6 +163,10 @@ async fn http_answers_carry_request_ids_and_metrics_count_operations() {
         .unwrap();
     assert!(
         text.contains("honcho_graphql_requests_total{operation=\"MetricsProbe\",outcome=\"ok\"}"),
+        "{text}"
+    );
+    assert!(
+        text.contains("honcho_graphql_requests_total{operation=\"ImplicitName\",outcome=\"ok\"}"),
         "{text}"
     );
     assert!(text.contains("honcho_graphql_request_duration_seconds_bucket"));
