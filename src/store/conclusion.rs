@@ -133,16 +133,6 @@ pub struct TreeNode {
 }
 
 impl Store {
-    /// The live conclusion with this id in the workspace, or None (absent or deleted).
-    pub async fn conclusion(&self, workspace: &str, id: &str) -> StoreResult<Option<Conclusion>> {
-        Ok(conclusion::Entity::find()
-            .filter(conclusion::Column::WorkspaceName.eq(workspace))
-            .filter(conclusion::Column::Id.eq(id))
-            .filter(conclusion::Column::DeletedAt.is_null())
-            .one(self.db())
-            .await?)
-    }
-
     /// Live conclusions for many (workspace, id) keys in one statement; absent and deleted keys
     /// are simply missing.
     pub async fn conclusions_by_ids(

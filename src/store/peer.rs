@@ -10,14 +10,6 @@ use crate::entity::{peer, session, session_peer};
 pub type Peer = peer::Model;
 
 impl Store {
-    pub async fn peer(&self, workspace: &str, name: &str) -> StoreResult<Option<Peer>> {
-        Ok(peer::Entity::find()
-            .filter(peer::Column::WorkspaceName.eq(workspace))
-            .filter(peer::Column::Name.eq(name))
-            .one(self.db())
-            .await?)
-    }
-
     /// Peers for many (workspace, name) keys in one statement; absent keys are simply missing.
     pub async fn peers_by_keys(&self, keys: &[(String, String)]) -> StoreResult<Vec<Peer>> {
         let (ws, names): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
