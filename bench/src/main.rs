@@ -182,6 +182,46 @@ struct Bench {
     args: Args,
 }
 
+/// Runs `one(i)` for i in 0..total on `clients` concurrent workers (each takes the next i) and
+/// returns each call's duration, with a progress bar.
+async fn timed<F, Fut>(
+    clients: usize,
+    total: usize,
+    label: &str,
+    one: F,
+) -> anyhow::Result<Vec<Duration>>
+where
+    F: Fn(usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
+{
+    let pb = bar(total as u64, label);
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let (next, pb, one) = (next.clone(), pb.clone(), one.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut d = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= total {
+                    break;
+                }
+                let t = Instant::now();
+                one(i).await?;
+                d.push(t.elapsed());
+                pb.inc(1);
+            }
+            anyhow::Ok(d)
+        }));
+    }
+    let mut all = Vec::with_capacity(total);
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    pb.finish();
+    Ok(all)
+}
+
 /// One GraphQL request: query and variables.
 #[derive(Clone)]
 struct Req {
@@ -264,71 +304,32 @@ impl Bench {
         let label = format!("{workload} {scale}");
 
         self.args.perf("enable")?;
-        let pb = bar(total as u64, &format!("{label} http"));
-        let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let mut tasks = Vec::new();
-        for _ in 0..clients {
-            let (next, reqs, pb) = (next.clone(), reqs.clone(), pb.clone());
-            let http = self.http.clone();
-            let url = url.to_owned();
-            tasks.push(tokio::spawn(async move {
-                let mut d = Vec::new();
-                loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    if i >= total {
-                        break;
-                    }
-                    let r = &reqs[i % reqs.len()];
-                    let t = Instant::now();
-                    let resp = http
-                        .post(&url)
-                        .json(&json!({"query": r.query, "variables": r.vars}))
-                        .send()
-                        .await?
-                        .error_for_status()?
-                        .bytes()
-                        .await?;
-                    d.push(t.elapsed());
-                    anyhow::ensure!(!resp.is_empty());
-                    pb.inc(1);
-                }
-                anyhow::Ok(d)
-            }));
-        }
-        let mut e2e = Vec::new();
-        for t in tasks {
-            e2e.extend(t.await??);
-        }
-        pb.finish();
+        let (http, url, reqs) = (self.http.clone(), url.to_owned(), Arc::new(reqs));
+        let e2e = timed(clients, total, &format!("{label} http"), move |i| {
+            let (http, url, reqs) = (http.clone(), url.clone(), reqs.clone());
+            async move {
+                let r = &reqs[i % reqs.len()];
+                let resp = http
+                    .post(&url)
+                    .json(&json!({"query": r.query, "variables": r.vars}))
+                    .send()
+                    .await?
+                    .error_for_status()?
+                    .bytes()
+                    .await?;
+                anyhow::ensure!(!resp.is_empty());
+                Ok(())
+            }
+        })
+        .await?;
         self.args.perf("disable")?;
 
-        let pb = bar(total as u64, &format!("{label} sql"));
-        let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let captured = Arc::new(captured);
-        let mut tasks = Vec::new();
-        for _ in 0..clients {
-            let (next, captured, pb) = (next.clone(), captured.clone(), pb.clone());
-            let floor = self.floor.clone();
-            tasks.push(tokio::spawn(async move {
-                let mut d = Vec::new();
-                loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    if i >= total {
-                        break;
-                    }
-                    let t = Instant::now();
-                    Bench::replay(&floor, &captured[i % captured.len()]).await?;
-                    d.push(t.elapsed());
-                    pb.inc(1);
-                }
-                anyhow::Ok(d)
-            }));
-        }
-        let mut sql = Vec::new();
-        for t in tasks {
-            sql.extend(t.await??);
-        }
-        pb.finish();
+        let (floor, captured) = (self.floor.clone(), Arc::new(captured));
+        let sql = timed(clients, total, &format!("{label} sql"), move |i| {
+            let (floor, captured) = (floor.clone(), captured.clone());
+            async move { Bench::replay(&floor, &captured[i % captured.len()]).await }
+        })
+        .await?;
         let (e2e, sql) = (stats(e2e), stats(sql));
         Ok(ReadResult {
             workload: workload.to_owned(),
