@@ -49,6 +49,22 @@ pub struct ServeConfig {
     #[arg(long, env = "HONCHO_MAX_COMPLEXITY", default_value_t = 20_000)]
     pub max_complexity: usize,
 
+    /// Deepest nesting of brackets (`{`, `[`, `(`) in a document, checked before parsing.
+    #[arg(long, env = "HONCHO_MAX_NESTING", default_value_t = 64,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
+              .range(1..=crate::graphql::limits::CEILING_NESTING as u64))]
+    pub max_nesting: usize,
+
+    /// Most tokens in a document, checked before parsing.
+    #[arg(long, env = "HONCHO_MAX_TOKENS", default_value_t = 20_000)]
+    pub max_tokens: usize,
+
+    /// Most fragment definitions in a document, checked before parsing.
+    #[arg(long, env = "HONCHO_MAX_FRAGMENTS", default_value_t = 100,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
+              .range(1..=crate::graphql::limits::CEILING_FRAGMENTS as u64))]
+    pub max_fragments: usize,
+
     /// Connection for the event listener (one per instance, LISTEN needs a session of its own);
     /// defaults to DATABASE_URL. Point it at PostgreSQL itself (or a session-mode pool) when
     /// DATABASE_URL goes through PgBouncer in transaction mode.

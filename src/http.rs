@@ -91,19 +91,25 @@ async fn metrics() -> impl IntoResponse {
     )
 }
 
-async fn graphql(
-    State(app): State<AppState>,
-    headers: HeaderMap,
-    req: GraphQLRequest,
-) -> GraphQLResponse {
+/// A document refused before parsing ([`crate::graphql::limits`]) is answered 400 with a GraphQL
+/// body, so a client sees the same coded error it would over the WebSocket.
+async fn graphql(State(app): State<AppState>, headers: HeaderMap, req: GraphQLRequest) -> Response {
     // A header that is not visible ASCII is as good as a bad key (the guards say UNAUTHENTICATED).
     let authorization = headers
         .get(header::AUTHORIZATION)
         .map(|v| v.to_str().unwrap_or("?"));
     let caller = crate::graphql::authenticate(&app.schema, authorization);
-    crate::graphql::execute(&app.schema, req.into_inner().data(caller))
-        .await
-        .into()
+    match crate::graphql::admit(&app.schema, req.into_inner().data(caller)) {
+        Ok(admitted) => {
+            GraphQLResponse::from(crate::graphql::execute_admitted(&app.schema, admitted).await)
+                .into_response()
+        }
+        Err(exceeded) => (
+            StatusCode::BAD_REQUEST,
+            GraphQLResponse::from(crate::graphql::refusal(exceeded)),
+        )
+            .into_response(),
+    }
 }
 
 const WS_READ_BUFFER: usize = 4 * 1024;

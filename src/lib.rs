@@ -50,6 +50,9 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         max_depth: cfg.max_depth,
         max_complexity: cfg.max_complexity,
         introspection: cfg.introspection,
+        max_nesting: cfg.max_nesting,
+        max_tokens: cfg.max_tokens,
+        max_fragments: cfg.max_fragments,
     };
     let events_url = cfg
         .events_database_url

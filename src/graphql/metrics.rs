@@ -5,9 +5,7 @@ use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use async_graphql::Request;
-use async_graphql::parser::parse_query;
-use async_graphql::parser::types::{DocumentOperations, OperationType};
+use async_graphql::parser::types::{DocumentOperations, ExecutableDocument, OperationType};
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
 };
@@ -101,19 +99,21 @@ pub fn observe(operation: Option<&str>, ok: bool, elapsed: Duration) {
         .observe(elapsed.as_secs_f64());
 }
 
-/// The name and type of the operation `request` will execute, chosen as async-graphql chooses it:
-/// `operationName`, else the one operation of the document (None for an anonymous one). None when
-/// the document does not parse or names no such operation: execution reports that error.
-pub fn operation(request: &Request) -> Option<(Option<String>, OperationType)> {
-    let doc = parse_query(&request.query).ok()?;
-    match (doc.operations, request.operation_name.as_deref()) {
+/// The name and type of the operation a parsed document will execute, chosen as async-graphql
+/// chooses it: `operation_name`, else the one operation of the document (None for an anonymous
+/// one). None when the document names no such operation: execution reports that error.
+pub fn operation(
+    doc: &ExecutableDocument,
+    operation_name: Option<&str>,
+) -> Option<(Option<String>, OperationType)> {
+    match (&doc.operations, operation_name) {
         (DocumentOperations::Single(op), None) => Some((None, op.node.ty)),
         (DocumentOperations::Multiple(ops), Some(name)) => {
             let op = ops.get(name)?;
             Some((Some(name.to_owned()), op.node.ty))
         }
         (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => {
-            let (name, op) = ops.into_iter().next()?;
+            let (name, op) = ops.iter().next()?;
             Some((Some(name.to_string()), op.node.ty))
         }
         _ => None,

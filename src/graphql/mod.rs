@@ -4,6 +4,7 @@
 pub mod connection;
 pub mod error;
 pub mod guard;
+pub mod limits;
 pub mod loaders;
 pub mod metrics;
 mod mutation;
@@ -25,30 +26,13 @@ use crate::auth::{Auth, AuthError, Caller};
 use crate::store::Store;
 use crate::store::events::EventBus;
 use error::ApiResult;
+pub use limits::Limits;
 use loaders::Loaders;
 pub use mutation::MutationRoot;
 pub use query::QueryRoot;
 pub use subscription::SubscriptionRoot;
 
 pub type AppSchema = Schema<QueryRoot, MutationRoot, SubscriptionRoot>;
-
-/// Limits that keep one request from monopolising the server.
-#[derive(Clone, Debug)]
-pub struct Limits {
-    pub max_depth: usize,
-    pub max_complexity: usize,
-    pub introspection: bool,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_depth: 16,
-            max_complexity: 20_000,
-            introspection: true,
-        }
-    }
-}
 
 /// A schema with auth off (every request is an admin) and no event bus (subscriptions answer
 /// with an error).
@@ -86,6 +70,7 @@ pub fn build_schema_with(
     let mut builder = Schema::build(QueryRoot, MutationRoot::default(), SubscriptionRoot)
         .data(store)
         .data(auth)
+        .data(limits.clone())
         .limit_depth(limits.max_depth)
         .limit_complexity(limits.max_complexity);
     if enforce {
@@ -139,23 +124,66 @@ pub(crate) fn loader<'a>(ctx: &Context<'a>) -> ApiResult<&'a RequestLoader> {
     Ok(ctx.data::<RequestLoader>()?)
 }
 
+/// A request that passed [`limits::scan`] and parsed, with the operation it names (for metrics).
+pub struct Admitted {
+    request: Request,
+    name: Option<String>,
+    ty: Option<OperationType>,
+}
+
+/// Checks a request's document against the pre-parse limits, then parses it once; async-graphql
+/// reuses the parsed document instead of parsing again. A syntax error is not refused here:
+/// execution reports it like any other request error.
+pub fn admit(schema: &AppSchema, mut request: Request) -> Result<Admitted, limits::Exceeded> {
+    let defaults = Limits::default();
+    let limits = schema.data::<Limits>().unwrap_or(&defaults);
+    if let Err(exceeded) = limits::scan(&request.query, limits) {
+        // Counted like a request refused at parsing, under the name the client gave.
+        metrics::observe(request.operation_name.as_deref(), false, Default::default());
+        return Err(exceeded);
+    }
+    let operation_name = request.operation_name.clone();
+    let (name, ty) = match request.parsed_query() {
+        Ok(doc) => match metrics::operation(doc, operation_name.as_deref()) {
+            Some((name, ty)) => (name, Some(ty)),
+            None => (operation_name, None),
+        },
+        Err(_) => (operation_name, None),
+    };
+    Ok(Admitted { request, name, ty })
+}
+
+/// The response to a refused request: one coded error, nothing executed.
+pub fn refusal(exceeded: limits::Exceeded) -> Response {
+    Response::from_errors(vec![exceeded.into_error()])
+}
+
+fn request_loader(store: &Store) -> RequestLoader {
+    DataLoader::with_cache(
+        Loaders::new(store.clone()),
+        tokio::spawn,
+        HashMapCache::default(),
+    )
+}
+
 /// Executes one request with its own loader. Every entry point (HTTP, tests) goes through here.
 pub async fn execute(schema: &AppSchema, request: Request) -> Response {
-    let store = match schema.data::<Store>() {
-        Some(store) => store.clone(),
-        None => {
-            return Response::from_errors(vec![async_graphql::ServerError::new(
-                "schema built without a store",
-                None,
-            )]);
-        }
+    match admit(schema, request) {
+        Ok(admitted) => execute_admitted(schema, admitted).await,
+        Err(exceeded) => refusal(exceeded),
+    }
+}
+
+/// Executes a request [`admit`] let through.
+pub async fn execute_admitted(schema: &AppSchema, admitted: Admitted) -> Response {
+    let Some(store) = schema.data::<Store>() else {
+        return Response::from_errors(vec![async_graphql::ServerError::new(
+            "schema built without a store",
+            None,
+        )]);
     };
-    let loader = DataLoader::with_cache(Loaders::new(store), tokio::spawn, HashMapCache::default());
-    // Named by `operationName` when the client sends one (no second parse of the document).
-    let name = match &request.operation_name {
-        Some(name) => Some(name.clone()),
-        None => metrics::operation(&request).and_then(|(name, _)| name),
-    };
+    let Admitted { request, name, .. } = admitted;
+    let loader = request_loader(store);
     let started = Instant::now();
     let mut response = schema.execute(request.data(loader)).await;
     metrics::observe(name.as_deref(), response.is_ok(), started.elapsed());
@@ -175,15 +203,15 @@ pub fn execute_stream(
         let err = async_graphql::ServerError::new("schema built without a store", None);
         return stream::once(async move { Response::from_errors(vec![err]) }).boxed();
     };
-    let loader = DataLoader::with_cache(
-        Loaders::new(store.clone()),
-        tokio::spawn,
-        HashMapCache::default(),
-    );
+    let Admitted { request, name, ty } = match admit(schema, request) {
+        Ok(admitted) => admitted,
+        Err(exceeded) => return stream::once(async move { refusal(exceeded) }).boxed(),
+    };
+    let loader = request_loader(store);
     // A query or mutation over the WebSocket answers once and is counted like one over HTTP;
     // subscription events are not operations.
-    let mut timed = match metrics::operation(&request) {
-        Some((name, ty)) if ty != OperationType::Subscription => Some((name, Instant::now())),
+    let mut timed = match ty {
+        Some(ty) if ty != OperationType::Subscription => Some((name, Instant::now())),
         _ => None,
     };
     schema
