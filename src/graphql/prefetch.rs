@@ -9,12 +9,12 @@ use std::collections::HashSet;
 use async_graphql::{Context, Lookahead, Name, SelectionField, Value};
 use futures::future::{try_join3, try_join4};
 
-use super::error::ApiResult;
+use super::error::{ApiResult, bad_input};
 use super::loaders::{ConclusionKey, DerivedKey, MembersKey, PeerKey, RangeKey, SessionKey};
-use super::types::message::{DEFAULT_CONTEXT_SIDE, context_range};
+use super::types::message::DEFAULT_CONTEXT_SIDE;
 use super::{RequestLoader, loader, store};
 use crate::store::conclusion::Conclusion;
-use crate::store::message::Message;
+use crate::store::message::{Message, SeqRange, check_context_sides};
 use crate::store::path::{MAX_PATH_NAMES, PathNames};
 
 /// Selections of the node type under a connection (`nodes` and `edges.node`) or a plain list.
@@ -88,22 +88,13 @@ pub async fn messages_with(
         for s in sel {
             for field in s.selection_fields() {
                 for f in field.selection_set().filter(|f| f.name() == "context") {
-                    let args = f
-                        .arguments()
-                        .map_err(|e| async_graphql::Error::new(e.message))?;
-                    let side = |name: &str| {
-                        args.iter()
-                            .find(|(n, _)| n == &Name::new(name))
-                            .and_then(|(_, v)| match v {
-                                Value::Number(n) => n.as_i64(),
-                                _ => None,
-                            })
-                            .unwrap_or(DEFAULT_CONTEXT_SIDE)
+                    // Out-of-range sides are left to the field's resolver, which reports them.
+                    let Ok((before, after)) = context_sides(f) else {
+                        continue;
                     };
-                    let (before, after) = (side("before"), side("after"));
                     keys.extend(
                         msgs.iter()
-                            .map(|m| RangeKey(context_range(m, before, after))),
+                            .filter_map(|m| SeqRange::around(m, before, after).ok().map(RangeKey)),
                     );
                 }
             }
@@ -114,6 +105,37 @@ pub async fn messages_with(
         ApiResult::Ok(())
     };
     try_join3(peers, sessions, contexts).await?;
+    Ok(())
+}
+
+/// The `before` and `after` arguments of a `Message.context` selection (defaults filled in),
+/// checked against [`MAX_CONTEXT_SIDE`](crate::store::message::MAX_CONTEXT_SIDE).
+pub fn context_sides(field: SelectionField<'_>) -> ApiResult<(i64, i64)> {
+    let args = field.arguments().map_err(|e| bad_input(e.message))?;
+    let side = |name: &str| {
+        args.iter()
+            .find(|(n, _)| n == &Name::new(name))
+            .and_then(|(_, v)| match v {
+                Value::Number(n) => n.as_i64(),
+                _ => None,
+            })
+            .unwrap_or(DEFAULT_CONTEXT_SIDE)
+    };
+    let (before, after) = (side("before"), side("after"));
+    check_context_sides(before, after)?;
+    Ok((before, after))
+}
+
+/// Refuses a selection with a `context` window out of range anywhere below `field`. Mutations and
+/// subscriptions call it before they write or subscribe: the item resolver would refuse the window
+/// too, but only after the messages were written or the subscription had started.
+pub fn check_context_arguments(field: SelectionField<'_>) -> ApiResult<()> {
+    for child in field.selection_set() {
+        if child.name() == "context" {
+            context_sides(child)?;
+        }
+        check_context_arguments(child)?;
+    }
     Ok(())
 }
 

@@ -126,6 +126,7 @@ impl SubscriptionRoot {
         };
         let field = rule!(SubscriptionRoot.messageCreated);
         guard::require(ctx, field, filter.on()).await?;
+        prefetch::check_context_arguments(ctx.field())?;
         // Subscribe now, not on the stream's first poll: events from here on are ours.
         let mut rx = bus.subscribe();
         Ok(async_stream::stream! {

@@ -29,6 +29,15 @@ pub enum MessageScope<'a> {
     Peer(&'a str, &'a str),
 }
 
+/// Most messages a context window takes on either side of a message (`Message.context`,
+/// `search(contextWindow)`).
+pub const MAX_CONTEXT_SIDE: i64 = 10;
+
+/// Most (session, seq) keys one [`Store::messages_in_ranges`] call expands its ranges into. Every
+/// caller stays far below it (context windows are checked against [`MAX_CONTEXT_SIDE`]); it is the
+/// backstop that keeps a range that slipped past a check from allocating without bound.
+pub const MAX_RANGE_KEYS: i64 = 50_000;
+
 /// A run of consecutive messages of one session: `seq_in_session` in `from..=to`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SeqRange {
@@ -36,6 +45,44 @@ pub struct SeqRange {
     pub session: String,
     pub from: i64,
     pub to: i64,
+}
+
+impl SeqRange {
+    /// The window of `before` messages before `m`, `m` itself, and `after` messages after it.
+    /// Refused unless both sides are within `0..=MAX_CONTEXT_SIDE`.
+    pub fn around(m: &Message, before: i64, after: i64) -> StoreResult<SeqRange> {
+        check_context_sides(before, after)?;
+        Ok(SeqRange {
+            workspace: m.workspace_name.clone(),
+            session: m.session_name.clone(),
+            from: m.seq_in_session - before,
+            to: m.seq_in_session + after,
+        })
+    }
+
+    /// How many seqs (from 1 up) the range covers.
+    pub fn len(&self) -> i64 {
+        self.to
+            .saturating_sub(self.from.max(1))
+            .saturating_add(1)
+            .max(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Both sides of a context window within `0..=MAX_CONTEXT_SIDE`.
+pub fn check_context_sides(before: i64, after: i64) -> StoreResult<()> {
+    for (name, v) in [("before", before), ("after", after)] {
+        if !(0..=MAX_CONTEXT_SIDE).contains(&v) {
+            return Err(StoreError::invalid(format!(
+                "{name} must be between 0 and {MAX_CONTEXT_SIDE} (got {v})"
+            )));
+        }
+    }
+    Ok(())
 }
 
 impl Store {
@@ -239,6 +286,14 @@ impl Store {
     /// results × (2 · window + 1), an event's range one createMessages batch), so the key lists
     /// stay short.
     pub async fn messages_in_ranges(&self, ranges: &[SeqRange]) -> StoreResult<Vec<Message>> {
+        let covered = ranges
+            .iter()
+            .fold(0i64, |sum, r| sum.saturating_add(r.len()));
+        if covered > MAX_RANGE_KEYS {
+            return Err(StoreError::invalid(format!(
+                "the message ranges cover {covered} positions, more than {MAX_RANGE_KEYS}"
+            )));
+        }
         let keys: BTreeSet<(&str, &str, i64)> = ranges
             .iter()
             .flat_map(|r| {

@@ -63,7 +63,7 @@ pub type SearchScope<'a> = MessageScope<'a>;
 pub const DEFAULT_SEARCH_LIMIT: u64 = 10;
 pub const MAX_SEARCH_LIMIT: u64 = 100;
 pub const DEFAULT_CONTEXT_WINDOW: i64 = 2;
-pub const MAX_CONTEXT_WINDOW: i64 = 10;
+pub const MAX_CONTEXT_WINDOW: i64 = super::message::MAX_CONTEXT_SIDE;
 /// Reciprocal Rank Fusion constant (Honcho's, spec §4.4).
 pub const RRF_K: u32 = 60;
 

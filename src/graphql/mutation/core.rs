@@ -267,6 +267,7 @@ impl CoreMutation {
     ) -> ApiResult<Vec<Message>> {
         let on = On::session(&workspace_id, &session_id);
         guard::require(ctx, rule!(MutationRoot.createMessages), on).await?;
+        prefetch::check_context_arguments(ctx.field())?;
         let batch = messages
             .into_iter()
             .map(|m| NewMessage {

@@ -3,25 +3,13 @@ use async_graphql::{Context, ID, Json, Object};
 use serde_json::Value;
 
 use super::{Peer, Session};
-use crate::graphql::error::{ApiResult, bad_input};
+use crate::graphql::error::ApiResult;
 use crate::graphql::guard::{self, On, rule};
 use crate::graphql::loaders::{PeerKey, RangeKey, SessionKey};
 use crate::graphql::{loader, prefetch};
 use crate::store::message::SeqRange;
 
-/// Most messages `context` returns on either side of a message.
-pub const MAX_CONTEXT_SIDE: i32 = 10;
 pub const DEFAULT_CONTEXT_SIDE: i64 = 2;
-
-/// The seq range `context(before, after)` of a message covers (the message itself included).
-pub fn context_range(m: &crate::store::message::Message, before: i64, after: i64) -> SeqRange {
-    SeqRange {
-        workspace: m.workspace_name.clone(),
-        session: m.session_name.clone(),
-        from: m.seq_in_session - before,
-        to: m.seq_in_session + after,
-    }
-}
 
 pub struct Message(pub crate::store::message::Message);
 
@@ -85,14 +73,7 @@ impl Message {
     ) -> ApiResult<Vec<Message>> {
         let on = On::session(&self.0.workspace_name, &self.0.session_name);
         guard::require(ctx, rule!(Message.context), on).await?;
-        for (name, v) in [("before", before), ("after", after)] {
-            if !(0..=MAX_CONTEXT_SIDE).contains(&v) {
-                return Err(bad_input(format!(
-                    "{name} must be between 0 and {MAX_CONTEXT_SIDE} (got {v})"
-                )));
-            }
-        }
-        let key = RangeKey(context_range(&self.0, before.into(), after.into()));
+        let key = RangeKey(SeqRange::around(&self.0, before.into(), after.into())?);
         let msgs = loader(ctx)?.load_one(key).await?.unwrap_or_default();
         prefetch::messages(ctx, &msgs, &[ctx.look_ahead()]).await?;
         Ok(msgs.into_iter().map(Message).collect())
