@@ -309,3 +309,94 @@ impl TestApp {
         row.try_get_by_index::<i64>(0).unwrap()
     }
 }
+
+/// The real server binary, serving one test database on a free port, killed when dropped. Tests
+/// that must see the process survive (a stack overflow or an allocation failure aborts it, which
+/// no in-process test can observe) talk to it over HTTP.
+pub struct ServerProcess {
+    child: std::sync::Mutex<std::process::Child>,
+    pub addr: std::net::SocketAddr,
+    http: reqwest::Client,
+}
+
+impl ServerProcess {
+    /// Serves `db` with auth on (keys from [`bearer`]), no embedder, and these extra variables.
+    pub async fn start(db: &DbGuard, env: &[(&str, &str)]) -> ServerProcess {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_honcho-graphql"))
+            .arg("serve")
+            .env("DATABASE_URL", db.url())
+            .env("HONCHO_LISTEN", addr.to_string())
+            .env("HONCHO_EMBEDDER", "none")
+            .env("HONCHO_AUTH_SECRET", SECRET)
+            .env("HONCHO_DB_POOL", "4")
+            .env("RUST_LOG", "error")
+            .envs(env.iter().copied())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("start the server binary");
+        let server = ServerProcess {
+            child: std::sync::Mutex::new(child),
+            addr,
+            http: reqwest::Client::new(),
+        };
+        let started = std::time::Instant::now();
+        while !server.healthy().await {
+            assert!(server.alive(), "the server exited on start");
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "the server did not start"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        server
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// The process has not exited.
+    pub fn alive(&self) -> bool {
+        let mut child = self.child.lock().unwrap();
+        matches!(child.try_wait(), Ok(None))
+    }
+
+    pub async fn healthy(&self) -> bool {
+        let resp = self.http.get(self.url("/health")).send().await;
+        resp.is_ok_and(|r| r.status() == 200)
+    }
+
+    /// POSTs a raw body to `/graphql`; the status and the body as JSON (Null when it is not).
+    pub async fn post(
+        &self,
+        body: impl Into<reqwest::Body>,
+        authorization: Option<&str>,
+    ) -> (u16, Value) {
+        let mut req = self
+            .http
+            .post(self.url("/graphql"))
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(a) = authorization {
+            req = req.header("authorization", a);
+        }
+        let resp = req.send().await.expect("the server answers");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}

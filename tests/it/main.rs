@@ -15,4 +15,5 @@ mod schema_file;
 mod search;
 mod sessions;
 mod subscriptions;
+mod survival;
 mod workspaces_peers;

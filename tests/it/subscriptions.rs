@@ -448,6 +448,22 @@ async fn the_listener_reconnects_and_open_subscriptions_learn_of_the_gap() {
 }
 
 #[tokio::test]
+async fn a_subscription_with_an_out_of_range_context_is_refused_before_it_starts() {
+    let app = TestApp::new().await;
+    let inst = Instance::start(&app, 1024).await;
+    let req = Request::new(
+        "subscription { messageCreated(workspaceId: \"ws\") { id context(after: 2147483647) { id } } }",
+    );
+    let mut stream = graphql::execute_stream(&inst.schema, req, None);
+    let resp = serde_json::to_value(stream.next().await.unwrap()).unwrap();
+    assert_eq!(
+        resp["errors"][0]["extensions"]["code"], "BAD_USER_INPUT",
+        "{resp}"
+    );
+    assert_eq!(inst.bus.subscribers(), 0, "it never listened");
+}
+
+#[tokio::test]
 async fn without_an_event_bus_subscriptions_say_so() {
     let app = TestApp::new().await;
     let req = Request::new("subscription { messageCreated(workspaceId: \"ws\") { id } }");
