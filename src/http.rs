@@ -87,7 +87,11 @@ pub fn router_with_playground(
 async fn metrics() -> impl IntoResponse {
     (
         [("content-type", "text/plain; version=0.0.4")],
-        crate::graphql::metrics::render(),
+        format!(
+            "{}{}",
+            crate::graphql::metrics::render(),
+            crate::graphql::metrics::encode(&crate::deriver::metrics::gather())
+        ),
     )
 }
 

@@ -214,6 +214,10 @@ impl Store {
             };
             events::publish(&txn, &notice).await?;
         }
+        if self.derives() {
+            let ids: Vec<i64> = created.iter().map(|m| m.id).collect();
+            super::queue::enqueue(&txn, workspace, session_name, &ids).await?;
+        }
         txn.commit().await?;
         Ok(created)
     }
