@@ -14,6 +14,7 @@ pub mod queue;
 pub mod search;
 pub mod session;
 pub mod tokens;
+pub mod tx;
 pub mod validate;
 pub mod workspace;
 
@@ -24,6 +25,7 @@ use std::time::Duration;
 use crate::embed::Embedder;
 
 pub use error::{StoreError, StoreResult};
+pub use tx::{IterativeScan, Tx, TxOptions};
 
 /// Handle to the database and the embedder; cheap to clone (both are shared).
 #[derive(Clone)]

@@ -17,11 +17,11 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ConnectionTrait, DatabaseTransaction, TransactionTrait};
+use sea_orm::{ConnectionTrait, DatabaseTransaction};
 
-use super::conclusion::{Conclusion, Level, upsert_derived};
+use super::conclusion::{Conclusion, Level, live_ids, upsert_derived};
 use super::events::{self, Notice};
-use super::{Store, StoreError, StoreResult, new_id, stmt, vector_literal};
+use super::{Store, StoreError, StoreResult, TxOptions, new_id, stmt, vector_literal};
 use crate::entity::conclusion;
 
 /// Queues the messages `ids` (just inserted in `txn`) for every observer the observation rules
@@ -173,8 +173,8 @@ impl Store {
     /// Claims the oldest ready unit no live lease holds, with its next batch (seq order, cut at
     /// `max_batch_tokens`). `None` when nothing is ready.
     pub async fn claim_unit(&self, worker: &str, rules: ClaimRules) -> StoreResult<Option<Claim>> {
-        let txn = self.db().begin().await?;
-        let Some(unit) = txn
+        self.transaction(TxOptions::default(), |txn| async move {
+            let Some(unit) = txn
             .query_one_raw(stmt(
                 "SELECT id, workspace_name, session_name, observer, observed FROM deriver_units \
                  WHERE pending_tokens > 0 AND failed_at IS NULL \
@@ -190,68 +190,68 @@ impl Store {
         else {
             return Ok(None);
         };
-        let unit_id: i64 = unit.try_get("", "id")?;
-        let items = txn
-            .query_all_raw(stmt(
-                "SELECT id, message_id, seq_in_session, token_count FROM deriver_items \
+            let unit_id: i64 = unit.try_get("", "id")?;
+            let items = txn
+                .query_all_raw(stmt(
+                    "SELECT id, message_id, seq_in_session, token_count FROM deriver_items \
                  WHERE unit_id = $1 ORDER BY seq_in_session LIMIT 1000",
-                [unit_id.into()],
-            ))
-            .await?;
-        let mut claim = Claim {
-            unit_id,
-            owner: format!("{worker}:{}", new_id()),
-            workspace: unit.try_get("", "workspace_name")?,
-            session: unit.try_get("", "session_name")?,
-            observer: unit.try_get("", "observer")?,
-            observed: unit.try_get("", "observed")?,
-            item_ids: Vec::new(),
-            message_ids: Vec::new(),
-            first_seq: 0,
-            last_seq: 0,
-            tokens: 0,
-        };
-        for item in items {
-            let tokens = i64::from(item.try_get::<i32>("", "token_count")?);
-            if !claim.item_ids.is_empty() && claim.tokens + tokens > rules.max_batch_tokens {
-                break;
+                    [unit_id.into()],
+                ))
+                .await?;
+            let mut claim = Claim {
+                unit_id,
+                owner: format!("{worker}:{}", new_id()),
+                workspace: unit.try_get("", "workspace_name")?,
+                session: unit.try_get("", "session_name")?,
+                observer: unit.try_get("", "observer")?,
+                observed: unit.try_get("", "observed")?,
+                item_ids: Vec::new(),
+                message_ids: Vec::new(),
+                first_seq: 0,
+                last_seq: 0,
+                tokens: 0,
+            };
+            for item in items {
+                let tokens = i64::from(item.try_get::<i32>("", "token_count")?);
+                if !claim.item_ids.is_empty() && claim.tokens + tokens > rules.max_batch_tokens {
+                    break;
+                }
+                let seq: i64 = item.try_get("", "seq_in_session")?;
+                if claim.item_ids.is_empty() {
+                    claim.first_seq = seq;
+                }
+                claim.last_seq = seq;
+                claim.tokens += tokens;
+                claim.item_ids.push(item.try_get("", "id")?);
+                claim.message_ids.push(item.try_get("", "message_id")?);
             }
-            let seq: i64 = item.try_get("", "seq_in_session")?;
             if claim.item_ids.is_empty() {
-                claim.first_seq = seq;
+                // Counters out of step with the items (cannot happen through this module): repair.
+                txn.execute_raw(stmt(
+                    "UPDATE deriver_units SET pending_tokens = 0, oldest_at = NULL WHERE id = $1",
+                    [unit_id.into()],
+                ))
+                .await?;
+                return Ok(None);
             }
-            claim.last_seq = seq;
-            claim.tokens += tokens;
-            claim.item_ids.push(item.try_get("", "id")?);
-            claim.message_ids.push(item.try_get("", "message_id")?);
-        }
-        if claim.item_ids.is_empty() {
-            // Counters out of step with the items (cannot happen through this module): repair.
             txn.execute_raw(stmt(
-                "UPDATE deriver_units SET pending_tokens = 0, oldest_at = NULL WHERE id = $1",
-                [unit_id.into()],
+                "UPDATE deriver_units SET lease_owner = $2, \
+               lease_until = now() + make_interval(secs => $3) WHERE id = $1",
+                [
+                    unit_id.into(),
+                    claim.owner.clone().into(),
+                    rules.lease.as_secs_f64().into(),
+                ],
             ))
             .await?;
-            txn.commit().await?;
-            return Ok(None);
-        }
-        txn.execute_raw(stmt(
-            "UPDATE deriver_units SET lease_owner = $2, \
-               lease_until = now() + make_interval(secs => $3) WHERE id = $1",
-            [
-                unit_id.into(),
-                claim.owner.clone().into(),
-                rules.lease.as_secs_f64().into(),
-            ],
-        ))
-        .await?;
-        txn.execute_raw(stmt(
-            "UPDATE deriver_items SET claimed = true WHERE id = ANY($1::bigint[])",
-            [claim.item_ids.clone().into()],
-        ))
-        .await?;
-        txn.commit().await?;
-        Ok(Some(claim))
+            txn.execute_raw(stmt(
+                "UPDATE deriver_items SET claimed = true WHERE id = ANY($1::bigint[])",
+                [claim.item_ids.clone().into()],
+            ))
+            .await?;
+            Ok(Some(claim))
+        })
+        .await
     }
 
     /// Writes what a batch produced and takes its messages off the queue, in one transaction,
@@ -271,10 +271,10 @@ impl Store {
         derived: &[NewDerived],
         dedup_similarity: f64,
     ) -> StoreResult<BatchOutcome> {
-        let txn = self.db().begin().await?;
-        // Facts of one (observer, observed) from several sessions are deduplicated one batch at
-        // a time.
-        txn.execute_raw(stmt(
+        self.transaction(TxOptions::default(), |txn| async move {
+            // Facts of one (observer, observed) from several sessions are deduplicated one batch at
+            // a time.
+            txn.execute_raw(stmt(
             "SELECT pg_advisory_xact_lock(hashtext($1), hashtext('deriver:' || $2 || ':' || $3))",
             [
                 claim.workspace.clone().into(),
@@ -283,96 +283,97 @@ impl Store {
             ],
         ))
         .await?;
-        let held = txn
-            .query_one_raw(stmt(
-                "SELECT id FROM deriver_units WHERE id = $1 AND lease_owner = $2 \
+            let held = txn
+                .query_one_raw(stmt(
+                    "SELECT id FROM deriver_units WHERE id = $1 AND lease_owner = $2 \
                  FOR NO KEY UPDATE",
-                [claim.unit_id.into(), claim.owner.clone().into()],
+                    [claim.unit_id.into(), claim.owner.clone().into()],
+                ))
+                .await?;
+            if held.is_none() {
+                return Err(StoreError::Conflict(format!(
+                    "the lease on deriver unit {} was lost to another worker",
+                    claim.unit_id
+                )));
+            }
+            let mut out = BatchOutcome::default();
+            let mut new_ids = Vec::new();
+            for fact in facts {
+                let (row, created) = record_fact(&txn, claim, fact, dedup_similarity).await?;
+                if created {
+                    out.facts_created += 1;
+                    new_ids.push(row.id.clone());
+                } else {
+                    out.facts_reinforced += 1;
+                }
+                out.facts.push(row);
+            }
+            for d in derived {
+                let mut sources: Vec<String> = Vec::new();
+                for p in &d.premises {
+                    let id = match p {
+                        Premise::Fact(i) => out.facts.get(*i).map(|c| c.id.clone()),
+                        Premise::Existing(id) => Some(id.clone()),
+                    };
+                    if let Some(id) = id
+                        && !sources.contains(&id)
+                    {
+                        sources.push(id);
+                    }
+                }
+                let sources = live_ids(&*txn, &claim.workspace, &sources).await?;
+                if sources.is_empty() || would_cycle(&txn, claim, d, &sources).await? {
+                    tracing::warn!(
+                        content = %d.content,
+                        "deriver: refused a derived conclusion (no live premise, or a cycle)"
+                    );
+                    out.refused += 1;
+                    continue;
+                }
+                let row = upsert_derived(
+                    &*txn,
+                    &claim.workspace,
+                    &claim.observer,
+                    &claim.observed,
+                    Some(&claim.session),
+                    d.level,
+                    &d.content,
+                    &sources,
+                    d.embedding.as_deref().map(vector_literal),
+                )
+                .await?;
+                if row.times_derived == 1 {
+                    out.derived_created += 1;
+                    new_ids.push(row.id.clone());
+                } else {
+                    out.derived_reinforced += 1;
+                }
+                out.derived.push(row);
+            }
+            txn.execute_raw(stmt(
+                "DELETE FROM deriver_items WHERE id = ANY($1::bigint[])",
+                [claim.item_ids.clone().into()],
             ))
             .await?;
-        if held.is_none() {
-            return Err(StoreError::Conflict(format!(
-                "the lease on deriver unit {} was lost to another worker",
-                claim.unit_id
-            )));
-        }
-        let mut out = BatchOutcome::default();
-        let mut new_ids = Vec::new();
-        for fact in facts {
-            let (row, created) = record_fact(&txn, claim, fact, dedup_similarity).await?;
-            if created {
-                out.facts_created += 1;
-                new_ids.push(row.id.clone());
-            } else {
-                out.facts_reinforced += 1;
-            }
-            out.facts.push(row);
-        }
-        for d in derived {
-            let mut sources: Vec<String> = Vec::new();
-            for p in &d.premises {
-                let id = match p {
-                    Premise::Fact(i) => out.facts.get(*i).map(|c| c.id.clone()),
-                    Premise::Existing(id) => Some(id.clone()),
-                };
-                if let Some(id) = id
-                    && !sources.contains(&id)
-                {
-                    sources.push(id);
-                }
-            }
-            let sources = live_ids(&txn, &claim.workspace, &sources).await?;
-            if sources.is_empty() || would_cycle(&txn, claim, d, &sources).await? {
-                tracing::warn!(
-                    content = %d.content,
-                    "deriver: refused a derived conclusion (no live premise, or a cycle)"
-                );
-                out.refused += 1;
-                continue;
-            }
-            let row = upsert_derived(
-                &txn,
-                &claim.workspace,
-                &claim.observer,
-                &claim.observed,
-                Some(&claim.session),
-                d.level,
-                &d.content,
-                &sources,
-                d.embedding.as_deref().map(vector_literal),
-            )
-            .await?;
-            if row.times_derived == 1 {
-                out.derived_created += 1;
-                new_ids.push(row.id.clone());
-            } else {
-                out.derived_reinforced += 1;
-            }
-            out.derived.push(row);
-        }
-        txn.execute_raw(stmt(
-            "DELETE FROM deriver_items WHERE id = ANY($1::bigint[])",
-            [claim.item_ids.clone().into()],
-        ))
-        .await?;
-        txn.execute_raw(stmt(
-            "UPDATE deriver_units SET \
+            txn.execute_raw(stmt(
+                "UPDATE deriver_units SET \
                pending_tokens = greatest(pending_tokens - $2, 0), \
                oldest_at = (SELECT min(enqueued_at) FROM deriver_items WHERE unit_id = $1), \
                lease_owner = NULL, lease_until = NULL \
              WHERE id = $1",
-            [claim.unit_id.into(), claim.tokens.into()],
-        ))
-        .await?;
-        if !new_ids.is_empty() {
-            let notice = Notice::Conclusion {
-                w: claim.workspace.clone(),
-                ids: new_ids,
-            };
-            events::publish(&txn, &notice).await?;
-        }
-        txn.commit().await?;
-        Ok(out)
+                [claim.unit_id.into(), claim.tokens.into()],
+            ))
+            .await?;
+            if !new_ids.is_empty() {
+                let notice = Notice::Conclusion {
+                    w: claim.workspace.clone(),
+                    ids: new_ids,
+                };
+                events::publish(&*txn, &notice).await?;
+            }
+            Ok(out)
+        })
+        .await
     }
 
     /// Records that the claim's batch failed: the unit stops (its messages stay queued) until
@@ -632,28 +633,6 @@ async fn record_fact(
         .await?;
     }
     Ok((row, created))
-}
-
-/// The ids among `ids` that are live conclusions of the workspace, in `ids` order.
-async fn live_ids(
-    txn: &DatabaseTransaction,
-    workspace: &str,
-    ids: &[String],
-) -> StoreResult<Vec<String>> {
-    if ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    let live: std::collections::HashSet<String> = txn
-        .query_all_raw(stmt(
-            "SELECT id FROM conclusions \
-             WHERE workspace_name = $1 AND id = ANY($2::text[]) AND deleted_at IS NULL",
-            [workspace.into(), ids.to_vec().into()],
-        ))
-        .await?
-        .into_iter()
-        .map(|r| r.try_get::<String>("", "id"))
-        .collect::<Result<_, _>>()?;
-    Ok(ids.iter().filter(|i| live.contains(*i)).cloned().collect())
 }
 
 /// Whether recording `d` from `sources` would close a cycle: it would reinforce a live row
