@@ -7,6 +7,7 @@ mod batching;
 mod conclusions;
 mod embeddings;
 mod filters;
+mod frontend;
 mod http;
 mod limits;
 mod messages;
