@@ -12,6 +12,7 @@ mod http;
 mod limits;
 mod messages;
 mod migrations;
+mod readme;
 mod schema_file;
 mod search;
 mod sessions;
