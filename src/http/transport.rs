@@ -311,21 +311,28 @@ pub fn graphql_response(response: async_graphql::Response, media: MediaType) -> 
         && response.errors.iter().all(|e| e.path.is_empty());
     let headers = response.http_headers.clone();
     let cache_control = response.cache_control.value();
-    let mut body = serde_json::to_value(&response).unwrap_or_else(|e| {
+    // Serialised straight from the response: a JSON map would sort the fields, and a result's
+    // fields come in the order the query asked for them.
+    let body = match request_error {
+        true => serde_json::to_vec(&json!({"errors": response.errors})),
+        false => serde_json::to_vec(&response),
+    }
+    .unwrap_or_else(|e| {
         error_body(
             &format!("the response could not be serialised: {e}"),
             Code::Internal,
         )
+        .to_string()
+        .into_bytes()
     });
-    if request_error && let Value::Object(fields) = &mut body {
-        fields.remove("data");
-    }
     let status = if request_error && media == MediaType::GraphqlResponse {
         StatusCode::BAD_REQUEST
     } else {
         StatusCode::OK
     };
-    let mut resp = json_response(status, media, &body);
+    let mut resp = (status, Body::from(body)).into_response();
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, media.content_type());
     for (name, value) in headers.iter() {
         resp.headers_mut().append(name, value.clone());
     }

@@ -381,3 +381,22 @@ async fn cors_answers_listed_origins_only_with_credentials_and_the_request_id() 
         );
     }
 }
+
+#[tokio::test]
+async fn result_fields_keep_the_order_the_query_asked_for() {
+    let app = TestApp::new().await;
+    let base = serve(&app, HttpOptions::default()).await;
+    let text = reqwest::Client::new()
+        .post(format!("{base}/graphql"))
+        .json(&json!({"query": "{ zz: __typename aa: __typename mm: __typename }"}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        text,
+        r#"{"data":{"zz":"QueryRoot","aa":"QueryRoot","mm":"QueryRoot"}}"#
+    );
+}
