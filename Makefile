@@ -24,7 +24,7 @@ PLAYGROUND_TEST ?= 1
 
 PLAYGROUND_SRC := $(shell find playground -path playground/node_modules -prune -o -path playground/dist -prune -o -path playground/tests -prune -o -type f -print 2>/dev/null)
 
-.PHONY: help setup postgres model run test lint schema bench playground playground-test
+.PHONY: help setup postgres model run test lint schema bench bench-derive playground playground-test
 
 help:
 	@echo "make run         set up PostgreSQL (unless DATABASE_URL is set) and the model, serve on 127.0.0.1:8000"
@@ -33,6 +33,7 @@ help:
 	@echo "make schema      regenerate schema.graphql"
 	@echo "make setup       only the set-up (PostgreSQL + pgvector, model files)"
 	@echo "make bench       run the benchmark (when bench/ exists)"
+	@echo "make bench-derive  the deriver's throughput with an instant fake LLM"
 	@echo "make playground  build playground/dist (when playground/ has a package.json)"
 	@echo "make playground-test  examples validate against schema.graphql; browser test in headless Chromium"
 
@@ -84,6 +85,14 @@ bench:
 	  export DATABASE_URL="$$base/postgres"
 	fi
 	$(CARGO) run --release -p honcho-bench -- $(BENCH_ARGS)
+
+# The deriver's throughput with an instant fake LLM (queue and storage overhead per message).
+bench-derive: model
+	if [ -z "$${DATABASE_URL:-}" ]; then
+	  base=$$(scripts/setup-postgres.sh)
+	  export DATABASE_URL="$$base/postgres"
+	fi
+	$(CARGO) run --release -p honcho-bench --bin honcho-bench-derive -- $(BENCH_ARGS)
 
 ifneq ($(wildcard playground/package.json),)
 playground: playground/dist/index.html

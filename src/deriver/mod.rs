@@ -102,50 +102,49 @@ impl Deriver {
     pub async fn process(&self, claim: &Claim) -> Result<BatchReport, StoreError> {
         let started = Instant::now();
         let m = metrics();
-        match self.derive(claim).await {
-            Ok((facts, derived)) => {
-                match self
-                    .store
-                    .complete_batch(claim, &facts, &derived, self.cfg.dedup_similarity)
-                    .await
-                {
-                    Ok(outcome) => {
-                        m.batches.with_label_values(&["ok"]).inc();
-                        m.messages
-                            .with_label_values(&["ok"])
-                            .inc_by(claim.item_ids.len() as u64);
-                        count_outcome(&outcome);
-                        tracing::info!(
-                            unit = claim.unit_id,
-                            workspace = %claim.workspace,
-                            session = %claim.session,
-                            observer = %claim.observer,
-                            observed = %claim.observed,
-                            seqs = %format!("{}..={}", claim.first_seq, claim.last_seq),
-                            messages = claim.item_ids.len(),
-                            explicit_new = outcome.facts_created,
-                            explicit_reinforced = outcome.facts_reinforced,
-                            derived_new = outcome.derived_created,
-                            derived_reinforced = outcome.derived_reinforced,
-                            refused = outcome.refused,
-                            ms = started.elapsed().as_millis() as u64,
-                            "deriver: batch done"
-                        );
-                        Ok(BatchReport::Done {
-                            unit: claim.unit_id,
-                            messages: claim.item_ids.len(),
-                            outcome,
-                        })
-                    }
-                    Err(StoreError::Conflict(msg)) => {
-                        m.batches.with_label_values(&["lease_lost"]).inc();
-                        tracing::warn!(unit = claim.unit_id, "deriver: {msg}; nothing written");
-                        Ok(BatchReport::LeaseLost {
-                            unit: claim.unit_id,
-                        })
-                    }
-                    Err(e) => Err(e),
-                }
+        let result = match self.derive(claim).await {
+            Ok((facts, derived)) => self
+                .store
+                .complete_batch(claim, &facts, &derived, self.cfg.dedup_similarity)
+                .await
+                .map_err(DeriverError::Store),
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(outcome) => {
+                m.batches.with_label_values(&["ok"]).inc();
+                m.messages
+                    .with_label_values(&["ok"])
+                    .inc_by(claim.item_ids.len() as u64);
+                count_outcome(&outcome);
+                tracing::info!(
+                    unit = claim.unit_id,
+                    workspace = %claim.workspace,
+                    session = %claim.session,
+                    observer = %claim.observer,
+                    observed = %claim.observed,
+                    seqs = %format!("{}..={}", claim.first_seq, claim.last_seq),
+                    messages = claim.item_ids.len(),
+                    explicit_new = outcome.facts_created,
+                    explicit_reinforced = outcome.facts_reinforced,
+                    derived_new = outcome.derived_created,
+                    derived_reinforced = outcome.derived_reinforced,
+                    refused = outcome.refused,
+                    ms = started.elapsed().as_millis() as u64,
+                    "deriver: batch done"
+                );
+                Ok(BatchReport::Done {
+                    unit: claim.unit_id,
+                    messages: claim.item_ids.len(),
+                    outcome,
+                })
+            }
+            Err(DeriverError::Store(StoreError::Conflict(msg))) => {
+                m.batches.with_label_values(&["lease_lost"]).inc();
+                tracing::warn!(unit = claim.unit_id, "deriver: {msg}; nothing written");
+                Ok(BatchReport::LeaseLost {
+                    unit: claim.unit_id,
+                })
             }
             Err(DeriverError::Llm { pass, source }) => {
                 let error = format!("{pass} pass: {source}");
@@ -232,6 +231,8 @@ impl Deriver {
                 NEAREST_CONCLUSIONS,
             )
             .await?;
+        // The explicit call may have taken most of the lease.
+        self.store.renew_lease(claim, self.rules().lease).await?;
         let reply = self
             .ask(
                 "reasoning",

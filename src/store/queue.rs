@@ -376,6 +376,27 @@ impl Store {
         .await
     }
 
+    /// Extends the claim's lease to `lease` from now (before another long LLM call). `Conflict`
+    /// when the unit is no longer the claim's: its new holder does the work.
+    pub async fn renew_lease(&self, claim: &Claim, lease: Duration) -> StoreResult<()> {
+        let done = self
+            .db()
+            .execute_raw(stmt(
+                "UPDATE deriver_units SET lease_until = now() + make_interval(secs => $3) \
+                 WHERE id = $1 AND lease_owner = $2",
+                [
+                    claim.unit_id.into(),
+                    claim.owner.clone().into(),
+                    lease.as_secs_f64().into(),
+                ],
+            ))
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(lease_lost(claim));
+        }
+        Ok(())
+    }
+
     /// Records that the claim's batch failed: the unit stops (its messages stay queued) until
     /// [`Store::retry_failed_derivations`]. A claim that no longer holds the unit changes nothing.
     pub async fn fail_batch(&self, claim: &Claim, message: &str) -> StoreResult<()> {
@@ -558,6 +579,13 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+fn lease_lost(claim: &Claim) -> StoreError {
+    StoreError::Conflict(format!(
+        "the lease on deriver unit {} was lost to another worker",
+        claim.unit_id
+    ))
 }
 
 /// Stores one fact of a batch: reinforces its duplicate, or inserts it; links its messages.

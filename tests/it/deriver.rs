@@ -297,6 +297,7 @@ async fn duplicate_facts_and_conclusions_reinforce_instead_of_repeating() {
         Pass::Explicit { .. } => facts(&[
             ("Alice loves green tea", &[2]),
             ("Alice loves green tea!", &[2]),
+            ("Alice drinks black coffee at work", &[2]),
         ]),
         Pass::Reasoning { user } => {
             let n1 = id_of(user, "Alice loves green tea");
@@ -311,7 +312,12 @@ async fn duplicate_facts_and_conclusions_reinforce_instead_of_repeating() {
     say(&app, "s", &[("alice", "I had green tea again, I love it")]).await;
     drain(&deriver).await;
     let list = conclusions(&app).await;
-    assert_eq!(list.len(), 2, "{list:#?}");
+    assert_eq!(list.len(), 3, "{list:#?}");
+    let coffee = find(&list, "Alice drinks black coffee at work");
+    assert_eq!(
+        coffee["timesDerived"], 1,
+        "a different fact is not a duplicate"
+    );
     let tea = find(&list, "Alice loves green tea");
     assert_eq!(tea["timesDerived"], 3, "created once, reinforced twice");
     let seqs: Vec<i64> = tea["sourceMessages"]
@@ -571,6 +577,8 @@ async fn a_killed_workers_unit_is_taken_over_after_its_lease_and_written_once() 
     // Worker 1 comes back from the dead: its writes are refused.
     let late = app.store.complete_batch(&dead, &[], &[], 0.92).await;
     assert!(matches!(late, Err(StoreError::Conflict(_))), "{late:?}");
+    let renew = app.store.renew_lease(&dead, Duration::from_secs(60)).await;
+    assert!(matches!(renew, Err(StoreError::Conflict(_))), "{renew:?}");
     assert_eq!(conclusions(&app).await.len(), 1);
     assert_eq!(app.sql_i64("SELECT count(*) FROM deriver_items").await, 0);
     assert!(deriver.run_once("w2").await.unwrap().is_none());
