@@ -33,8 +33,9 @@ use async_graphql::{Context, Pos, Request, ServerError, ServerResult, Value};
 use super::error::{ApiResult, Code};
 use super::loader;
 use super::loaders::MembersKey;
-use super::store;
 use crate::auth::{Auth, AuthError, Caller, Principal};
+use crate::store::peer::PeerReach;
+use crate::store::session::SessionReach;
 
 /// What a field asks of the caller's key. An admin key passes every rule; a key of another
 /// workspace passes none (but [`Rule::Inherit`]).
@@ -255,7 +256,7 @@ impl fmt::Display for On<'_> {
 /// when the schema carries no [`Auth`] at all).
 pub fn principal(ctx: &Context<'_>) -> ApiResult<Principal> {
     let caller = match ctx.data_opt::<Caller>() {
-        Some(Caller(c)) => c.clone(),
+        Some(caller) => caller.principal(),
         None => match ctx.data_opt::<Auth>() {
             Some(auth) if !auth.enabled() => Ok(Principal::Admin),
             _ => Err(AuthError::Missing),
@@ -310,21 +311,31 @@ async fn allows(ctx: &Context<'_>, p: &Principal, rule: Rule, on: On<'_>) -> Api
         (MessageFeed, K::Peer { peer, .. }) => {
             is(peer, on.peer) || member(ctx, w, on.session, peer).await?
         }
-        (CreateSession, K::Peer { peer, .. }) => {
-            // Not through the request's loader: the mutation is about to change what it would
-            // cache.
-            let Some(session) = on.session else {
-                return Ok(false);
-            };
-            let store = store(ctx)?;
-            store.session(w, session).await?.is_none()
-                || store
-                    .session_member(w, session, peer)
-                    .await?
-                    .is_some_and(|m| m.left_at.is_none())
-        }
+        // What a peer key may do to a session that exists (only one it is an active member of,
+        // and without changing it) is decided by the store inside the write's transaction
+        // ([`session_reach`]): a check here would race the write.
+        (CreateSession, K::Peer { .. }) => on.session.is_some(),
         (Admin | Workspace | Peer | Session | MessageWrite, _) => false,
     })
+}
+
+/// What `getOrCreateSession` may do to a session that exists, for this caller (the rule
+/// [`Rule::CreateSession`] let it through).
+pub fn session_reach(p: &Principal) -> SessionReach<'_> {
+    match p {
+        Principal::Peer { peer, .. } => SessionReach::Member(peer),
+        _ => SessionReach::Any,
+    }
+}
+
+/// What `getOrCreatePeer` may do to a peer that exists, for this caller (the rule
+/// [`Rule::CreatePeer`] let it through): a session key creates peers but never reads or changes
+/// one, as it may not `updatePeer`.
+pub fn peer_reach(p: &Principal) -> PeerReach {
+    match p {
+        Principal::Session { .. } => PeerReach::CreateOnly,
+        _ => PeerReach::Any,
+    }
 }
 
 /// Whether `peer` is an active member of the session (batched and cached per request).
@@ -623,7 +634,7 @@ mod tests {
     #[tokio::test]
     async fn decisions_without_membership() {
         let on = Some(Auth::with_secret("x"));
-        let key = |p: Principal| Some(Caller(Ok(p)));
+        let key = |p: Principal| Some(Caller::new(Ok(p)));
         let w = || Principal::Workspace("ws".into());
         let alice = || Principal::Peer {
             workspace: "ws".into(),
@@ -687,7 +698,7 @@ mod tests {
         }
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
         // Without a caller: admin when auth is off, UNAUTHENTICATED when on or unknown.
-        let expired = Some(Caller(Err(AuthError::Expired)));
+        let expired = Some(Caller::new(Err(AuthError::Expired)));
         assert_eq!(decide(on.clone(), expired, "InWorkspace", "ws").await, "U");
         assert_eq!(decide(on, None, "InWorkspace", "ws").await, "U");
         assert_eq!(decide(Some(Auth::disabled()), None, "Admin", "").await, "y");

@@ -91,7 +91,7 @@ pub fn build_schema_with(
 pub fn authenticate(schema: &AppSchema, authorization: Option<&str>) -> Caller {
     match schema.data::<Auth>() {
         Some(auth) => auth.authenticate(authorization),
-        None => Caller(Err(AuthError::Missing)),
+        None => Caller::new(Err(AuthError::Missing)),
     }
 }
 
@@ -101,7 +101,7 @@ pub fn authenticate(schema: &AppSchema, authorization: Option<&str>) -> Caller {
 pub fn authenticate_connection_init(schema: &AppSchema, payload: &serde_json::Value) -> Caller {
     match schema.data::<Auth>() {
         Some(auth) => auth.authenticate_connection_init(payload),
-        None => Caller(Err(AuthError::Missing)),
+        None => Caller::new(Err(AuthError::Missing)),
     }
 }
 

@@ -294,10 +294,21 @@ pub async fn on_connection_init(
     schema: AppSchema,
     payload: serde_json::Value,
 ) -> async_graphql::Result<Data> {
+    Ok(connection_data(&schema, payload).0)
+}
+
+/// The connection data of [`on_connection_init`], and when the connection's key expires (the
+/// transport closes the socket then).
+pub fn connection_data(
+    schema: &AppSchema,
+    payload: serde_json::Value,
+) -> (Data, Option<chrono::DateTime<chrono::Utc>>) {
+    let caller = super::authenticate_connection_init(schema, &payload);
+    let expires_at = caller.expires_at();
     let mut data = Data::default();
-    data.insert(super::authenticate_connection_init(&schema, &payload));
+    data.insert(caller);
     data.insert(ConnectionInit(payload));
-    Ok(data)
+    (data, expires_at)
 }
 
 /// The schema as an [`Executor`] whose every operation gets its own loader, for the WebSocket

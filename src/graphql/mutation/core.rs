@@ -101,8 +101,15 @@ impl CoreMutation {
     ) -> ApiResult<Peer> {
         let on = On::peer(&workspace_id, &id);
         guard::require(ctx, rule!(MutationRoot.getOrCreatePeer), on).await?;
+        let reach = guard::peer_reach(&guard::principal(ctx)?);
         let peer = store(ctx)?
-            .get_or_create_peer(&workspace_id, &id, json(metadata), json(configuration))
+            .get_or_create_peer(
+                &workspace_id,
+                &id,
+                json(metadata),
+                json(configuration),
+                reach,
+            )
             .await?;
         Ok(Peer(peer))
     }
@@ -142,6 +149,7 @@ impl CoreMutation {
             .into_iter()
             .map(Into::into)
             .collect();
+        let principal = guard::principal(ctx)?;
         let session = store(ctx)?
             .get_or_create_session(
                 &workspace_id,
@@ -149,6 +157,7 @@ impl CoreMutation {
                 json(metadata),
                 json(configuration),
                 &peers,
+                guard::session_reach(&principal),
             )
             .await?;
         Ok(Session(session))
