@@ -867,21 +867,7 @@ async fn keys_from_connection_init_scope_subscriptions_as_queries() {
     };
     let write = |session: &'static str, peer: &'static str| {
         let store = app.store.clone();
-        async move {
-            store
-                .create_messages(
-                    "ws",
-                    session,
-                    vec![honcho_graphql::store::message::NewMessage {
-                        peer: peer.into(),
-                        content: format!("{peer} in {session}"),
-                        metadata: None,
-                        created_at: None,
-                    }],
-                )
-                .await
-                .unwrap();
-        }
+        async move { write_one(&store, session, peer, &format!("{peer} in {session}")).await }
     };
     write("s1", "alice").await;
     write("s1", "bob").await;
@@ -956,6 +942,23 @@ async fn keys_from_connection_init_scope_subscriptions_as_queries() {
     );
 }
 
+/// One message written straight through the store (no key needed), in workspace `ws`.
+async fn write_one(store: &Store, session: &str, peer: &str, content: &str) {
+    store
+        .create_messages(
+            "ws",
+            session,
+            vec![honcho_graphql::store::message::NewMessage {
+                peer: peer.into(),
+                content: content.into(),
+                metadata: None,
+                created_at: None,
+            }],
+        )
+        .await
+        .unwrap();
+}
+
 /// The code of the close frame the server sends next (other messages skipped), within `limit`.
 async fn ws_close_code(ws: &mut Ws, limit: Duration) -> u16 {
     let started = Instant::now();
@@ -997,19 +1000,7 @@ async fn an_expired_key_closes_its_websocket() {
         a.bus.subscribers() == 1
     })
     .await;
-    app.store
-        .create_messages(
-            "ws",
-            "s1",
-            vec![honcho_graphql::store::message::NewMessage {
-                peer: "alice".into(),
-                content: "before expiry".into(),
-                metadata: None,
-                created_at: None,
-            }],
-        )
-        .await
-        .unwrap();
+    write_one(&app.store, "s1", "alice", "before expiry").await;
     let got = ws_result(&mut ws, "1").await.unwrap();
     assert_eq!(got["messageCreated"]["content"], "before expiry");
     assert_eq!(ws_close_code(&mut ws, Duration::from_secs(5)).await, 4401);
@@ -1222,19 +1213,7 @@ async fn through_pgbouncer_in_transaction_mode() {
     let deaf = EventBus::start(&format!("{bouncer}/{}{suffix}", app._db.name), 16)
         .await
         .unwrap();
-    a.store
-        .create_messages(
-            "ws",
-            "chat",
-            vec![honcho_graphql::store::message::NewMessage {
-                peer: "direct".into(),
-                content: "written past the bouncer".into(),
-                metadata: None,
-                created_at: None,
-            }],
-        )
-        .await
-        .unwrap();
+    write_one(&a.store, "chat", "direct", "written past the bouncer").await;
     assert_eq!(take(&mut sub, 1, Duration::from_secs(10)).await.len(), 1);
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
