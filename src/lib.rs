@@ -53,6 +53,9 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         max_nesting: cfg.max_nesting,
         max_tokens: cfg.max_tokens,
         max_fragments: cfg.max_fragments,
+        max_aliases: cfg.max_aliases,
+        max_root_fields: cfg.max_root_fields,
+        max_embeddings: cfg.max_embeddings,
     };
     let events_url = cfg
         .events_database_url

@@ -5,7 +5,7 @@ use async_graphql::{Error, ErrorExtensions};
 
 use crate::store::StoreError;
 
-/// Stable error codes, the `extensions.code` of every error (DESIGN §5).
+/// Stable error codes, the `extensions.code` of every error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Code {
     BadUserInput,
@@ -71,8 +71,16 @@ impl From<Error> for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
+        if let Some((limit, max)) = err.limit() {
+            return ApiError(Code::BadUserInput.error(err.to_string()).0.extend_with(
+                |_, e| {
+                    e.set("limit", limit);
+                    e.set("max", max as u64);
+                },
+            ));
+        }
         match &err {
-            StoreError::InvalidInput(_) | StoreError::Filter(_) => {
+            StoreError::InvalidInput(_) | StoreError::Filter(_) | StoreError::TooLarge { .. } => {
                 Code::BadUserInput.error(err.to_string())
             }
             StoreError::NotFound { .. } => Code::NotFound.error(err.to_string()),

@@ -356,6 +356,7 @@ impl Store {
                 "maxDistance must be between 0 and {MAX_DISTANCE} (cosine distance; got {d})"
             )));
         }
+        super::search::check_query(query)?;
         let filter = filter::parse(Resource::Conclusion, filters)?;
         let Some(embedder) = self.embedder() else {
             return Err(StoreError::invalid(

@@ -23,6 +23,13 @@ pub enum StoreError {
     /// PostgreSQL cancelled the statement (statement_timeout or lock_timeout).
     #[error("the request took too long and was cancelled")]
     Timeout(#[source] DbErr),
+    /// An input over one of the store's size limits: `limit` names it for clients.
+    #[error("{message}")]
+    TooLarge {
+        limit: &'static str,
+        max: usize,
+        message: String,
+    },
     #[error("{0}")]
     Internal(String),
     /// The database does not fit this server's configuration (checked at start-up).
@@ -41,6 +48,15 @@ impl StoreError {
         StoreError::NotFound {
             what,
             id: id.into(),
+        }
+    }
+
+    /// The named limit an input went over, and its value (clients see both).
+    pub fn limit(&self) -> Option<(&'static str, usize)> {
+        match self {
+            StoreError::TooLarge { limit, max, .. } => Some((limit, *max)),
+            StoreError::Filter(e) => e.limit(),
+            _ => None,
         }
     }
 

@@ -5,6 +5,7 @@ mod harness;
 mod auth;
 mod batching;
 mod conclusions;
+mod cost;
 mod embeddings;
 mod filters;
 mod http;
