@@ -126,10 +126,9 @@ struct Walker<'a> {
 
 impl<'a> Walker<'a> {
     fn set(&mut self, set: &'a Positioned<SelectionSet>) -> Sum {
-        set.node
-            .items
-            .iter()
-            .fold(Sum::default(), |acc, item| acc.add(self.selection(&item.node)))
+        set.node.items.iter().fold(Sum::default(), |acc, item| {
+            acc.add(self.selection(&item.node))
+        })
     }
 
     fn selection(&mut self, selection: &'a Selection) -> Sum {
@@ -264,7 +263,9 @@ mod tests {
         assert_eq!(t.cost, 1 + 1 + 100 * 2);
         let t = cost("{ messages { nodes { id } } }");
         assert_eq!(t.cost, 1 + DEFAULT_PAGE * 2);
-        let t = cost("{ m: messages(first: 100) { nodes { session { messages(first: 100) { nodes { id } } } } } }");
+        let t = cost(
+            "{ m: messages(first: 100) { nodes { session { messages(first: 100) { nodes { id } } } } } }",
+        );
         assert_eq!(t.cost, 1 + 100 * (1 + 1 + 1 + 100 * 2));
         assert_eq!(t.aliases, 1);
         let t = cost("{ x { context(before: 10, after: 10) { id } } }");
@@ -290,7 +291,11 @@ mod tests {
     fn a_doubling_fragment_chain_is_measured_once_per_fragment() {
         let mut q = String::from("{ ...F60 } fragment F0 on Query { a }");
         for i in 1..=60 {
-            q.push_str(&format!(" fragment F{i} on Query {{ ...F{} ...F{} }}", i - 1, i - 1));
+            q.push_str(&format!(
+                " fragment F{i} on Query {{ ...F{} ...F{} }}",
+                i - 1,
+                i - 1
+            ));
         }
         let started = std::time::Instant::now();
         let t = cost(&q);

@@ -111,9 +111,7 @@ pub fn check_query(text: &str) -> StoreResult<()> {
         return Err(StoreError::TooLarge {
             limit: "searchQueryChars",
             max: MAX_QUERY_CHARS,
-            message: format!(
-                "query is {chars} characters long; the limit is {MAX_QUERY_CHARS}"
-            ),
+            message: format!("query is {chars} characters long; the limit is {MAX_QUERY_CHARS}"),
         });
     }
     let words = text

@@ -54,7 +54,8 @@ fn aliases(n: usize, field: impl Fn(usize) -> String) -> String {
 async fn the_reported_costly_documents_are_refused_in_under_50_ms_naming_the_limit() {
     let app = seeded().await;
     let nested = "messages(first: 100) { nodes { session { messages(first: 100) { nodes { id content } } } } }";
-    let mut bomb = String::from("{ workspace(id: \"W1\") { ...F40 } } fragment F0 on Workspace { id }");
+    let mut bomb =
+        String::from("{ workspace(id: \"W1\") { ...F40 } } fragment F0 on Workspace { id }");
     for i in 1..=40 {
         bomb.push_str(&format!(
             " fragment F{i} on Workspace {{ ...F{p} ...F{p} }}",
@@ -66,14 +67,18 @@ async fn the_reported_costly_documents_are_refused_in_under_50_ms_naming_the_lim
         (
             format!(
                 "{{ workspace(id: \"W1\") {{ {} }} }}",
-                aliases(5000, |i| format!("s{i}: search(query: \"message\") {{ __typename }}"))
+                aliases(5000, |i| format!(
+                    "s{i}: search(query: \"message\") {{ __typename }}"
+                ))
             ),
             "HONCHO_MAX_TOKENS",
         ),
         (
             format!(
                 "{{ workspace(id: \"W1\") {{ {} }} }}",
-                aliases(150, |i| format!("s{i}: search(query: \"message\") {{ __typename }}"))
+                aliases(150, |i| format!(
+                    "s{i}: search(query: \"message\") {{ __typename }}"
+                ))
             ),
             "HONCHO_MAX_ALIASES",
         ),
@@ -84,7 +89,10 @@ async fn the_reported_costly_documents_are_refused_in_under_50_ms_naming_the_lim
         ),
         // 750k `__typename` aliases cost 4 s of CPU each (here 200k: the same refusal).
         (
-            format!("{{ {} }}", aliases(200_000, |i| format!("t{i}: __typename"))),
+            format!(
+                "{{ {} }}",
+                aliases(200_000, |i| format!("t{i}: __typename"))
+            ),
             "HONCHO_MAX_TOKENS",
         ),
         // 40 fragments each spreading the previous twice: 2^40 fields once expanded.
@@ -128,7 +136,11 @@ async fn twenty_searches_of_two_thousand_words_are_refused_by_their_length() {
     // 2,000 words is over both limits (characters are checked first); 65 short words only over
     // the word count.
     for (words, limit, max) in [
-        (aliases(2000, |i| format!("word{i}")), "searchQueryChars", 1000),
+        (
+            aliases(2000, |i| format!("word{i}")),
+            "searchQueryChars",
+            1000,
+        ),
         (aliases(65, |_| "a".to_owned()), "searchQueryWords", 64),
     ] {
         let query = format!(
@@ -188,7 +200,11 @@ async fn a_cursor_past_any_list_is_bad_user_input_not_a_500() {
         ..Default::default()
     });
     use base64::Engine;
-    for n in ["9223372036854775807", "18446744073709551615", "4611686018427387905"] {
+    for n in [
+        "9223372036854775807",
+        "18446744073709551615",
+        "4611686018427387905",
+    ] {
         let cursor = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("o:{n}"));
         for arg in ["after", "before"] {
             let query = format!(
@@ -198,7 +214,10 @@ async fn a_cursor_past_any_list_is_bad_user_input_not_a_500() {
                 .post(json!({ "query": query }).to_string(), Some(&key))
                 .await;
             assert_eq!(status, 200, "{n} {arg}: {resp}");
-            assert_eq!(resp["errors"][0]["extensions"]["code"], "BAD_USER_INPUT", "{resp}");
+            assert_eq!(
+                resp["errors"][0]["extensions"]["code"], "BAD_USER_INPUT",
+                "{resp}"
+            );
         }
     }
     assert!(server.healthy().await);
