@@ -98,9 +98,9 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Connects to the database with the configured embedder (HONCHO_EMBEDDER); a fresh database's
-/// vector columns get the embedder's dimension.
-pub async fn open_store(db: &config::DbConfig) -> anyhow::Result<Store> {
+/// The configured embedder (HONCHO_EMBEDDER), None for `none`. Migrations that create the vector
+/// columns afterwards give them its dimension (the default's without an embedder).
+pub fn configured_embedder() -> anyhow::Result<Option<std::sync::Arc<dyn embed::Embedder>>> {
     let embedder = embed::build(&embed::EmbedConfig::from_env()?)?;
     match &embedder {
         Some(e) => {
@@ -109,6 +109,13 @@ pub async fn open_store(db: &config::DbConfig) -> anyhow::Result<Store> {
         }
         None => tracing::info!("no embedder: search is full-text only"),
     }
+    Ok(embedder)
+}
+
+/// Connects to the database with the configured embedder (HONCHO_EMBEDDER); a fresh database's
+/// vector columns get the embedder's dimension.
+pub async fn open_store(db: &config::DbConfig) -> anyhow::Result<Store> {
+    let embedder = configured_embedder()?;
     let timeout = (db.statement_timeout_ms > 0)
         .then(|| std::time::Duration::from_millis(db.statement_timeout_ms));
     let store = Store::connect(&db.database_url, db.db_pool, timeout)
