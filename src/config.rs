@@ -79,6 +79,22 @@ pub struct ServeConfig {
     #[arg(long, env = "HONCHO_MAX_EMBEDDINGS", default_value_t = 200)]
     pub max_embeddings: usize,
 
+    /// Most operations (subscriptions) open at once on one WebSocket.
+    #[arg(
+        long,
+        env = "HONCHO_MAX_SUBSCRIPTIONS_PER_CONNECTION",
+        default_value_t = 100
+    )]
+    pub max_subscriptions_per_connection: usize,
+
+    /// Most operations open at once over all WebSockets of one key (auth on).
+    #[arg(long, env = "HONCHO_MAX_SUBSCRIPTIONS_PER_KEY", default_value_t = 1000)]
+    pub max_subscriptions_per_key: usize,
+
+    /// Milliseconds a WebSocket may stay open before sending `connection_init`.
+    #[arg(long, env = "HONCHO_WS_INIT_TIMEOUT_MS", default_value_t = 10_000)]
+    pub ws_init_timeout_ms: u64,
+
     /// Connection for the event listener (one per instance, LISTEN needs a session of its own);
     /// defaults to DATABASE_URL. Point it at PostgreSQL itself (or a session-mode pool) when
     /// DATABASE_URL goes through PgBouncer in transaction mode.

@@ -10,6 +10,8 @@
 //! open.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
@@ -28,8 +30,8 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::services::{ServeDir, ServeFile};
 use tower_http::trace::TraceLayer;
 
-use crate::graphql::AppSchema;
 use crate::graphql::subscription::{LoaderExecutor, on_connection_init};
+use crate::graphql::{AppSchema, Limits};
 use crate::store::Store;
 
 #[derive(Clone)]
@@ -127,11 +129,30 @@ async fn graphql_ws(
         // Clients send little (init, subscribe, pings); tungstenite's 128 KiB default read buffer
         // was most of an idle subscriber's memory. Larger messages still grow it as needed.
         .read_buffer_size(WS_READ_BUFFER)
-        .on_upgrade(move |socket| {
+        .on_upgrade(move |socket| async move {
             let schema = app.schema.clone();
-            GraphQLWebSocket::new(socket, LoaderExecutor(app.schema), protocol)
-                .on_connection_init(move |payload| on_connection_init(schema, payload))
-                .serve()
+            let init_timeout = schema
+                .data::<Limits>()
+                .map(|l| l.ws_init_timeout)
+                .unwrap_or_else(|| Limits::default().ws_init_timeout);
+            let initialised = Arc::new(AtomicBool::new(false));
+            let flag = initialised.clone();
+            let serve = GraphQLWebSocket::new(socket, LoaderExecutor(app.schema), protocol)
+                .on_connection_init(move |payload| {
+                    flag.store(true, Ordering::SeqCst);
+                    on_connection_init(schema, payload)
+                })
+                .serve();
+            tokio::pin!(serve);
+            tokio::select! {
+                () = &mut serve => return,
+                () = tokio::time::sleep(init_timeout) => {}
+            }
+            // A socket that never sent connection_init is dropped (and with it the connection):
+            // otherwise it holds a descriptor and a task for as long as the client likes.
+            if initialised.load(Ordering::SeqCst) {
+                serve.await;
+            }
         })
 }
 

@@ -56,6 +56,9 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         max_aliases: cfg.max_aliases,
         max_root_fields: cfg.max_root_fields,
         max_embeddings: cfg.max_embeddings,
+        max_subscriptions_per_connection: cfg.max_subscriptions_per_connection,
+        max_subscriptions_per_key: cfg.max_subscriptions_per_key,
+        ws_init_timeout: std::time::Duration::from_millis(cfg.ws_init_timeout_ms),
     };
     let events_url = cfg
         .events_database_url

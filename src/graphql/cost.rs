@@ -33,7 +33,7 @@ pub const DEFAULT_PAGE: u64 = crate::store::page::DEFAULT_PAGE;
 /// Conclusions citing one conclusion, asked for without `first`.
 pub const DEFAULT_DERIVED: u64 = 20;
 /// Nodes of a `reasoningTree` asked for without `maxNodes`.
-pub const DEFAULT_TREE_NODES: u64 = 2_000;
+pub const DEFAULT_TREE_NODES: u64 = crate::store::conclusion::DEFAULT_TREE_NODES as u64;
 /// Premises counted per `sources` (a derivation cites 1 to 100; most cite a few).
 pub const SOURCES: u64 = 10;
 /// The widest context window: 10 messages either side and the message itself.

@@ -30,6 +30,12 @@ pub struct Limits {
     pub max_root_fields: usize,
     /// Most texts one request may embed (searches, written messages and conclusions).
     pub max_embeddings: usize,
+    /// Most operations open at once on one WebSocket.
+    pub max_subscriptions_per_connection: usize,
+    /// Most operations open at once over all WebSockets authenticated with one key (auth on).
+    pub max_subscriptions_per_key: usize,
+    /// How long a WebSocket may stay open without `connection_init`.
+    pub ws_init_timeout: std::time::Duration,
 }
 
 /// The nesting the parser is known to survive with room to spare on a 2 MiB worker stack (a debug
@@ -51,6 +57,9 @@ impl Default for Limits {
             max_aliases: 100,
             max_root_fields: 20,
             max_embeddings: 200,
+            max_subscriptions_per_connection: 100,
+            max_subscriptions_per_key: 1000,
+            ws_init_timeout: std::time::Duration::from_secs(10),
         }
     }
 }
@@ -65,6 +74,8 @@ pub enum Exceeded {
     Aliases { max: usize, got: u64 },
     RootFields { max: usize, got: u64 },
     Embeddings { max: usize, got: u64 },
+    SubscriptionsPerConnection { max: usize },
+    SubscriptionsPerKey { max: usize },
 }
 
 impl Exceeded {
@@ -78,14 +89,20 @@ impl Exceeded {
             Exceeded::Aliases { .. } => "HONCHO_MAX_ALIASES",
             Exceeded::RootFields { .. } => "HONCHO_MAX_ROOT_FIELDS",
             Exceeded::Embeddings { .. } => "HONCHO_MAX_EMBEDDINGS",
+            Exceeded::SubscriptionsPerConnection { .. } => {
+                "HONCHO_MAX_SUBSCRIPTIONS_PER_CONNECTION"
+            }
+            Exceeded::SubscriptionsPerKey { .. } => "HONCHO_MAX_SUBSCRIPTIONS_PER_KEY",
         }
     }
 
     pub fn limit(self) -> usize {
         match self {
-            Exceeded::Nesting { max } | Exceeded::Tokens { max } | Exceeded::Fragments { max } => {
-                max
-            }
+            Exceeded::Nesting { max }
+            | Exceeded::Tokens { max }
+            | Exceeded::Fragments { max }
+            | Exceeded::SubscriptionsPerConnection { max }
+            | Exceeded::SubscriptionsPerKey { max } => max,
             Exceeded::Complexity { max, .. }
             | Exceeded::Aliases { max, .. }
             | Exceeded::RootFields { max, .. }
@@ -114,6 +131,12 @@ impl Exceeded {
             }
             Exceeded::Embeddings { max, got } => {
                 format!("the request would embed {got} texts, more than {max}")
+            }
+            Exceeded::SubscriptionsPerConnection { max } => {
+                format!("this connection already has {max} operations open")
+            }
+            Exceeded::SubscriptionsPerKey { max } => {
+                format!("this key already has {max} operations open")
             }
         };
         let (variable, max) = (self.variable(), self.limit());
