@@ -88,7 +88,9 @@ impl From<StoreError> for ApiError {
             }
             StoreError::NotFound { .. } => Code::NotFound.error(err.to_string()),
             StoreError::Conflict(_) => Code::Conflict.error(err.to_string()),
-            StoreError::Unavailable(cause) | StoreError::Timeout(cause) => {
+            StoreError::Unavailable(cause)
+            | StoreError::Timeout(cause)
+            | StoreError::Contention(cause) => {
                 tracing::warn!(error = %cause, "database unavailable or too slow");
                 Code::Unavailable.error(err.to_string())
             }

@@ -13,7 +13,7 @@ use sea_orm::prelude::PgVector;
 use sea_orm::sea_query::{Expr, Order as SqlOrder};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, FromQueryResult, QueryFilter,
-    QueryOrder, QuerySelect, TransactionTrait,
+    QueryOrder, QuerySelect,
 };
 use serde_json::{Value, json};
 
@@ -21,7 +21,10 @@ use super::embedding::set_embeddings;
 use super::events::{self, Notice};
 use super::filter::{self, Resource};
 use super::page::{self, Order, Page, Slice};
-use super::{Store, StoreError, StoreResult, new_id, stmt, tokens, validate, vector_literal};
+use super::{
+    IterativeScan, Store, StoreError, StoreResult, TxOptions, new_id, stmt, tokens, validate,
+    vector_literal,
+};
 use crate::embed::embed_non_blank;
 use crate::entity::conclusion;
 
@@ -230,42 +233,47 @@ impl Store {
 
         let now = Utc::now();
         let ids: Vec<String> = prepared.iter().map(|_| new_id()).collect();
-        let rows =
-            prepared
-                .into_iter()
-                .zip(&ids)
-                .enumerate()
-                .map(
-                    |(i, ((c, content, metadata), id))| conclusion::ActiveModel {
-                        id: Set(id.clone()),
-                        workspace_name: Set(workspace.to_owned()),
-                        observer: Set(c.observer),
-                        observed: Set(c.observed),
-                        session_name: Set(c.session),
-                        content: Set(content),
-                        level: Set(Level::Explicit.as_str().to_owned()),
-                        times_derived: Set(1),
-                        source_ids: Set(None),
-                        internal_metadata: Set(json!({})),
-                        metadata: Set(metadata),
-                        created_at: Set(now + Duration::microseconds(i as i64)),
-                        deleted_at: Set(None),
-                    },
-                );
+        let rows = prepared
+            .into_iter()
+            .zip(&ids)
+            .enumerate()
+            .map(
+                |(i, ((c, content, metadata), id))| conclusion::ActiveModel {
+                    id: Set(id.clone()),
+                    workspace_name: Set(workspace.to_owned()),
+                    observer: Set(c.observer),
+                    observed: Set(c.observed),
+                    session_name: Set(c.session),
+                    content: Set(content),
+                    level: Set(Level::Explicit.as_str().to_owned()),
+                    times_derived: Set(1),
+                    source_ids: Set(None),
+                    internal_metadata: Set(json!({})),
+                    metadata: Set(metadata),
+                    created_at: Set(now + Duration::microseconds(i as i64)),
+                    deleted_at: Set(None),
+                },
+            )
+            .collect::<Vec<_>>();
 
-        let txn = self.db().begin().await?;
-        require_peers_and_sessions(&txn, workspace, &peers, &sessions).await?;
-        let created = conclusion::Entity::insert_many(rows)
-            .exec_with_returning(&txn)
+        let (rows, peers, sessions, ids, embeddings) =
+            (&rows, &peers, &sessions, &ids, &embeddings);
+        let created = self
+            .transaction(TxOptions::default(), |txn| async move {
+                require_peers_and_sessions(&*txn, workspace, peers, sessions).await?;
+                let created = conclusion::Entity::insert_many(rows.clone())
+                    .exec_with_returning(&*txn)
+                    .await?;
+                set_embeddings(&*txn, "conclusions", ids, embeddings).await?;
+                // Delivered to listeners at commit, never if this rolls back.
+                let notice = Notice::Conclusion {
+                    w: workspace.to_owned(),
+                    ids: ids.clone(),
+                };
+                events::publish(&*txn, &notice).await?;
+                Ok(created)
+            })
             .await?;
-        set_embeddings(&txn, "conclusions", &ids, &embeddings).await?;
-        // Delivered to listeners at commit, never if this rolls back.
-        let notice = Notice::Conclusion {
-            w: workspace.to_owned(),
-            ids: ids.clone(),
-        };
-        events::publish(&txn, &notice).await?;
-        txn.commit().await?;
         let mut by_id: HashMap<String, Conclusion> =
             created.into_iter().map(|c| (c.id.clone(), c)).collect();
         ids.iter()
@@ -405,12 +413,12 @@ impl Store {
             .limit(top_k);
         // With a selective filter, an HNSW scan that stops after ef_search candidates could
         // return fewer than top_k rows; pgvector ≥ 0.8 keeps scanning until the filter is met.
-        let txn = self.db().begin().await?;
-        txn.execute_unprepared("SET LOCAL hnsw.iterative_scan = strict_order")
-            .await?;
-        let found = select.all(&txn).await?;
-        txn.commit().await?;
-        Ok(found)
+        let options = TxOptions::default().iterative_scan(IterativeScan::Strict);
+        let select = &select;
+        self.transaction(options, |txn| async move {
+            Ok(select.clone().all(&*txn).await?)
+        })
+        .await
     }
 
     /// The deriver's door: records a DEDUCTIVE, INDUCTIVE or CONTRADICTION conclusion drawn from
@@ -454,73 +462,78 @@ impl Store {
             .flatten()
             .map(|v| vector_literal(&v));
 
-        let txn = self.db().begin().await?;
         let sessions: Vec<String> = input.session.iter().cloned().collect();
-        require_peers_and_sessions(
-            &txn,
-            workspace,
-            &[input.observer.clone(), input.observed.clone()],
-            &sessions,
-        )
-        .await?;
-        let live: HashSet<String> = txn
-            .query_all_raw(stmt(
-                "SELECT id FROM conclusions \
-                 WHERE workspace_name = $1 AND id = ANY($2::text[]) AND deleted_at IS NULL",
-                [workspace.into(), sources.clone().into()],
-            ))
-            .await?
-            .into_iter()
-            .map(|r| r.try_get::<String>("", "id"))
-            .collect::<Result<_, _>>()?;
-        if let Some(missing) = sources.iter().find(|s| !live.contains(*s)) {
-            return Err(StoreError::not_found("conclusion", missing.clone()));
-        }
-        let row = conclusion::Entity::find()
-            .from_raw_sql(stmt(
-                &format!(
-                    "INSERT INTO conclusions (id, workspace_name, observer, observed, session_name, \
-                       content, level, times_derived, source_ids, embedding) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8::text[], $9::vector) \
-                     ON CONFLICT (workspace_name, observer, observed, md5(content)) \
-                       WHERE deleted_at IS NULL AND level <> 'explicit' \
-                     DO UPDATE SET \
-                       times_derived = conclusions.times_derived + 1, \
-                       source_ids = COALESCE(( \
-                         SELECT array_agg(u.id ORDER BY u.first) FROM ( \
-                           SELECT x.id, min(x.ord) AS first \
-                           FROM unnest(COALESCE(conclusions.source_ids, '{{}}'::text[]) \
-                                       || EXCLUDED.source_ids) WITH ORDINALITY AS x(id, ord) \
-                           WHERE x.id <> conclusions.id \
-                           GROUP BY x.id) u), conclusions.source_ids), \
-                       embedding = COALESCE(conclusions.embedding, EXCLUDED.embedding) \
-                     RETURNING {COLUMNS}"
-                ),
-                [
-                    new_id().into(),
-                    workspace.into(),
-                    input.observer.into(),
-                    input.observed.into(),
-                    input.session.into(),
-                    content.into(),
-                    input.level.as_str().into(),
-                    sources.into(),
-                    embedding.into(),
-                ],
-            ))
-            .one(&txn)
-            .await?
-            .ok_or_else(|| StoreError::Internal("derived conclusion upsert returned no row".into()))?;
-        // A new conclusion is an event; a reinforcement (times_derived bumped) is not.
-        if row.times_derived == 1 {
-            let notice = Notice::Conclusion {
-                w: workspace.to_owned(),
-                ids: vec![row.id.clone()],
-            };
-            events::publish(&txn, &notice).await?;
-        }
-        txn.commit().await?;
-        Ok(row)
+        let peers = [input.observer, input.observed];
+        let (session, level) = (&input.session, input.level);
+        let (content, sources, embedding, sessions, peers) =
+            (&content, &sources, &embedding, &sessions, &peers);
+        self.transaction(TxOptions::default(), |txn| async move {
+            require_peers_and_sessions(
+                &*txn,
+                workspace,
+                peers,
+                sessions,
+            )
+            .await?;
+            let live: HashSet<String> = txn
+                .query_all_raw(stmt(
+                    "SELECT id FROM conclusions \
+                     WHERE workspace_name = $1 AND id = ANY($2::text[]) AND deleted_at IS NULL",
+                    [workspace.into(), sources.clone().into()],
+                ))
+                .await?
+                .into_iter()
+                .map(|r| r.try_get::<String>("", "id"))
+                .collect::<Result<_, _>>()?;
+            if let Some(missing) = sources.iter().find(|s| !live.contains(*s)) {
+                return Err(StoreError::not_found("conclusion", missing.clone()));
+            }
+            let row = conclusion::Entity::find()
+                .from_raw_sql(stmt(
+                    &format!(
+                        "INSERT INTO conclusions (id, workspace_name, observer, observed, session_name, \
+                           content, level, times_derived, source_ids, embedding) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8::text[], $9::vector) \
+                         ON CONFLICT (workspace_name, observer, observed, md5(content)) \
+                           WHERE deleted_at IS NULL AND level <> 'explicit' \
+                         DO UPDATE SET \
+                           times_derived = conclusions.times_derived + 1, \
+                           source_ids = COALESCE(( \
+                             SELECT array_agg(u.id ORDER BY u.first) FROM ( \
+                               SELECT x.id, min(x.ord) AS first \
+                               FROM unnest(COALESCE(conclusions.source_ids, '{{}}'::text[]) \
+                                           || EXCLUDED.source_ids) WITH ORDINALITY AS x(id, ord) \
+                               WHERE x.id <> conclusions.id \
+                               GROUP BY x.id) u), conclusions.source_ids), \
+                           embedding = COALESCE(conclusions.embedding, EXCLUDED.embedding) \
+                         RETURNING {COLUMNS}"
+                    ),
+                    [
+                        new_id().into(),
+                        workspace.into(),
+                        peers[0].clone().into(),
+                        peers[1].clone().into(),
+                        session.clone().into(),
+                        content.clone().into(),
+                        level.as_str().into(),
+                        sources.clone().into(),
+                        embedding.clone().into(),
+                    ],
+                ))
+                .one(&*txn)
+                .await?
+                .ok_or_else(|| StoreError::Internal("derived conclusion upsert returned no row".into()))?;
+            // A new conclusion is an event; a reinforcement (times_derived bumped) is not.
+            if row.times_derived == 1 {
+                let notice = Notice::Conclusion {
+                    w: workspace.to_owned(),
+                    ids: vec![row.id.clone()],
+                };
+                events::publish(&*txn, &notice).await?;
+            }
+            Ok(row)
+        })
+        .await
     }
 
     /// The live conclusions reachable from `root` in `direction` within `max_depth` (1..20)

@@ -1,9 +1,9 @@
 //! Writing and refreshing the vector columns of messages and conclusions.
 
 use indicatif::{ProgressBar, ProgressStyle};
-use sea_orm::{ConnectionTrait, TransactionTrait};
+use sea_orm::ConnectionTrait;
 
-use super::{Store, StoreError, StoreResult, stmt, vector_literal};
+use super::{Store, StoreError, StoreResult, TxOptions, stmt, vector_literal};
 use crate::embed::embed_non_blank;
 
 /// Tables with an `embedding` column, and the type of their `id`.
@@ -131,23 +131,24 @@ impl Store {
 
     /// Rebuilds the vector columns (and their HNSW indexes) with `dims` dimensions, emptied.
     async fn resize_vectors(&self, dims: usize) -> StoreResult<()> {
-        let txn = self.db().begin().await?;
-        for (table, _) in TABLES {
-            txn.execute_unprepared(&format!(
-                "DROP INDEX IF EXISTS ix_{table}_embedding_hnsw;
-                 ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({dims}) USING NULL;
-                 CREATE INDEX ix_{table}_embedding_hnsw ON {table} USING hnsw (embedding vector_cosine_ops)
-                   WITH (m = 16, ef_construction = 64);"
+        self.transaction(TxOptions::default(), |txn| async move {
+            for (table, _) in TABLES {
+                txn.execute_unprepared(&format!(
+                    "DROP INDEX IF EXISTS ix_{table}_embedding_hnsw;
+                     ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({dims}) USING NULL;
+                     CREATE INDEX ix_{table}_embedding_hnsw ON {table} USING hnsw (embedding vector_cosine_ops)
+                       WITH (m = 16, ef_construction = 64);"
+                ))
+                .await?;
+            }
+            txn.execute_raw(stmt(
+                "UPDATE honcho_meta SET value = $1 WHERE key = 'embedding_dims'",
+                [dims.to_string().into()],
             ))
             .await?;
-        }
-        txn.execute_raw(stmt(
-            "UPDATE honcho_meta SET value = $1 WHERE key = 'embedding_dims'",
-            [dims.to_string().into()],
-        ))
-        .await?;
-        txn.commit().await?;
-        Ok(())
+            Ok(())
+        })
+        .await
     }
 }
 

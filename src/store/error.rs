@@ -30,6 +30,11 @@ pub enum StoreError {
         max: usize,
         message: String,
     },
+    /// PostgreSQL aborted the transaction to resolve a deadlock (40P01) or a serialization
+    /// failure (40001) with a concurrent one. The store's transaction helper retries these; this
+    /// reaches a client only after its retries ran out.
+    #[error("the request collided with concurrent writes; retry shortly")]
+    Contention(#[source] DbErr),
     #[error("{0}")]
     Internal(String),
     /// The database does not fit this server's configuration (checked at start-up).
@@ -60,10 +65,18 @@ impl StoreError {
         }
     }
 
+    /// Worth running the same transaction again at once.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, StoreError::Contention(_))
+    }
+
     /// SQLSTATE of the database error behind this one, if any.
     pub fn sqlstate(&self) -> Option<String> {
         match self {
-            StoreError::Database(err) => sqlstate(err),
+            StoreError::Database(err)
+            | StoreError::Unavailable(err)
+            | StoreError::Timeout(err)
+            | StoreError::Contention(err) => sqlstate(err),
             _ => None,
         }
     }
@@ -111,8 +124,17 @@ impl From<DbErr> for StoreError {
             // admin_shutdown, crash_shutdown, cannot_connect_now, connection failures
             Some("57P01") | Some("57P02") | Some("57P03") | Some("08000") | Some("08001")
             | Some("08003") | Some("08006") => StoreError::Unavailable(err),
+            // serialization_failure, deadlock_detected
+            Some("40001") | Some("40P01") => StoreError::Contention(err),
             Some("23505") => StoreError::Conflict("a row with the same key already exists".into()),
-            Some("23514") | Some("22001") | Some("22P02") | Some("22021") => {
+            // foreign_key_violation: what the row refers to was deleted meanwhile (e.g. the
+            // session of a batch of messages); callers that know which row map it to NOT_FOUND.
+            Some("23503") => StoreError::Conflict(
+                "something this refers to was deleted or changed concurrently".into(),
+            ),
+            // invalid_row_count_in_limit_clause, invalid_row_count_in_result_offset_clause
+            Some("23514") | Some("22001") | Some("22P02") | Some("22021") | Some("2201W")
+            | Some("2201X") => {
                 StoreError::InvalidInput("a value is out of the allowed range or format".into())
             }
             _ => StoreError::Database(err),

@@ -1,15 +1,17 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, TransactionTrait};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
 
 use super::events::{self, Notice};
 use super::filter::{self, Resource};
 use super::page::{self, Order, Page, Slice};
-use super::session::{MemberConfig, add_members};
+use super::session::{MemberConfig, add_members, lock_session};
 use super::workspace::ensure_workspace;
-use super::{Store, StoreError, StoreResult, new_id, stmt, tokens, validate, vector_literal};
+use super::{
+    Store, StoreError, StoreResult, TxOptions, new_id, stmt, tokens, validate, vector_literal,
+};
 use crate::entity::{message, session};
 
 pub type Message = message::Model;
@@ -37,6 +39,9 @@ pub const MAX_CONTEXT_SIDE: i64 = 10;
 /// caller stays far below it (context windows are checked against [`MAX_CONTEXT_SIDE`]); it is the
 /// backstop that keeps a range that slipped past a check from allocating without bound.
 pub const MAX_RANGE_KEYS: i64 = 50_000;
+
+/// How long a batch waits for its session's lock before giving up with SERVICE_UNAVAILABLE.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A run of consecutive messages of one session: `seq_in_session` in `from..=to`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -98,8 +103,8 @@ impl Store {
     /// (re)joining authors as members (spec §2.2). Everything happens in one transaction: a batch
     /// with one bad message writes nothing.
     ///
-    /// `seq_in_session` is assigned under a transaction-scoped advisory lock on the session, taken
-    /// before anything else, so concurrent writers to one session queue up and the numbers stay
+    /// `seq_in_session` is assigned under the session's lock ([`lock_session`]), taken before
+    /// anything else, so concurrent writers to one session queue up and the numbers stay
     /// 1..N with no gaps and no duplicates (a rolled-back batch releases its numbers with it).
     pub async fn create_messages(
         &self,
@@ -127,20 +132,8 @@ impl Store {
         }
         // One timestamp for the batch, as PostgreSQL's now() would give.
         let now = Utc::now();
-        // Embedded before the transaction so the session lock is never held during inference.
-        let contents: Vec<String> = prepared.iter().map(|p| p.1.clone()).collect();
-        let embeddings = self.embed_texts(&contents).await;
-
-        let txn = self.db().begin().await?;
-        txn.execute_unprepared("SET LOCAL lock_timeout = '5s'")
-            .await?;
-        txn.execute_raw(stmt(
-            "SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))",
-            [workspace.into(), session_name.into()],
-        ))
-        .await?;
-        ensure_workspace(&txn, workspace, None, None).await?;
-        ensure_session(&txn, workspace, session_name).await?;
+        // Laid out as columns before the transaction, so a retried attempt only clones them.
+        let n = prepared.len();
         let authors: Vec<MemberConfig> = prepared
             .iter()
             .map(|(peer, ..)| MemberConfig {
@@ -148,77 +141,94 @@ impl Store {
                 ..MemberConfig::default()
             })
             .collect();
-        add_members(&txn, workspace, session_name, &authors).await?;
-
-        let last: i64 = txn
-            .query_one_raw(stmt(
-                "SELECT COALESCE(MAX(seq_in_session), 0) AS last FROM messages \
-                 WHERE workspace_name = $1 AND session_name = $2",
-                [workspace.into(), session_name.into()],
-            ))
-            .await?
-            .map(|r| r.try_get("", "last"))
-            .transpose()?
-            .unwrap_or(0);
-        // One INSERT with the embeddings in it: inserting and then setting the vectors would write
-        // every row twice, and the second version again into every index (HNSW, both GINs,
-        // the B-trees), which costs more than the insert itself.
-        let n = prepared.len();
-        let (mut ids, mut peers, mut seqs, mut contents, mut metadata, mut tokens, mut times) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
+        let (mut peers, mut contents, mut metadata, mut tokens, mut times) = (
             Vec::with_capacity(n),
             Vec::with_capacity(n),
             Vec::with_capacity(n),
             Vec::with_capacity(n),
             Vec::with_capacity(n),
         );
-        for (i, (peer, content, meta, created_at, token_count)) in prepared.into_iter().enumerate()
-        {
-            ids.push(new_id());
+        for (peer, content, meta, created_at, token_count) in prepared {
             peers.push(peer);
-            seqs.push(last + 1 + i as i64);
             contents.push(content);
             metadata.push(meta.to_string());
             tokens.push(token_count);
             times.push(created_at.unwrap_or(now));
         }
+        // Embedded before the transaction so the session lock is never held during inference.
+        let embeddings = self.embed_texts(&contents).await;
         // '' stands for "no vector" (a blank message, or the embedder failed).
         let vectors: Vec<String> = embeddings
             .iter()
             .map(|e| e.as_deref().map(vector_literal).unwrap_or_default())
             .collect();
-        let mut created = message::Entity::find()
-            .from_raw_sql(stmt(
-                "INSERT INTO messages (public_id, workspace_name, session_name, peer_name,                    seq_in_session, content, metadata, internal_metadata, token_count, created_at,                    embedding)                  SELECT r.public_id, $1, $2, r.peer, r.seq, r.content, r.metadata::jsonb,                    '{}'::jsonb, r.tokens, r.created_at, NULLIF(r.embedding, '')::vector                  FROM unnest($3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[],                    $8::int[], $9::timestamptz[], $10::text[])                    AS r(public_id, peer, seq, content, metadata, tokens, created_at, embedding)                  RETURNING id, public_id, workspace_name, session_name, peer_name, seq_in_session,                    content, metadata, internal_metadata, token_count, created_at",
-                [
-                    workspace.into(),
-                    session_name.into(),
-                    ids.into(),
-                    peers.into(),
-                    seqs.into(),
-                    contents.into(),
-                    metadata.into(),
-                    tokens.into(),
-                    times.into(),
-                    vectors.into(),
-                ],
-            ))
-            .all(&txn)
-            .await?;
-        created.sort_by_key(|m| m.seq_in_session);
-        // Delivered to listeners at commit, never if the batch rolls back.
-        if let (Some(first), Some(last)) = (created.first(), created.last()) {
-            let notice = Notice::Message {
-                w: workspace.to_owned(),
-                s: session_name.to_owned(),
-                from: first.seq_in_session,
-                to: last.seq_in_session,
-            };
-            events::publish(&txn, &notice).await?;
-        }
-        txn.commit().await?;
-        Ok(created)
+        let (authors, peers, contents, metadata, tokens, times, vectors) = (
+            &authors, &peers, &contents, &metadata, &tokens, &times, &vectors,
+        );
+
+        let options = TxOptions::default().lock_timeout(LOCK_WAIT);
+        self.transaction(options, |txn| async move {
+            lock_session(&*txn, workspace, session_name).await?;
+            ensure_workspace(&*txn, workspace, None, None).await?;
+            ensure_session(&*txn, workspace, session_name).await?;
+            add_members(&*txn, workspace, session_name, authors).await?;
+
+            let last: i64 = txn
+                .query_one_raw(stmt(
+                    "SELECT COALESCE(MAX(seq_in_session), 0) AS last FROM messages \
+                     WHERE workspace_name = $1 AND session_name = $2",
+                    [workspace.into(), session_name.into()],
+                ))
+                .await?
+                .map(|r| r.try_get("", "last"))
+                .transpose()?
+                .unwrap_or(0);
+            let ids: Vec<String> = (0..n).map(|_| new_id()).collect();
+            let seqs: Vec<i64> = (0..n as i64).map(|i| last + 1 + i).collect();
+            // One INSERT with the embeddings in it: inserting and then setting the vectors would
+            // write every row twice, and the second version again into every index (HNSW, both
+            // GINs, the B-trees), which costs more than the insert itself.
+            let mut created = message::Entity::find()
+                .from_raw_sql(stmt(
+                    "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, \
+                       seq_in_session, content, metadata, internal_metadata, token_count, \
+                       created_at, embedding) \
+                     SELECT r.public_id, $1, $2, r.peer, r.seq, r.content, r.metadata::jsonb, \
+                       '{}'::jsonb, r.tokens, r.created_at, NULLIF(r.embedding, '')::vector \
+                     FROM unnest($3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], \
+                       $8::int[], $9::timestamptz[], $10::text[]) \
+                       AS r(public_id, peer, seq, content, metadata, tokens, created_at, embedding) \
+                     RETURNING id, public_id, workspace_name, session_name, peer_name, \
+                       seq_in_session, content, metadata, internal_metadata, token_count, created_at",
+                    [
+                        workspace.into(),
+                        session_name.into(),
+                        ids.into(),
+                        peers.clone().into(),
+                        seqs.into(),
+                        contents.clone().into(),
+                        metadata.clone().into(),
+                        tokens.clone().into(),
+                        times.clone().into(),
+                        vectors.clone().into(),
+                    ],
+                ))
+                .all(&*txn)
+                .await?;
+            created.sort_by_key(|m| m.seq_in_session);
+            // Delivered to listeners at commit, never if the batch rolls back.
+            if let (Some(first), Some(last)) = (created.first(), created.last()) {
+                let notice = Notice::Message {
+                    w: workspace.to_owned(),
+                    s: session_name.to_owned(),
+                    from: first.seq_in_session,
+                    to: last.seq_in_session,
+                };
+                events::publish(&*txn, &notice).await?;
+            }
+            Ok(created)
+        })
+        .await
     }
 
     /// Replaces a message's metadata; `None` leaves it as it is.

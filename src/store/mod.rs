@@ -13,6 +13,7 @@ pub mod peer;
 pub mod search;
 pub mod session;
 pub mod tokens;
+pub mod tx;
 pub mod validate;
 pub mod workspace;
 
@@ -23,6 +24,7 @@ use std::time::Duration;
 use crate::embed::Embedder;
 
 pub use error::{StoreError, StoreResult};
+pub use tx::{IterativeScan, Tx, TxOptions};
 
 /// Handle to the database and the embedder; cheap to clone (both are shared).
 #[derive(Clone)]

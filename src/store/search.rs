@@ -49,12 +49,12 @@ use sea_orm::sea_query::{
     PostgresQueryBuilder, Query, SelectStatement, UnionType, Value as SqlValue, WithClause,
     WithQuery,
 };
-use sea_orm::{ConnectionTrait, DbBackend, EntityTrait, Statement, TransactionTrait};
+use sea_orm::{DbBackend, EntityTrait, Statement};
 use serde_json::Value;
 
 use super::filter::{self, Filter, Resource};
 use super::message::{Message, MessageScope, SeqRange};
-use super::{Store, StoreError, StoreResult, stmt};
+use super::{IterativeScan, Store, StoreError, StoreResult, TxOptions};
 use crate::entity::message;
 
 /// Which messages a search covers: a workspace, the messages a peer wrote, or one session.
@@ -167,20 +167,15 @@ impl Store {
         let with_vector = vector.is_some();
         let (sql, values) =
             hybrid_query(scope, &text, vector, &filter, limit).build(PostgresQueryBuilder);
-        let select = message::Entity::find().from_raw_sql(Statement::from_sql_and_values(
-            DbBackend::Postgres,
-            sql,
-            values,
-        ));
+        let statement = Statement::from_sql_and_values(DbBackend::Postgres, sql, values);
+        let select = || message::Entity::find().from_raw_sql(statement.clone());
         if !with_vector {
-            return Ok(select.all(self.db()).await?);
+            return Ok(select().all(self.db()).await?);
         }
-        let txn = self.db().begin().await?;
-        txn.execute_raw(stmt("SET LOCAL hnsw.iterative_scan = relaxed_order", []))
-            .await?;
-        let rows = select.all(&txn).await?;
-        txn.commit().await?;
-        Ok(rows)
+        let options = TxOptions::default().iterative_scan(IterativeScan::Relaxed);
+        let select = &select;
+        self.transaction(options, |txn| async move { Ok(select().all(&*txn).await?) })
+            .await
     }
 
     /// [`Store::search`] with the snippets of its results: per session, the windows

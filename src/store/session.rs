@@ -1,13 +1,11 @@
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, TransactionTrait,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::{Value, json};
 
 use super::filter::{self, Resource};
 use super::page::{self, Order, Page, Slice};
 use super::peer::ensure_peers;
 use super::workspace::ensure_workspace;
-use super::{Store, StoreError, StoreResult, new_id, stmt, validate};
+use super::{Store, StoreError, StoreResult, TxOptions, new_id, stmt, validate};
 use crate::entity::{message, session, session_peer};
 
 pub type Session = session::Model;
@@ -107,30 +105,33 @@ impl Store {
         let configuration = configuration
             .map(|c| validate::configuration("configuration", c))
             .transpose()?;
-        let txn = self.db().begin().await?;
-        ensure_workspace(&txn, workspace, None, None).await?;
-        let session = session::Entity::find()
-            .from_raw_sql(stmt(
-                "INSERT INTO sessions (id, name, workspace_name, metadata, configuration) \
-                 VALUES ($1, $2, $3, COALESCE($4, '{}'::jsonb), COALESCE($5, '{}'::jsonb)) \
-                 ON CONFLICT (name, workspace_name) DO UPDATE SET \
-                   metadata = COALESCE($4, sessions.metadata), \
-                   configuration = sessions.configuration || COALESCE($5, '{}'::jsonb) \
-                 RETURNING *",
-                [
-                    new_id().into(),
-                    name.into(),
-                    workspace.into(),
-                    metadata.into(),
-                    configuration.into(),
-                ],
-            ))
-            .one(&txn)
-            .await?
-            .ok_or_else(|| StoreError::Internal("session upsert returned no row".into()))?;
-        add_members(&txn, workspace, name, peers).await?;
-        txn.commit().await?;
-        Ok(session)
+        let (metadata, configuration) = (&metadata, &configuration);
+        self.transaction(TxOptions::default(), |txn| async move {
+            lock_session(&*txn, workspace, name).await?;
+            ensure_workspace(&*txn, workspace, None, None).await?;
+            let session = session::Entity::find()
+                .from_raw_sql(stmt(
+                    "INSERT INTO sessions (id, name, workspace_name, metadata, configuration) \
+                     VALUES ($1, $2, $3, COALESCE($4, '{}'::jsonb), COALESCE($5, '{}'::jsonb)) \
+                     ON CONFLICT (name, workspace_name) DO UPDATE SET \
+                       metadata = COALESCE($4, sessions.metadata), \
+                       configuration = sessions.configuration || COALESCE($5, '{}'::jsonb) \
+                     RETURNING *",
+                    [
+                        new_id().into(),
+                        name.into(),
+                        workspace.into(),
+                        metadata.clone().into(),
+                        configuration.clone().into(),
+                    ],
+                ))
+                .one(&*txn)
+                .await?
+                .ok_or_else(|| StoreError::Internal("session upsert returned no row".into()))?;
+            add_members(&*txn, workspace, name, peers).await?;
+            Ok(session)
+        })
+        .await
     }
 
     pub async fn update_session(
@@ -167,16 +168,23 @@ impl Store {
     /// inactive and lets a queue worker delete later; we have no worker, and a synchronous delete
     /// in one transaction leaves nothing half-deleted. Conclusions drawn in the session stay, with
     /// their session cleared.
+    ///
+    /// It takes the session's lock first, so a concurrent `create_messages` either finishes
+    /// before (and its messages go with the session) or starts after (and makes a new session).
     pub async fn delete_session(&self, workspace: &str, name: &str) -> StoreResult<()> {
-        let deleted = session::Entity::delete_many()
-            .filter(session::Column::WorkspaceName.eq(workspace))
-            .filter(session::Column::Name.eq(name))
-            .exec(self.db())
-            .await?;
-        if deleted.rows_affected == 0 {
-            return Err(StoreError::not_found("session", name));
-        }
-        Ok(())
+        self.transaction(TxOptions::default(), |txn| async move {
+            lock_session(&*txn, workspace, name).await?;
+            let deleted = session::Entity::delete_many()
+                .filter(session::Column::WorkspaceName.eq(workspace))
+                .filter(session::Column::Name.eq(name))
+                .exec(&*txn)
+                .await?;
+            if deleted.rows_affected == 0 {
+                return Err(StoreError::not_found("session", name));
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// Copies a session under a fresh nanoid name: metadata, configuration, memberships (all
@@ -190,83 +198,78 @@ impl Store {
         name: &str,
         up_to_message: Option<&str>,
     ) -> StoreResult<Session> {
-        let txn = self.db().begin().await?;
-        let original = session::Entity::find()
-            .filter(session::Column::WorkspaceName.eq(workspace))
-            .filter(session::Column::Name.eq(name))
-            .filter(session::Column::IsActive.eq(true))
-            .one(&txn)
-            .await?
-            .ok_or_else(|| StoreError::not_found("session", name))?;
-        let cutoff = match up_to_message {
-            None => i64::MAX,
-            Some(id) => {
-                message::Entity::find()
-                    .filter(message::Column::WorkspaceName.eq(workspace))
-                    .filter(message::Column::SessionName.eq(name))
-                    .filter(message::Column::PublicId.eq(id))
-                    .one(&txn)
-                    .await?
-                    .ok_or_else(|| StoreError::not_found("message", id))?
-                    .seq_in_session
-            }
-        };
-        let clone_name = new_id();
-        let clone = session::Entity::find()
-            .from_raw_sql(stmt(
-                "INSERT INTO sessions (id, name, workspace_name, metadata, configuration) \
-                 VALUES ($1, $2, $3, $4, $5) RETURNING *",
+        self.transaction(TxOptions::default(), |txn| async move {
+            let original = lock_active_session(&*txn, workspace, name).await?;
+            let cutoff = match up_to_message {
+                None => i64::MAX,
+                Some(id) => {
+                    message::Entity::find()
+                        .filter(message::Column::WorkspaceName.eq(workspace))
+                        .filter(message::Column::SessionName.eq(name))
+                        .filter(message::Column::PublicId.eq(id))
+                        .one(&*txn)
+                        .await?
+                        .ok_or_else(|| StoreError::not_found("message", id))?
+                        .seq_in_session
+                }
+            };
+            let clone_name = new_id();
+            let clone = session::Entity::find()
+                .from_raw_sql(stmt(
+                    "INSERT INTO sessions (id, name, workspace_name, metadata, configuration) \
+                     VALUES ($1, $2, $3, $4, $5) RETURNING *",
+                    [
+                        new_id().into(),
+                        clone_name.clone().into(),
+                        workspace.into(),
+                        original.metadata.clone().into(),
+                        original.configuration.clone().into(),
+                    ],
+                ))
+                .one(&*txn)
+                .await?
+                .ok_or_else(|| StoreError::Internal("session insert returned no row".into()))?;
+            txn.execute_raw(stmt(
+                "INSERT INTO session_peers (workspace_name, session_name, peer_name, configuration) \
+                 SELECT workspace_name, $3, peer_name, configuration FROM session_peers \
+                 WHERE workspace_name = $1 AND session_name = $2",
+                [workspace.into(), name.into(), clone_name.clone().into()],
+            ))
+            .await?;
+            // Public ids must be fresh nanoids; the database has no nanoid function, so they are made
+            // here and paired with the source rows by seq.
+            let seqs: Vec<i64> = message::Entity::find()
+                .filter(message::Column::WorkspaceName.eq(workspace))
+                .filter(message::Column::SessionName.eq(name))
+                .filter(message::Column::SeqInSession.lte(cutoff))
+                .order_by_asc(message::Column::SeqInSession)
+                .all(&*txn)
+                .await?
+                .into_iter()
+                .map(|m| m.seq_in_session)
+                .collect();
+            let ids: Vec<String> = seqs.iter().map(|_| new_id()).collect();
+            txn.execute_raw(stmt(
+                "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, \
+                   seq_in_session, content, metadata, token_count, created_at, embedding) \
+                 SELECT k.id, m.workspace_name, $3, m.peer_name, m.seq_in_session, m.content, \
+                   m.metadata, m.token_count, m.created_at, m.embedding \
+                 FROM unnest($4::bigint[], $5::text[]) AS k(seq, id) \
+                 JOIN messages m ON m.workspace_name = $1 AND m.session_name = $2 \
+                   AND m.seq_in_session = k.seq \
+                 ORDER BY m.seq_in_session",
                 [
-                    new_id().into(),
-                    clone_name.clone().into(),
                     workspace.into(),
-                    original.metadata.clone().into(),
-                    original.configuration.clone().into(),
+                    name.into(),
+                    clone_name.into(),
+                    seqs.into(),
+                    ids.into(),
                 ],
             ))
-            .one(&txn)
-            .await?
-            .ok_or_else(|| StoreError::Internal("session insert returned no row".into()))?;
-        txn.execute_raw(stmt(
-            "INSERT INTO session_peers (workspace_name, session_name, peer_name, configuration) \
-             SELECT workspace_name, $3, peer_name, configuration FROM session_peers \
-             WHERE workspace_name = $1 AND session_name = $2",
-            [workspace.into(), name.into(), clone_name.clone().into()],
-        ))
-        .await?;
-        // Public ids must be fresh nanoids; the database has no nanoid function, so they are made
-        // here and paired with the source rows by seq.
-        let seqs: Vec<i64> = message::Entity::find()
-            .filter(message::Column::WorkspaceName.eq(workspace))
-            .filter(message::Column::SessionName.eq(name))
-            .filter(message::Column::SeqInSession.lte(cutoff))
-            .order_by_asc(message::Column::SeqInSession)
-            .all(&txn)
-            .await?
-            .into_iter()
-            .map(|m| m.seq_in_session)
-            .collect();
-        let ids: Vec<String> = seqs.iter().map(|_| new_id()).collect();
-        txn.execute_raw(stmt(
-            "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, \
-               seq_in_session, content, metadata, token_count, created_at, embedding) \
-             SELECT k.id, m.workspace_name, $3, m.peer_name, m.seq_in_session, m.content, \
-               m.metadata, m.token_count, m.created_at, m.embedding \
-             FROM unnest($4::bigint[], $5::text[]) AS k(seq, id) \
-             JOIN messages m ON m.workspace_name = $1 AND m.session_name = $2 \
-               AND m.seq_in_session = k.seq \
-             ORDER BY m.seq_in_session",
-            [
-                workspace.into(),
-                name.into(),
-                clone_name.into(),
-                seqs.into(),
-                ids.into(),
-            ],
-        ))
-        .await?;
-        txn.commit().await?;
-        Ok(clone)
+            .await?;
+            Ok(clone)
+        })
+        .await
     }
 
     /// Makes the peers members (creating session and peers when missing). Active members keep
@@ -287,23 +290,18 @@ impl Store {
         name: &str,
         peers: &[String],
     ) -> StoreResult<Session> {
-        let txn = self.db().begin().await?;
-        let session = session::Entity::find()
-            .filter(session::Column::WorkspaceName.eq(workspace))
-            .filter(session::Column::Name.eq(name))
-            .filter(session::Column::IsActive.eq(true))
-            .one(&txn)
-            .await?
-            .ok_or_else(|| StoreError::not_found("session", name))?;
-        txn.execute_raw(stmt(
-            "UPDATE session_peers SET left_at = now() \
-             WHERE workspace_name = $1 AND session_name = $2 AND peer_name = ANY($3) \
-               AND left_at IS NULL",
-            [workspace.into(), name.into(), peers.to_vec().into()],
-        ))
-        .await?;
-        txn.commit().await?;
-        Ok(session)
+        self.transaction(TxOptions::default(), |txn| async move {
+            let session = lock_active_session(&*txn, workspace, name).await?;
+            txn.execute_raw(stmt(
+                "UPDATE session_peers SET left_at = now() \
+                 WHERE workspace_name = $1 AND session_name = $2 AND peer_name = ANY($3) \
+                   AND left_at IS NULL",
+                [workspace.into(), name.into(), peers.to_vec().into()],
+            ))
+            .await?;
+            Ok(session)
+        })
+        .await
     }
 
     /// Sets the non-null fields of a peer's configuration in a session, adding the membership
@@ -314,48 +312,42 @@ impl Store {
         session_name: &str,
         config: &MemberConfig,
     ) -> StoreResult<SessionPeer> {
-        let txn = self.db().begin().await?;
-        if session::Entity::find()
-            .filter(session::Column::WorkspaceName.eq(workspace))
-            .filter(session::Column::Name.eq(session_name))
-            .filter(session::Column::IsActive.eq(true))
-            .one(&txn)
-            .await?
-            .is_none()
-        {
-            return Err(StoreError::not_found("session", session_name));
-        }
-        if crate::entity::peer::Entity::find()
-            .filter(crate::entity::peer::Column::WorkspaceName.eq(workspace))
-            .filter(crate::entity::peer::Column::Name.eq(config.peer.as_str()))
-            .one(&txn)
-            .await?
-            .is_none()
-        {
-            return Err(StoreError::not_found("peer", config.peer.clone()));
-        }
-        let patch = strip_nulls(config.config_json());
-        let member = session_peer::Entity::find()
-            .from_raw_sql(stmt(
-                "INSERT INTO session_peers (workspace_name, session_name, peer_name, configuration) \
-                 VALUES ($1, $2, $3, $5) \
-                 ON CONFLICT (workspace_name, session_name, peer_name) DO UPDATE SET \
-                   configuration = session_peers.configuration || $4 \
-                 RETURNING *",
-                [
-                    workspace.into(),
-                    session_name.into(),
-                    config.peer.clone().into(),
-                    patch.into(),
-                    config.config_json().into(),
-                ],
-            ))
-            .one(&txn)
-            .await?
-            .ok_or_else(|| StoreError::Internal("membership upsert returned no row".into()))?;
-        check_observer_limit(&txn, workspace, session_name).await?;
-        txn.commit().await?;
-        Ok(member)
+        // Under the session's lock: concurrent calls each counting 10 observers before the other
+        // committed would otherwise let 12 through.
+        self.transaction(TxOptions::default(), |txn| async move {
+            lock_active_session(&*txn, workspace, session_name).await?;
+            if crate::entity::peer::Entity::find()
+                .filter(crate::entity::peer::Column::WorkspaceName.eq(workspace))
+                .filter(crate::entity::peer::Column::Name.eq(config.peer.as_str()))
+                .one(&*txn)
+                .await?
+                .is_none()
+            {
+                return Err(StoreError::not_found("peer", config.peer.clone()));
+            }
+            let patch = strip_nulls(config.config_json());
+            let member = session_peer::Entity::find()
+                .from_raw_sql(stmt(
+                    "INSERT INTO session_peers (workspace_name, session_name, peer_name, configuration) \
+                     VALUES ($1, $2, $3, $5) \
+                     ON CONFLICT (workspace_name, session_name, peer_name) DO UPDATE SET \
+                       configuration = session_peers.configuration || $4 \
+                     RETURNING *",
+                    [
+                        workspace.into(),
+                        session_name.into(),
+                        config.peer.clone().into(),
+                        patch.into(),
+                        config.config_json().into(),
+                    ],
+                ))
+                .one(&*txn)
+                .await?
+                .ok_or_else(|| StoreError::Internal("membership upsert returned no row".into()))?;
+            check_observer_limit(&*txn, workspace, session_name).await?;
+            Ok(member)
+        })
+        .await
     }
 
     pub async fn list_sessions(
@@ -377,6 +369,39 @@ impl Store {
         );
         page::fetch(self.db(), select, slice).await
     }
+}
+
+/// Serialises the writes to one session (messages, memberships, deletion) until the transaction
+/// ends: a transaction-scoped advisory lock on (workspace, session), so it needs no row and works
+/// for a session that does not exist yet. Taken first, before any row lock, so writers queue here
+/// instead of deadlocking on rows.
+pub(crate) async fn lock_session<C: ConnectionTrait>(
+    db: &C,
+    workspace: &str,
+    session: &str,
+) -> StoreResult<()> {
+    db.execute_raw(stmt(
+        "SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))",
+        [workspace.into(), session.into()],
+    ))
+    .await?;
+    Ok(())
+}
+
+/// [`lock_session`], then the session, which must exist and be active.
+async fn lock_active_session<C: ConnectionTrait>(
+    db: &C,
+    workspace: &str,
+    name: &str,
+) -> StoreResult<Session> {
+    lock_session(db, workspace, name).await?;
+    session::Entity::find()
+        .filter(session::Column::WorkspaceName.eq(workspace))
+        .filter(session::Column::Name.eq(name))
+        .filter(session::Column::IsActive.eq(true))
+        .one(db)
+        .await?
+        .ok_or_else(|| StoreError::not_found("session", name))
 }
 
 /// Upserts memberships: new members join with the given config, members that had left rejoin with

@@ -1,9 +1,9 @@
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, TransactionTrait};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use serde_json::Value;
 
 use super::filter::{self, Resource};
 use super::page::{self, Order, Page, Slice};
-use super::{Store, StoreError, StoreResult, new_id, stmt, validate};
+use super::{Store, StoreError, StoreResult, TxOptions, new_id, stmt, validate};
 use crate::entity::{session, workspace};
 
 pub type Workspace = workspace::Model;
@@ -54,33 +54,34 @@ impl Store {
     /// Deletes the workspace and everything in it. Refused while it has active sessions, so a
     /// workspace in use is never dropped by accident (Honcho answers 409 likewise).
     pub async fn delete_workspace(&self, name: &str) -> StoreResult<()> {
-        let txn = self.db().begin().await?;
-        let found = workspace::Entity::find()
-            .from_raw_sql(stmt(
-                "SELECT * FROM workspaces WHERE name = $1 FOR UPDATE",
-                [name.into()],
-            ))
-            .one(&txn)
-            .await?;
-        if found.is_none() {
-            return Err(StoreError::not_found("workspace", name));
-        }
-        let active = session::Entity::find()
-            .filter(session::Column::WorkspaceName.eq(name))
-            .filter(session::Column::IsActive.eq(true))
-            .one(&txn)
-            .await?;
-        if active.is_some() {
-            return Err(StoreError::Conflict(format!(
-                "workspace {name} has active sessions; delete all sessions first"
-            )));
-        }
-        workspace::Entity::delete_many()
-            .filter(workspace::Column::Name.eq(name))
-            .exec(&txn)
-            .await?;
-        txn.commit().await?;
-        Ok(())
+        self.transaction(TxOptions::default(), |txn| async move {
+            let found = workspace::Entity::find()
+                .from_raw_sql(stmt(
+                    "SELECT * FROM workspaces WHERE name = $1 FOR UPDATE",
+                    [name.into()],
+                ))
+                .one(&*txn)
+                .await?;
+            if found.is_none() {
+                return Err(StoreError::not_found("workspace", name));
+            }
+            let active = session::Entity::find()
+                .filter(session::Column::WorkspaceName.eq(name))
+                .filter(session::Column::IsActive.eq(true))
+                .one(&*txn)
+                .await?;
+            if active.is_some() {
+                return Err(StoreError::Conflict(format!(
+                    "workspace {name} has active sessions; delete all sessions first"
+                )));
+            }
+            workspace::Entity::delete_many()
+                .filter(workspace::Column::Name.eq(name))
+                .exec(&*txn)
+                .await?;
+            Ok(())
+        })
+        .await
     }
 
     pub async fn list_workspaces(

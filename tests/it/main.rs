@@ -17,4 +17,5 @@ mod search;
 mod sessions;
 mod subscriptions;
 mod survival;
+mod transactions;
 mod workspaces_peers;
