@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the npm `graphql-ws` client that tests/it/subscriptions.rs runs under Node (exactly the
-# lock file, into tests/node-ws/node_modules). Does nothing when it is installed and the lock file
+# Installs the npm clients tests/it runs under Node (graphql-ws, the graphql-http audit, urql),
+# exactly the lock file, into tests/node-ws/node_modules. Does nothing when it is installed and the lock file
 # has not changed since, so runs after the first are offline. Without npm, or when the install
 # fails, it says so and exits 0: the test then skips itself.
 set -euo pipefail

@@ -119,6 +119,11 @@ pub struct ServeConfig {
     #[arg(long, env = "HONCHO_PLAYGROUND_DIR")]
     pub playground_dir: Option<PathBuf>,
 
+    /// Browser origins allowed to call the server besides its own: exact origins separated by
+    /// commas (`https://app.example.com,http://localhost:5173`), or `*` (auth on only).
+    #[arg(long, env = "HONCHO_CORS_ORIGINS", default_value = "")]
+    pub cors_origins: String,
+
     #[command(flatten)]
     pub auth: AuthConfig,
 }

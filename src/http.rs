@@ -9,40 +9,80 @@
 //! guarded field answer UNAUTHENTICATED). `/health`, `/ready`, `/metrics` and the playground are
 //! open.
 
-use std::path::Path;
+mod origins;
+pub mod transport;
+
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
-use async_graphql_axum::{GraphQLProtocol, GraphQLRequest, GraphQLResponse, GraphQLWebSocket};
+use async_graphql::parser::types::OperationType;
+use async_graphql_axum::{GraphQLProtocol, GraphQLWebSocket};
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::extract::ws::WebSocketUpgrade;
-use axum::http::Request;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use serde_json::json;
+use serde_json::{Value, json};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::services::{ServeDir, ServeFile};
 use tower_http::trace::TraceLayer;
 
+use crate::graphql::error::Code;
 use crate::graphql::subscription::{LoaderExecutor, on_connection_init};
 use crate::graphql::{AppSchema, Limits};
 use crate::store::Store;
+pub use origins::{Origins, OriginsError};
+use transport::{HttpError, MediaType, Params};
+
+/// What the HTTP layer needs besides the schema and the store.
+#[derive(Clone, Debug)]
+pub struct HttpOptions {
+    /// Largest request body (413 above).
+    pub max_body_bytes: usize,
+    /// A request running longer is answered 503 (None: no limit).
+    pub request_timeout: Option<Duration>,
+    /// Browser origins allowed besides the server's own (CORS and WebSocket upgrades).
+    pub origins: Origins,
+    /// A built playground directory served at `/`.
+    pub playground: Option<PathBuf>,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            max_body_bytes: 16 * 1024 * 1024,
+            request_timeout: None,
+            origins: Origins::None,
+            playground: None,
+        }
+    }
+}
 
 #[derive(Clone)]
 struct AppState {
     schema: AppSchema,
     store: Store,
     max_body_bytes: usize,
+    origins: Origins,
 }
 
 pub fn router(schema: AppSchema, store: Store, max_body_bytes: usize) -> Router {
-    router_with_playground(schema, store, max_body_bytes, None)
+    router_with(
+        schema,
+        store,
+        HttpOptions {
+            max_body_bytes,
+            ..HttpOptions::default()
+        },
+    )
 }
 
 /// As [`router`], and with a built playground directory, `/` serves it: its files, and its
@@ -53,25 +93,64 @@ pub fn router_with_playground(
     max_body_bytes: usize,
     playground: Option<&Path>,
 ) -> Router {
+    router_with(
+        schema,
+        store,
+        HttpOptions {
+            max_body_bytes,
+            playground: playground.map(Path::to_path_buf),
+            ..HttpOptions::default()
+        },
+    )
+}
+
+pub fn router_with(schema: AppSchema, store: Store, options: HttpOptions) -> Router {
     let api = Router::new()
         .route("/graphql", get(graphql).post(graphql))
         .route("/graphql/ws", get(graphql_ws))
         .route("/health", get(health))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics));
-    let app = match playground {
+    let app = match &options.playground {
         Some(dir) => api
             .fallback_service(ServeDir::new(dir).fallback(ServeFile::new(dir.join("index.html")))),
         None => api.route("/", get(index)),
     };
-    app.with_state(AppState {
+    let app = app.with_state(AppState {
         schema,
         store,
-        max_body_bytes,
-    })
-        .layer(RequestBodyLimitLayer::new(max_body_bytes))
-        .layer(CatchPanicLayer::new())
-        .layer(PropagateRequestIdLayer::x_request_id())
+        max_body_bytes: options.max_body_bytes,
+        origins: options.origins.clone(),
+    });
+    layers(app, &options)
+}
+
+/// The layers around every route, innermost first: body limit, panics caught, request timeout,
+/// GraphQL error bodies, CORS, request ids and tracing.
+fn layers(app: Router, options: &HttpOptions) -> Router {
+    let mut app = app
+        .layer(RequestBodyLimitLayer::new(options.max_body_bytes))
+        .layer(CatchPanicLayer::new());
+    // A request that outlives this is answered 503; its statements are cut by statement_timeout.
+    // (A WebSocket upgrade is answered at once; the socket then lives on its own task.)
+    if let Some(timeout) = options.request_timeout {
+        app = app.layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            timeout,
+        ));
+    }
+    let limits = ErrorLimits {
+        max_body_bytes: options.max_body_bytes,
+        timeout: options.request_timeout,
+    };
+    app = app.layer(axum::middleware::from_fn(move |req, next| {
+        error_bodies(limits, req, next)
+    }));
+    // Outside the error bodies, so that a page on an allowed origin can read its errors too.
+    if let Some(cors) = options.origins.cors() {
+        app = app.layer(cors);
+    }
+    app.layer(PropagateRequestIdLayer::x_request_id())
         .layer(
             TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
                 let id = req
@@ -93,25 +172,175 @@ async fn metrics() -> impl IntoResponse {
     )
 }
 
-/// A document refused before parsing ([`crate::graphql::limits`]) is answered 400 with a GraphQL
-/// body, so a client sees the same coded error it would over the WebSocket.
-async fn graphql(State(app): State<AppState>, headers: HeaderMap, req: GraphQLRequest) -> Response {
+/// GraphQL over HTTP ([`transport`]). A document refused before parsing
+/// ([`crate::graphql::limits`]) is answered 400 with a GraphQL body under either media type, so a
+/// client sees the same coded error it would over the WebSocket.
+async fn graphql(State(app): State<AppState>, request: Request<Body>) -> Response {
+    let (parts, body) = request.into_parts();
+    let media = match MediaType::negotiate(&parts.headers) {
+        Ok(media) => media,
+        Err(refused) => return refused.respond(MediaType::Json),
+    };
+    let params = match parts.method.clone() {
+        Method::GET => Params::from_query(parts.uri.query()),
+        Method::POST => match transport::require_json(&parts.headers) {
+            Ok(()) => match read_body(body, app.max_body_bytes).await {
+                Ok(bytes) => Params::from_body(&bytes),
+                Err(refused) => Err(refused),
+            },
+            Err(refused) => Err(refused),
+        },
+        other => Err(HttpError::MethodNotAllowed(other)),
+    };
+    let mut params = match params {
+        Ok(params) => params,
+        Err(refused) => return refused.respond(media),
+    };
+    let Some(query) = params.query.take() else {
+        return HttpError::BadParameters(
+            "the request has no `query` (the GraphQL document, a string)".into(),
+        )
+        .respond(media);
+    };
     // A header that is not visible ASCII is as good as a bad key (the guards say UNAUTHENTICATED).
-    let authorization = headers
+    let authorization = parts
+        .headers
         .get(header::AUTHORIZATION)
         .map(|v| v.to_str().unwrap_or("?"));
     let caller = crate::graphql::authenticate(&app.schema, authorization);
-    match crate::graphql::admit(&app.schema, req.into_inner().data(caller)) {
+    let request = params.into_request(query).data(caller);
+    match crate::graphql::admit(&app.schema, request) {
         Ok(admitted) => {
-            GraphQLResponse::from(crate::graphql::execute_admitted(&app.schema, admitted).await)
-                .into_response()
+            // GET is for reads: a link or an <img> must never write.
+            if parts.method == Method::GET {
+                match admitted.operation_type() {
+                    Some(OperationType::Mutation) => {
+                        return HttpError::NotAQuery("mutation").respond(media);
+                    }
+                    Some(OperationType::Subscription) => {
+                        return HttpError::NotAQuery("subscription").respond(media);
+                    }
+                    _ => {}
+                }
+            }
+            let response = crate::graphql::execute_admitted(&app.schema, admitted).await;
+            transport::graphql_response(response, media)
         }
-        Err(exceeded) => (
-            StatusCode::BAD_REQUEST,
-            GraphQLResponse::from(crate::graphql::refusal(exceeded)),
-        )
-            .into_response(),
+        Err(exceeded) => {
+            let mut resp = transport::graphql_response(crate::graphql::refusal(exceeded), media);
+            *resp.status_mut() = StatusCode::BAD_REQUEST;
+            resp
+        }
     }
+}
+
+/// The whole body, or 413 when it is longer than the limit (the body limit layer cuts the stream;
+/// this reads that as 413, not as a broken request).
+async fn read_body(body: Body, max: usize) -> Result<Bytes, HttpError> {
+    axum::body::to_bytes(body, max).await.map_err(|e| {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(err) = source {
+            if err.is::<http_body_util::LengthLimitError>() {
+                return HttpError::PayloadTooLarge(max);
+            }
+            source = err.source();
+        }
+        HttpError::BadParameters(format!("the request body could not be read: {e}"))
+    })
+}
+
+#[derive(Clone, Copy)]
+struct ErrorLimits {
+    max_body_bytes: usize,
+    timeout: Option<Duration>,
+}
+
+/// Every error response is a GraphQL error body with a code and the request id, including those
+/// answered by layers that know nothing of GraphQL: the body limit (413), the request timeout
+/// (503), a caught panic (500), a method the route does not serve (405), a refused WebSocket
+/// upgrade. Error bodies that are GraphQL already get the request id added to each error.
+async fn error_bodies(limits: ErrorLimits, request: Request<Body>, next: Next) -> Response {
+    let request_id = request.headers().get("x-request-id").cloned();
+    let media = MediaType::negotiate(request.headers()).unwrap_or(MediaType::Json);
+    let resp = next.run(request).await;
+    let status = resp.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return resp;
+    }
+    let id = request_id
+        .as_ref()
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-")
+        .to_owned();
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| {
+            t.starts_with(transport::JSON) || t.starts_with(transport::GRAPHQL_RESPONSE_JSON)
+        });
+    let (mut parts, body) = resp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
+        return (status, "error body too large").into_response();
+    };
+    let mut value = if is_json {
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(v) if v.get("errors").is_some_and(Value::is_array) => v,
+            // JSON that is not a GraphQL body (`/ready`'s status) stays as it is.
+            _ => return Response::from_parts(parts, Body::from(bytes)),
+        }
+    } else {
+        let text = String::from_utf8_lossy(&bytes).trim().to_owned();
+        let (code, message) = match status {
+            StatusCode::PAYLOAD_TOO_LARGE => (
+                Code::PayloadTooLarge,
+                HttpError::PayloadTooLarge(limits.max_body_bytes).to_string(),
+            ),
+            StatusCode::SERVICE_UNAVAILABLE => (
+                Code::Unavailable,
+                match limits.timeout {
+                    Some(t) => format!(
+                        "the request took longer than {} ms (HONCHO_REQUEST_TIMEOUT_MS); it may be retried",
+                        t.as_millis()
+                    ),
+                    None => "the service is unavailable; the request may be retried".into(),
+                },
+            ),
+            StatusCode::METHOD_NOT_ALLOWED => (
+                Code::MethodNotAllowed,
+                "this path does not serve that method".into(),
+            ),
+            StatusCode::NOT_FOUND => (Code::NotFound, "no such path".into()),
+            s if s.is_server_error() => {
+                tracing::error!(request_id = %id, status = %s, "internal error answered");
+                (
+                    Code::Internal,
+                    format!("internal server error (request {id})"),
+                )
+            }
+            _ if !text.is_empty() => (Code::BadRequest, text),
+            s => (
+                Code::BadRequest,
+                s.canonical_reason().unwrap_or("bad request").to_owned(),
+            ),
+        };
+        parts
+            .headers
+            .insert(header::CONTENT_TYPE, media.content_type());
+        transport::error_body(&message, code)
+    };
+    if let Some(errors) = value.get_mut("errors").and_then(Value::as_array_mut) {
+        for error in errors {
+            if let Some(error) = error.as_object_mut() {
+                let extensions = error.entry("extensions").or_insert_with(|| json!({}));
+                if let Some(extensions) = extensions.as_object_mut() {
+                    extensions.insert("requestId".into(), Value::String(id.clone()));
+                }
+            }
+        }
+    }
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(value.to_string()))
 }
 
 const WS_READ_BUFFER: usize = 4 * 1024;
@@ -120,9 +349,30 @@ const WS_READ_BUFFER: usize = 4 * 1024;
 /// (`graphql-transport-ws` or `graphql-ws`; 400 without either). Messages are capped like bodies.
 async fn graphql_ws(
     State(app): State<AppState>,
+    headers: HeaderMap,
     protocol: GraphQLProtocol,
     upgrade: WebSocketUpgrade,
 ) -> Response {
+    // Browsers do not preflight WebSockets: without this any page could subscribe and query here.
+    if !app.origins.allows_websocket(&headers) {
+        let origin = headers
+            .get(header::ORIGIN)
+            .map(|o| String::from_utf8_lossy(o.as_bytes()).into_owned())
+            .unwrap_or_default();
+        let mut resp = transport::json_response(
+            StatusCode::FORBIDDEN,
+            MediaType::Json,
+            &transport::error_body(
+                &format!(
+                    "a WebSocket from the origin `{origin}` is not allowed (HONCHO_CORS_ORIGINS)"
+                ),
+                Code::Forbidden,
+            ),
+        );
+        resp.headers_mut()
+            .insert(header::VARY, HeaderValue::from_static("origin"));
+        return resp;
+    }
     upgrade
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
         .max_message_size(app.max_body_bytes)
@@ -179,4 +429,82 @@ async fn index() -> Html<&'static str> {
          <p>The playground (GraphiQL, reasoning trees, search) is not built: run \
          <code>make playground</code> and reload, or set <code>HONCHO_PLAYGROUND_DIR</code>.</p>",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The layers around a route that panics and one that outlives the request timeout.
+    async fn serve_failing_routes() -> String {
+        async fn panics() -> &'static str {
+            panic!("a handler bug")
+        }
+        async fn sleeps() -> &'static str {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            "too late"
+        }
+        let app = Router::new()
+            .route("/panic", get(panics))
+            .route("/slow", get(sleeps));
+        let options = HttpOptions {
+            request_timeout: Some(Duration::from_millis(100)),
+            ..HttpOptions::default()
+        };
+        let app = layers(app, &options);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        format!("http://{addr}")
+    }
+
+    async fn get_error(url: String) -> (u16, String, Value) {
+        let resp = reqwest::Client::new()
+            .get(url)
+            .header("x-request-id", "req-42")
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let content_type = resp.headers()[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        (status, content_type, resp.json().await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_caught_panic_and_a_timeout_answer_graphql_error_bodies() {
+        let base = serve_failing_routes().await;
+        let (status, content_type, body) = get_error(format!("{base}/panic")).await;
+        assert_eq!(status, 500);
+        assert!(
+            content_type.starts_with("application/json"),
+            "{content_type}"
+        );
+        assert_eq!(
+            body["errors"][0]["extensions"]["code"],
+            "INTERNAL_SERVER_ERROR"
+        );
+        assert_eq!(body["errors"][0]["extensions"]["requestId"], "req-42");
+        assert!(
+            !body.to_string().contains("a handler bug"),
+            "the panic message stays in the log: {body}"
+        );
+
+        let (status, _, body) = get_error(format!("{base}/slow")).await;
+        assert_eq!(status, 503);
+        assert_eq!(
+            body["errors"][0]["extensions"]["code"],
+            "SERVICE_UNAVAILABLE"
+        );
+        assert_eq!(body["errors"][0]["extensions"]["requestId"], "req-42");
+        assert!(
+            body["errors"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("HONCHO_REQUEST_TIMEOUT_MS"),
+            "{body}"
+        );
+    }
 }

@@ -41,6 +41,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
              do not expose this server to a network"
         );
     }
+    let origins = http::Origins::parse(&cfg.cors_origins, auth.enabled())?;
     let store = open_store(&cfg.db).await?;
     if !cfg.no_migrate {
         Migrator::up(store.db(), None).await.context("migrating")?;
@@ -77,14 +78,13 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         ),
         (None, None) => tracing::info!("no playground built (make playground); `/` says so"),
     }
-    // A request that outlives this is answered 503; its statements are cut by statement_timeout.
-    // (A WebSocket upgrade is answered at once; the socket then lives on its own task.)
-    let app =
-        http::router_with_playground(schema, store, cfg.max_body_bytes, playground.as_deref())
-            .layer(tower_http::timeout::TimeoutLayer::with_status_code(
-                axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                std::time::Duration::from_millis(cfg.request_timeout_ms),
-            ));
+    let options = http::HttpOptions {
+        max_body_bytes: cfg.max_body_bytes,
+        request_timeout: Some(std::time::Duration::from_millis(cfg.request_timeout_ms)),
+        origins,
+        playground: playground.clone(),
+    };
+    let app = http::router_with(schema, store, options);
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .with_context(|| format!("binding {}", cfg.listen))?;

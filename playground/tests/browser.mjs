@@ -15,6 +15,7 @@
 // Workspace.search on the server; on a server without them they are reported as skipped.
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import { homedir } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -170,6 +171,16 @@ async function main() {
   for (const f of readdirSync(shots)) if (f.endsWith('.png')) rmSync(`${shots}/${f}`);
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
+  // A second web app on another port: `localhost` is its allowed origin (HONCHO_CORS_ORIGINS),
+  // the same page under `127.0.0.1` a foreign one.
+  const appPort = await freePort();
+  const allowedApp = `http://localhost:${appPort}`;
+  const foreignApp = `http://127.0.0.1:${appPort}`;
+  const app = createHttpServer((req, res) => {
+    res.writeHead(200, { 'content-type': 'text/html' });
+    res.end('<!doctype html><title>another app</title><p>another app');
+  });
+  await new Promise((r) => app.listen(appPort, '127.0.0.1', r));
   const db = `honcho_playground_${process.pid}_${Date.now()}`;
   const dbUrl = new URL(adminUrl);
   dbUrl.pathname = `/${db}`;
@@ -185,6 +196,7 @@ async function main() {
         HONCHO_EMBEDDER: 'none',
         HONCHO_DB_POOL: '5',
         HONCHO_PLAYGROUND_DIR: `${repo}playground/dist`,
+        HONCHO_CORS_ORIGINS: allowedApp,
         RUST_LOG: 'warn',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -224,7 +236,8 @@ async function main() {
     const external = [];
     await context.route('**/*', (route) => {
       const url = new URL(route.request().url());
-      if (url.origin === base || url.protocol === 'data:' || url.protocol === 'blob:') return route.continue();
+      const local = [base, allowedApp, foreignApp].includes(url.origin);
+      if (local || url.protocol === 'data:' || url.protocol === 'blob:') return route.continue();
       external.push(url.href);
       return route.abort();
     });
@@ -326,11 +339,59 @@ async function main() {
       });
     }
 
+    await check('CORS: an allowed origin calls /graphql with credentials and reads x-request-id; a foreign one cannot', async () => {
+      // Page-side code: a JSON POST with an Authorization header (so the browser preflights it)
+      // and credentials, then a WebSocket; reports what the page could see.
+      const probe = async ([api, ws]) => {
+        const out = {};
+        try {
+          const resp = await fetch(`${api}/graphql`, {
+            method: 'POST',
+            credentials: 'include',
+            headers: { 'content-type': 'application/json', authorization: 'Bearer none' },
+            body: JSON.stringify({ query: '{ __typename }' }),
+          });
+          out.status = resp.status;
+          out.requestId = resp.headers.get('x-request-id');
+          out.body = await resp.json();
+        } catch (e) {
+          out.fetchError = String(e);
+        }
+        out.ws = await new Promise((resolve) => {
+          const socket = new WebSocket(`${ws}/graphql/ws`, 'graphql-transport-ws');
+          socket.onopen = () => {
+            socket.close();
+            resolve('open');
+          };
+          socket.onerror = () => resolve('refused');
+        });
+        return out;
+      };
+      const other = await context.newPage();
+      try {
+        const args = [base, base.replace('http:', 'ws:')];
+        await other.goto(`${allowedApp}/`);
+        const allowed = await other.evaluate(probe, args);
+        assert(allowed.status === 200, `allowed origin: ${JSON.stringify(allowed)}`);
+        assert(allowed.body?.data?.__typename === 'QueryRoot', `allowed origin body: ${JSON.stringify(allowed)}`);
+        assert(/^[0-9a-f-]{36}$/.test(allowed.requestId ?? ''), `x-request-id not exposed: ${JSON.stringify(allowed)}`);
+        assert(allowed.ws === 'open', `allowed origin's WebSocket: ${allowed.ws}`);
+
+        await other.goto(`${foreignApp}/`);
+        const foreign = await other.evaluate(probe, args);
+        assert(foreign.fetchError && foreign.status === undefined, `foreign origin read: ${JSON.stringify(foreign)}`);
+        assert(foreign.ws === 'refused', `foreign origin's WebSocket: ${foreign.ws}`);
+      } finally {
+        await other.close();
+      }
+    });
+
     await check('the page made no request to another host and threw no error', async () => {
       assert(external.length === 0, `requests to other hosts: ${external.join(', ')}`);
       assert(pageErrors.length === 0, `page errors: ${pageErrors.join('\n')}`);
     });
   } finally {
+    app.close();
     await browser?.close();
     if (server && server.exitCode === null) {
       server.kill('SIGTERM');

@@ -5,7 +5,7 @@ use async_graphql::{Error, ErrorExtensions};
 
 use crate::store::StoreError;
 
-/// Stable error codes, the `extensions.code` of every error.
+/// Stable error codes, the `extensions.code` of every error (README, "The GraphQL API").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Code {
     BadUserInput,
@@ -18,6 +18,17 @@ pub enum Code {
     Internal,
     /// A subscription ended because events were dropped (lagged client, listener reconnect).
     EventsMissed,
+    /// The HTTP request is not a GraphQL request: a body that is not JSON, a missing `query`,
+    /// parameters of the wrong type.
+    BadRequest,
+    /// A method `/graphql` does not serve, or a mutation sent by GET.
+    MethodNotAllowed,
+    /// A POST whose body is not `application/json`.
+    UnsupportedMediaType,
+    /// An `Accept` header that names neither JSON media type.
+    NotAcceptable,
+    /// A body above `HONCHO_MAX_BODY_BYTES`.
+    PayloadTooLarge,
 }
 
 impl Code {
@@ -31,6 +42,11 @@ impl Code {
             Code::Unavailable => "SERVICE_UNAVAILABLE",
             Code::Internal => "INTERNAL_SERVER_ERROR",
             Code::EventsMissed => "EVENTS_MISSED",
+            Code::BadRequest => "BAD_REQUEST",
+            Code::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            Code::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
+            Code::NotAcceptable => "NOT_ACCEPTABLE",
+            Code::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
         }
     }
 

@@ -132,6 +132,14 @@ pub struct Admitted {
     ty: Option<OperationType>,
 }
 
+impl Admitted {
+    /// The type of the operation the request will run (None when the document does not parse
+    /// or names no operation it has).
+    pub fn operation_type(&self) -> Option<OperationType> {
+        self.ty
+    }
+}
+
 /// Checks a request's document against the pre-parse limits, then parses it once; async-graphql
 /// reuses the parsed document instead of parsing again. A syntax error is not refused here:
 /// execution reports it like any other request error.

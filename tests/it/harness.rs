@@ -329,7 +329,8 @@ pub struct ServerProcess {
 }
 
 impl ServerProcess {
-    /// Serves `db` with auth on (keys from [`bearer`]), no embedder, and these extra variables.
+    /// Serves `db` with auth on (keys from [`bearer`]), no embedder, and these extra variables
+    /// (an empty value unsets one: `("HONCHO_AUTH_SECRET", "")` turns auth off).
     pub async fn start(db: &DbGuard, env: &[(&str, &str)]) -> ServerProcess {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -337,7 +338,8 @@ impl ServerProcess {
             .unwrap()
             .port();
         let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_honcho-graphql"))
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_honcho-graphql"));
+        command
             .arg("serve")
             .env("DATABASE_URL", db.url())
             .env("HONCHO_LISTEN", addr.to_string())
@@ -345,10 +347,14 @@ impl ServerProcess {
             .env("HONCHO_AUTH_SECRET", SECRET)
             .env("HONCHO_DB_POOL", "4")
             .env("RUST_LOG", "error")
-            .envs(env.iter().copied())
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("start the server binary");
+            .stdout(std::process::Stdio::null());
+        for (key, value) in env {
+            match value.is_empty() {
+                true => command.env_remove(key),
+                false => command.env(key, value),
+            };
+        }
+        let child = command.spawn().expect("start the server binary");
         let server = ServerProcess {
             child: std::sync::Mutex::new(child),
             addr,

@@ -1,0 +1,402 @@
+//! What a frontend app meets over HTTP: the GraphQL-over-HTTP specification (checked by the npm
+//! `graphql-http` audit), coded error bodies for every refusal, CSRF-safe defaults and CORS.
+
+use honcho_graphql::graphql::{Limits, build_schema};
+use honcho_graphql::http::{HttpOptions, Origins, router_with};
+use reqwest::header::HeaderMap;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::harness::{ServerProcess, TestApp};
+
+/// tests/node-ws with its npm packages installed (scripts/setup-node-ws.sh, which `make test`
+/// runs first); panics when Node or the packages are missing, so the test cannot pass unrun.
+pub fn node_clients() -> &'static str {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/node-ws");
+    let installed = || {
+        std::path::Path::new(dir)
+            .join("node_modules/graphql-http")
+            .exists()
+    };
+    if !installed() {
+        let setup = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/setup-node-ws.sh");
+        let _ = std::process::Command::new(setup).status();
+    }
+    assert!(
+        installed(),
+        "the npm clients are not installed: run scripts/setup-node-ws.sh (needs node and npm)"
+    );
+    dir
+}
+
+/// The router of `app` with these options on a free port; the base URL.
+async fn serve(app: &TestApp, options: HttpOptions) -> String {
+    let schema = build_schema(app.store.clone(), &Limits::default());
+    let router = router_with(schema, app.store.clone(), options);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    format!("http://{addr}")
+}
+
+#[tokio::test]
+async fn the_graphql_over_http_audit_passes_without_warnings_or_notices() {
+    let dir = node_clients();
+    let app = TestApp::new().await;
+    let server = ServerProcess::start(&app._db, &[]).await;
+    let out = tokio::process::Command::new("node")
+        .current_dir(dir)
+        .args(["audit.mjs", &server.url("/graphql")])
+        .output()
+        .await
+        .expect("run node");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the audit failed to run: {stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
+    eprintln!("graphql-http audit: {}", report["counts"]);
+    assert_eq!(report["problems"], json!([]), "{report:#}");
+    assert!(report["counts"]["ok"].as_u64().unwrap() >= 61, "{report}");
+}
+
+/// Status, headers and JSON body of a response.
+async fn parts(resp: reqwest::Response) -> (u16, HeaderMap, Value) {
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let text = resp.text().await.unwrap();
+    let body = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text:?}"));
+    (status, headers, body)
+}
+
+/// The body is one GraphQL error with this code and the response's request id.
+fn assert_coded(what: &str, headers: &HeaderMap, body: &Value, code: &str) {
+    let error = &body["errors"][0];
+    assert_eq!(error["extensions"]["code"], code, "{what}: {body}");
+    assert!(
+        error["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{what}: {body}"
+    );
+    assert_eq!(
+        error["extensions"]["requestId"].as_str(),
+        headers["x-request-id"].to_str().ok(),
+        "{what}: {body}"
+    );
+    assert!(body.get("data").is_none(), "{what}: {body}");
+}
+
+#[tokio::test]
+async fn every_http_refusal_is_a_graphql_error_with_a_code_and_the_request_id() {
+    let app = TestApp::new().await;
+    let base = serve(
+        &app,
+        HttpOptions {
+            max_body_bytes: 64 * 1024,
+            ..HttpOptions::default()
+        },
+    )
+    .await;
+    let url = format!("{base}/graphql");
+    let http = reqwest::Client::new();
+    let json_post = |body: String| {
+        http.post(&url)
+            .header("content-type", "application/json")
+            .body(body)
+    };
+
+    // The README's first curl once sent a newline inside a JSON string: a Rust debug string came
+    // back. Now it is a coded GraphQL error.
+    let (status, headers, body) = parts(
+        json_post("{\"query\": \"{\n __typename }\"}".into())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_coded("invalid JSON", &headers, &body, "BAD_REQUEST");
+    assert!(
+        body["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not valid JSON")
+    );
+
+    let cases: Vec<(&str, reqwest::RequestBuilder, u16, &str)> = vec![
+        ("empty body", json_post(String::new()), 400, "BAD_REQUEST"),
+        (
+            "no query",
+            json_post(r#"{"qeury": "{ __typename }"}"#.into()),
+            400,
+            "BAD_REQUEST",
+        ),
+        (
+            "a batch",
+            json_post(r#"[{"query": "{ __typename }"}]"#.into()),
+            400,
+            "BAD_REQUEST",
+        ),
+        (
+            "numeric query",
+            json_post(r#"{"query": 1}"#.into()),
+            400,
+            "BAD_REQUEST",
+        ),
+        (
+            "no content type",
+            http.post(&url).body(r#"{"query": "{ __typename }"}"#),
+            415,
+            "UNSUPPORTED_MEDIA_TYPE",
+        ),
+        (
+            "text/plain",
+            http.post(&url)
+                .header("content-type", "text/plain")
+                .body("{}"),
+            415,
+            "UNSUPPORTED_MEDIA_TYPE",
+        ),
+        (
+            "a mutation by GET",
+            http.get(&url)
+                .query(&[("query", "mutation { deleteWorkspace(id: \"w\") }")]),
+            405,
+            "METHOD_NOT_ALLOWED",
+        ),
+        ("PUT", http.put(&url).body("{}"), 405, "METHOD_NOT_ALLOWED"),
+        (
+            "Accept: text/html",
+            json_post(r#"{"query": "{ __typename }"}"#.into()).header("accept", "text/html"),
+            406,
+            "NOT_ACCEPTABLE",
+        ),
+        (
+            "a body above the limit",
+            json_post(format!(r#"{{"query": "{}"}}"#, " ".repeat(100 * 1024))),
+            413,
+            "PAYLOAD_TOO_LARGE",
+        ),
+        (
+            "nesting above the limit",
+            json_post(json!({"query": format!("{{ a{} }}", "(x: [".repeat(80))}).to_string()),
+            400,
+            "BAD_USER_INPUT",
+        ),
+    ];
+    for (what, request, expected, code) in cases {
+        let (status, headers, body) = parts(request.send().await.unwrap()).await;
+        assert_eq!(status, expected, "{what}: {body}");
+        assert_coded(what, &headers, &body, code);
+        if what == "a mutation by GET" {
+            assert_eq!(headers["allow"], "POST");
+        }
+    }
+
+    // A document that does not parse or validate: 400 under graphql-response+json, 200 under
+    // application/json, never a `data` entry.
+    for (accept, expected, content_type) in [
+        (
+            "application/graphql-response+json",
+            400,
+            "application/graphql-response+json",
+        ),
+        ("application/json", 200, "application/json"),
+    ] {
+        for doc in ["{", "{ nope }"] {
+            let (status, headers, body) = parts(
+                json_post(json!({"query": doc}).to_string())
+                    .header("accept", accept)
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await;
+            assert_eq!(status, expected, "{accept} {doc}: {body}");
+            assert!(
+                headers["content-type"]
+                    .to_str()
+                    .unwrap()
+                    .starts_with(content_type)
+            );
+            assert!(body.get("data").is_none(), "{body}");
+            assert_eq!(body["errors"][0]["extensions"]["code"], "BAD_USER_INPUT");
+        }
+    }
+}
+
+#[tokio::test]
+async fn cross_site_request_shapes_neither_write_nor_read() {
+    // Auth off: every caller is an admin, so only the request's shape keeps a web page out.
+    let app = TestApp::new().await;
+    let base = serve(&app, HttpOptions::default()).await;
+    let url = format!("{base}/graphql");
+    let http = reqwest::Client::new();
+    let write = "mutation { getOrCreateWorkspace(id: \"csrf\") { id } }";
+    let read = "{ workspaces { nodes { id } } }";
+    app.ok(
+        "mutation { getOrCreateWorkspace(id: \"secret\") { id } }",
+        json!({}),
+    )
+    .await;
+
+    // What an HTML form or a no-preflight fetch() can send from any page.
+    let multipart = format!(
+        "--X\r\ncontent-disposition: form-data; name=\"operations\"\r\n\r\n{}\r\n--X--\r\n",
+        json!({"query": write})
+    );
+    let shapes = vec![
+        (
+            "form POST",
+            http.post(&url)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!("query={}", urlencode(write))),
+        ),
+        (
+            "text/plain POST",
+            http.post(&url)
+                .header("content-type", "text/plain;charset=UTF-8")
+                .body(json!({"query": write}).to_string()),
+        ),
+        (
+            "multipart POST",
+            http.post(&url)
+                .header("content-type", "multipart/form-data; boundary=X")
+                .body(multipart),
+        ),
+        ("GET mutation", http.get(&url).query(&[("query", write)])),
+        (
+            "text/plain read",
+            http.post(&url)
+                .header("content-type", "text/plain")
+                .body(json!({"query": read}).to_string()),
+        ),
+    ];
+    for (what, request) in shapes {
+        let resp = request
+            .header("origin", "https://evil.example")
+            .send()
+            .await
+            .unwrap();
+        assert!(resp.status().is_client_error(), "{what}: {}", resp.status());
+        assert!(resp.headers().get("access-control-allow-origin").is_none());
+        let body = resp.text().await.unwrap();
+        assert!(
+            !body.contains("secret") && !body.contains("\"data\""),
+            "{what}: {body}"
+        );
+    }
+    let data = app
+        .ok("{ workspace(id: \"csrf\") { id } }", json!({}))
+        .await;
+    assert_eq!(data["workspace"], Value::Null, "a cross-site shape wrote");
+
+    // A WebSocket from a foreign page is refused at the upgrade; the same origin and non-browser
+    // clients (no Origin) are not.
+    let ws_url = format!("{}/graphql/ws", base.replace("http://", "ws://"));
+    let upgrade = |origin: Option<&str>| {
+        let mut req = ws_url.as_str().into_client_request().unwrap();
+        req.headers_mut().insert(
+            "sec-websocket-protocol",
+            "graphql-transport-ws".parse().unwrap(),
+        );
+        if let Some(o) = origin {
+            req.headers_mut().insert("origin", o.parse().unwrap());
+        }
+        tokio_tungstenite::connect_async(req)
+    };
+    let err = upgrade(Some("https://evil.example")).await.unwrap_err();
+    assert!(err.to_string().contains("403"), "{err}");
+    upgrade(Some(&base)).await.expect("same origin");
+    upgrade(None).await.expect("no Origin: not a browser");
+}
+
+fn urlencode(s: &str) -> String {
+    serde_urlencoded::to_string([("", s)]).unwrap()[1..].to_owned()
+}
+
+#[tokio::test]
+async fn cors_answers_listed_origins_only_with_credentials_and_the_request_id() {
+    let app = TestApp::new().await;
+    let allowed = "http://app.localhost:5173";
+    let base = serve(
+        &app,
+        HttpOptions {
+            origins: Origins::parse(allowed, false).unwrap(),
+            ..HttpOptions::default()
+        },
+    )
+    .await;
+    let url = format!("{base}/graphql");
+    let http = reqwest::Client::new();
+    let preflight = |origin: &str| {
+        http.request(reqwest::Method::OPTIONS, &url)
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "content-type, authorization",
+            )
+            .send()
+    };
+    let ok = preflight(allowed).await.unwrap();
+    assert!(ok.status().is_success(), "{}", ok.status());
+    let h = ok.headers();
+    assert_eq!(h["access-control-allow-origin"], allowed);
+    assert_eq!(h["access-control-allow-credentials"], "true");
+    let allowed_headers = h["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .to_lowercase();
+    assert!(allowed_headers.contains("authorization") && allowed_headers.contains("content-type"));
+    assert!(
+        h["access-control-allow-methods"]
+            .to_str()
+            .unwrap()
+            .contains("POST")
+    );
+
+    let foreign = preflight("https://evil.example").await.unwrap();
+    assert!(
+        foreign
+            .headers()
+            .get("access-control-allow-origin")
+            .is_none()
+    );
+
+    // The actual request: the page may read the body and x-request-id, errors included.
+    for query in ["{ __typename }", "{ nope }"] {
+        let resp = http
+            .post(&url)
+            .header("origin", allowed)
+            .json(&json!({"query": query}))
+            .send()
+            .await
+            .unwrap();
+        let h = resp.headers();
+        assert_eq!(h["access-control-allow-origin"], allowed);
+        assert!(
+            h["access-control-expose-headers"]
+                .to_str()
+                .unwrap()
+                .contains("x-request-id"),
+            "{h:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn result_fields_keep_the_order_the_query_asked_for() {
+    let app = TestApp::new().await;
+    let base = serve(&app, HttpOptions::default()).await;
+    let text = reqwest::Client::new()
+        .post(format!("{base}/graphql"))
+        .json(&json!({"query": "{ zz: __typename aa: __typename mm: __typename }"}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        text,
+        r#"{"data":{"zz":"QueryRoot","aa":"QueryRoot","mm":"QueryRoot"}}"#
+    );
+}
