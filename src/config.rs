@@ -91,10 +91,6 @@ pub struct ServeConfig {
     #[arg(long, env = "HONCHO_MAX_SUBSCRIPTIONS_PER_KEY", default_value_t = 1000)]
     pub max_subscriptions_per_key: usize,
 
-    /// Milliseconds a WebSocket may stay open before sending `connection_init`.
-    #[arg(long, env = "HONCHO_WS_INIT_TIMEOUT_MS", default_value_t = 10_000)]
-    pub ws_init_timeout_ms: u64,
-
     /// Connection for the event listener (one per instance, LISTEN needs a session of its own);
     /// defaults to DATABASE_URL. Point it at PostgreSQL itself (or a session-mode pool) when
     /// DATABASE_URL goes through PgBouncer in transaction mode.
@@ -109,6 +105,11 @@ pub struct ServeConfig {
     /// Answer introspection queries (GraphiQL's docs need them).
     #[arg(long, env = "HONCHO_INTROSPECTION", default_value_t = true, action = clap::ArgAction::Set)]
     pub introspection: bool,
+
+    /// Longest a WebSocket may stay open before its `connection_init` arrives (milliseconds);
+    /// then it is closed with 4408.
+    #[arg(long, env = "HONCHO_WS_INIT_TIMEOUT_MS", default_value_t = 10_000)]
+    pub ws_init_timeout_ms: u64,
 
     /// Longest a request may take before it is answered with 503 (milliseconds).
     #[arg(long, env = "HONCHO_REQUEST_TIMEOUT_MS", default_value_t = 60_000)]

@@ -91,7 +91,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         max_embeddings: cfg.max_embeddings,
         max_subscriptions_per_connection: cfg.max_subscriptions_per_connection,
         max_subscriptions_per_key: cfg.max_subscriptions_per_key,
-        ws_init_timeout: std::time::Duration::from_millis(cfg.ws_init_timeout_ms),
+        connection_init_timeout: std::time::Duration::from_millis(cfg.ws_init_timeout_ms),
     };
     let events_url = cfg
         .events_database_url

@@ -34,8 +34,8 @@ pub struct Limits {
     pub max_subscriptions_per_connection: usize,
     /// Most operations open at once over all WebSockets authenticated with one key (auth on).
     pub max_subscriptions_per_key: usize,
-    /// How long a WebSocket may stay open without `connection_init`.
-    pub ws_init_timeout: std::time::Duration,
+    /// How long a WebSocket may stay open without sending `connection_init`.
+    pub connection_init_timeout: std::time::Duration,
 }
 
 /// The nesting the parser is known to survive with room to spare on a 2 MiB worker stack (a debug
@@ -59,7 +59,7 @@ impl Default for Limits {
             max_embeddings: 200,
             max_subscriptions_per_connection: 100,
             max_subscriptions_per_key: 1000,
-            ws_init_timeout: std::time::Duration::from_secs(10),
+            connection_init_timeout: std::time::Duration::from_secs(10),
         }
     }
 }
