@@ -104,6 +104,12 @@ pub struct ServeConfig {
 
     #[command(flatten)]
     pub auth: AuthConfig,
+
+    #[command(flatten)]
+    pub llm: LlmConfig,
+
+    #[command(flatten)]
+    pub deriver: DeriverConfig,
 }
 
 #[derive(Args, Clone)]
@@ -129,5 +135,155 @@ impl std::fmt::Debug for AuthConfig {
 impl AuthConfig {
     pub fn auth(&self) -> anyhow::Result<crate::auth::Auth> {
         crate::auth::Auth::from_secret(self.secret.as_deref())
+    }
+}
+
+/// Which LLM the deriver asks (`HONCHO_LLM`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LlmKind {
+    /// No LLM: nothing is queued for derivation and no worker runs.
+    #[default]
+    None,
+    /// Any OpenAI-compatible `POST {base}/chat/completions` (OpenAI, llama.cpp, vLLM, Ollama).
+    Openai,
+}
+
+#[derive(Args, Clone)]
+pub struct LlmConfig {
+    /// `none` (default: no derivation) or `openai` (any OpenAI-compatible chat endpoint).
+    #[arg(long = "llm", env = "HONCHO_LLM", value_enum, default_value_t = LlmKind::None)]
+    pub kind: LlmKind,
+
+    /// Base URL up to and including the version; `/chat/completions` is appended.
+    #[arg(
+        long = "llm-base-url",
+        env = "HONCHO_LLM_BASE_URL",
+        default_value = "https://api.openai.com/v1"
+    )]
+    pub base_url: String,
+
+    /// Model name sent in requests.
+    #[arg(
+        long = "llm-model",
+        env = "HONCHO_LLM_MODEL",
+        default_value = "gpt-4o-mini"
+    )]
+    pub model: String,
+
+    /// Bearer token (optional: local servers need none).
+    #[arg(
+        long = "llm-api-key",
+        env = "HONCHO_LLM_API_KEY",
+        hide_env_values = true
+    )]
+    pub api_key: Option<String>,
+
+    /// Timeout of one attempt, in seconds. Local models on a CPU are slow: be generous.
+    #[arg(
+        long = "llm-timeout-secs",
+        env = "HONCHO_LLM_TIMEOUT_SECS",
+        default_value_t = 120.0
+    )]
+    pub timeout_secs: f64,
+
+    /// Retries after the first attempt on 408, 429, 5xx, timeouts and connection errors.
+    #[arg(long = "llm-max-retries", env = "HONCHO_LLM_MAX_RETRIES", default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(0..=10))]
+    pub max_retries: u32,
+
+    /// Most requests in flight at once from this process.
+    #[arg(long = "llm-concurrency", env = "HONCHO_LLM_CONCURRENCY", default_value_t = 4,
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub concurrency: u32,
+}
+
+impl std::fmt::Debug for LlmConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmConfig")
+            .field("kind", &self.kind)
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "***"))
+            .field("timeout_secs", &self.timeout_secs)
+            .field("max_retries", &self.max_retries)
+            .field("concurrency", &self.concurrency)
+            .finish()
+    }
+}
+
+/// The deriver's queue and workers.
+#[derive(Args, Clone, Debug)]
+pub struct DeriverConfig {
+    /// Deriver workers inside this process (0 = none; `honcho-graphql deriver` runs them alone).
+    /// Without an LLM (HONCHO_LLM=none) none run.
+    #[arg(
+        long = "deriver-workers",
+        env = "HONCHO_DERIVER_WORKERS",
+        default_value_t = 1
+    )]
+    pub workers: u32,
+
+    /// A work unit is ready once its pending messages hold this many tokens...
+    #[arg(
+        long = "deriver-batch-tokens",
+        env = "HONCHO_DERIVER_BATCH_TOKENS",
+        default_value_t = 1024
+    )]
+    pub batch_tokens: i64,
+
+    /// ...or once its oldest pending message has waited this long (seconds).
+    #[arg(
+        long = "deriver-batch-secs",
+        env = "HONCHO_DERIVER_BATCH_SECS",
+        default_value_t = 10.0
+    )]
+    pub batch_secs: f64,
+
+    /// Most tokens of messages one LLM call reads (the batch is cut to fit).
+    #[arg(
+        long = "deriver-max-input-tokens",
+        env = "HONCHO_DERIVER_MAX_INPUT_TOKENS",
+        default_value_t = 4096
+    )]
+    pub max_input_tokens: i64,
+
+    /// How long a claimed unit stays a worker's; a crashed worker's unit is claimed again after
+    /// it (seconds). Must exceed the time one batch takes (two LLM calls with retries).
+    #[arg(
+        long = "deriver-lease-secs",
+        env = "HONCHO_DERIVER_LEASE_SECS",
+        default_value_t = 600.0
+    )]
+    pub lease_secs: f64,
+
+    /// How often an idle worker looks for ready work (milliseconds).
+    #[arg(
+        long = "deriver-poll-ms",
+        env = "HONCHO_DERIVER_POLL_MS",
+        default_value_t = 500
+    )]
+    pub poll_ms: u64,
+
+    /// A new explicit fact at least this similar (cosine) to a live explicit conclusion of the
+    /// same observer and observed reinforces it instead of being stored again.
+    #[arg(
+        long = "deriver-dedup-similarity",
+        env = "HONCHO_DERIVER_DEDUP_SIMILARITY",
+        default_value_t = 0.92
+    )]
+    pub dedup_similarity: f64,
+}
+
+impl Default for DeriverConfig {
+    fn default() -> Self {
+        DeriverConfig {
+            workers: 1,
+            batch_tokens: 1024,
+            batch_secs: 10.0,
+            max_input_tokens: 4096,
+            lease_secs: 600.0,
+            poll_ms: 500,
+            dedup_similarity: 0.92,
+        }
     }
 }

@@ -174,7 +174,11 @@ fn layers(app: Router, options: &HttpOptions) -> Router {
 async fn metrics() -> impl IntoResponse {
     (
         [("content-type", "text/plain; version=0.0.4")],
-        crate::graphql::metrics::render(),
+        format!(
+            "{}{}",
+            crate::graphql::metrics::render(),
+            crate::graphql::metrics::encode(&crate::deriver::metrics::gather())
+        ),
     )
 }
 

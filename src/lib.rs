@@ -4,10 +4,13 @@
 
 pub mod auth;
 pub mod config;
+pub mod deriver;
 pub mod embed;
 pub mod entity;
 pub mod graphql;
 pub mod http;
+pub mod llm;
+pub(crate) mod retry;
 pub mod store;
 
 use anyhow::Context as _;
@@ -56,11 +59,40 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         None => None,
     };
     let persisted = std::sync::Arc::new(http::Persisted::new(trusted, cfg.trusted_documents_admin));
-    let store = open_store(&cfg.db).await?;
+    let llm = llm::build(&cfg.llm)?;
+    let store = open_store(&cfg.db).await?.with_derivation(llm.is_some());
     if !cfg.no_migrate {
         Migrator::up(store.db(), None).await.context("migrating")?;
     }
     store.check_embedder().await?;
+    let (stop_workers, shutdown) = tokio::sync::watch::channel(false);
+    let workers = match llm {
+        Some(llm) if cfg.deriver.workers > 0 => {
+            tracing::info!(
+                model = llm.model_id(),
+                workers = cfg.deriver.workers,
+                "deriver workers started"
+            );
+            let deriver = std::sync::Arc::new(deriver::Deriver::new(
+                store.clone(),
+                llm,
+                cfg.deriver.clone(),
+            ));
+            deriver.spawn_workers(cfg.deriver.workers, shutdown)
+        }
+        Some(llm) => {
+            tracing::info!(
+                model = llm.model_id(),
+                "messages are queued for derivation; no worker here (HONCHO_DERIVER_WORKERS=0): \
+                 run `honcho-graphql deriver`"
+            );
+            Vec::new()
+        }
+        None => {
+            tracing::info!("no LLM (HONCHO_LLM=none): nothing is derived");
+            Vec::new()
+        }
+    };
     let limits = graphql::Limits {
         max_depth: cfg.max_depth,
         max_complexity: cfg.max_complexity,
@@ -112,6 +144,36 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await?;
+    let _ = stop_workers.send(true);
+    for w in workers {
+        let _ = w.await;
+    }
+    Ok(())
+}
+
+/// Runs deriver workers alone (`honcho-graphql deriver`) until SIGINT/SIGTERM: derivation scales
+/// out separately from serving. Queued messages come from servers with an LLM configured.
+pub async fn derive(
+    db: config::DbConfig,
+    llm_cfg: config::LlmConfig,
+    cfg: config::DeriverConfig,
+) -> anyhow::Result<()> {
+    let Some(llm) = llm::build(&llm_cfg)? else {
+        anyhow::bail!("HONCHO_LLM=none: the deriver needs an LLM (HONCHO_LLM=openai)");
+    };
+    let store = open_store(&db).await?.with_derivation(true);
+    Migrator::up(store.db(), None).await.context("migrating")?;
+    store.check_embedder().await?;
+    let workers = cfg.workers.max(1);
+    tracing::info!(model = llm.model_id(), workers, "deriver started");
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let deriver = std::sync::Arc::new(deriver::Deriver::new(store, llm, cfg));
+    let handles = deriver.spawn_workers(workers, shutdown);
+    shutdown_signal().await;
+    let _ = stop.send(true);
+    for h in handles {
+        let _ = h.await;
+    }
     Ok(())
 }
 

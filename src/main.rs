@@ -2,7 +2,7 @@ use clap::{Parser, Subcommand};
 use migration::{Migrator, MigratorTrait};
 
 use honcho_graphql::auth::{KeySpec, parse_duration};
-use honcho_graphql::config::{AuthConfig, DbConfig, ServeConfig};
+use honcho_graphql::config::{AuthConfig, DbConfig, DeriverConfig, LlmConfig, ServeConfig};
 use honcho_graphql::store::Store;
 
 #[derive(Parser)]
@@ -20,6 +20,15 @@ struct Cli {
 enum Command {
     /// Migrate and serve GraphQL over HTTP.
     Serve(ServeConfig),
+    /// Run deriver workers alone (no HTTP): queued messages become conclusions.
+    Deriver {
+        #[command(flatten)]
+        db: DbConfig,
+        #[command(flatten)]
+        llm: LlmConfig,
+        #[command(flatten)]
+        deriver: DeriverConfig,
+    },
     /// Apply or revert schema migrations.
     Migrate {
         #[command(subcommand)]
@@ -88,6 +97,7 @@ async fn run() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Serve(cfg) => honcho_graphql::serve(cfg).await,
+        Command::Deriver { db, llm, deriver } => honcho_graphql::derive(db, llm, deriver).await,
         Command::Migrate { action, db } => {
             let store = Store::connect(&db.database_url, 2, None).await?;
             let conn = store.db();

@@ -4,6 +4,7 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261130_000001_initial;
 mod m20261130_000002_conclusion_public_metadata;
+mod m20261201_000040_deriver_queue;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -30,6 +31,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20261130_000001_initial::Migration),
             Box::new(m20261130_000002_conclusion_public_metadata::Migration),
+            Box::new(m20261201_000040_deriver_queue::Migration),
         ]
     }
 }

@@ -1,6 +1,6 @@
-//! The schema of spec §1 and DESIGN §4: Honcho's tables and columns, with conclusions in a table
+//! The initial schema (docs/architecture.md, "Data model"): Honcho's tables and columns, with conclusions in a table
 //! named for what it holds (Honcho's `documents`) and WITHOUT public metadata, which arrives in the
-//! next migration exactly as seed 002 plans it.
+//! next migration, as it would on an existing deployment.
 
 use sea_orm_migration::prelude::*;
 

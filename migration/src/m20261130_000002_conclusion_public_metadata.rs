@@ -1,4 +1,4 @@
-//! Seed 002 §4: public, user-writable `metadata` on conclusions with a GIN index for containment
+//! Public, user-writable `metadata` on conclusions with a GIN index for containment
 //! filters. The index is built CONCURRENTLY so a large table keeps taking writes, which PostgreSQL
 //! only allows outside a transaction block: this migration opts out of the wrapping transaction.
 

@@ -1,4 +1,4 @@
-//! Text embeddings (DESIGN §7).
+//! Text embeddings: which model turns text into the vectors search and conclusions use.
 //!
 //! One trait, [`Embedder`], with two providers:
 //! - [`MiniLm`]: all-MiniLM-L6-v2 run in-process with candle on the CPU (the default). 384 dimensions,

@@ -13,7 +13,6 @@
 //! 4 × 30 s + < 4 s). Other statuses fail at once. Vectors of another length than the configured dims are an
 //! error; vectors are L2-normalised before they are returned (OpenAI's already are; cosine is unaffected).
 
-use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -23,12 +22,10 @@ use reqwest::StatusCode;
 use serde::Deserialize;
 
 use super::{EmbedConfig, EmbedError, Embedder, l2_normalize};
+use crate::retry::{Endpoint, Failure, PostError, post_json};
 
 /// Most texts sent in one HTTP request.
 pub const OPENAI_MAX_INPUTS_PER_REQUEST: usize = 96;
-const BACKOFF_BASE: Duration = Duration::from_millis(200);
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
-const RETRY_AFTER_MAX: Duration = Duration::from_secs(10);
 
 /// Embedder for an OpenAI-compatible HTTP API; see the module docs.
 pub struct OpenAiEmbedder {
@@ -96,108 +93,22 @@ impl Encoded {
     }
 }
 
-/// Why one attempt failed.
-enum Failure {
-    Timeout,
-    Transport(String),
-    Status {
-        status: StatusCode,
-        message: String,
-        retry_after: Option<Duration>,
-    },
-    /// Final, not retried (bad response body, wrong dimension).
-    Fatal(EmbedError),
-}
-
-impl Failure {
-    fn retryable(&self) -> bool {
-        match self {
-            Failure::Timeout | Failure::Transport(_) => true,
-            Failure::Status { status, .. } => {
-                *status == StatusCode::TOO_MANY_REQUESTS
-                    || *status == StatusCode::REQUEST_TIMEOUT
-                    || status.is_server_error()
-            }
-            Failure::Fatal(_) => false,
+/// A client error that may mean the server does not know `encoding_format` (not auth, not a
+/// missing route, not rate limiting): worth one more try asking for floats.
+fn may_refuse_base64(e: &PostError) -> bool {
+    match &e.failure {
+        Failure::Status { status, .. } => {
+            status.is_client_error()
+                && ![
+                    StatusCode::UNAUTHORIZED,
+                    StatusCode::FORBIDDEN,
+                    StatusCode::NOT_FOUND,
+                    StatusCode::REQUEST_TIMEOUT,
+                    StatusCode::TOO_MANY_REQUESTS,
+                ]
+                .contains(status)
         }
-    }
-
-    /// A client error that may mean the server does not know `encoding_format` (not auth, not a
-    /// missing route, not rate limiting): worth one more try asking for floats.
-    fn may_refuse_base64(&self) -> bool {
-        match self {
-            Failure::Status { status, .. } => {
-                status.is_client_error()
-                    && ![
-                        StatusCode::UNAUTHORIZED,
-                        StatusCode::FORBIDDEN,
-                        StatusCode::NOT_FOUND,
-                        StatusCode::REQUEST_TIMEOUT,
-                        StatusCode::TOO_MANY_REQUESTS,
-                    ]
-                    .contains(status)
-            }
-            _ => false,
-        }
-    }
-
-    fn into_error(self, attempts: u32, timeout: Duration) -> EmbedError {
-        match self {
-            Failure::Timeout => EmbedError::Timeout { attempts, timeout },
-            Failure::Transport(message) => EmbedError::Http {
-                status: None,
-                attempts,
-                message,
-            },
-            Failure::Status {
-                status, message, ..
-            } => EmbedError::Http {
-                status: Some(status.as_u16()),
-                attempts,
-                message,
-            },
-            Failure::Fatal(e) => e,
-        }
-    }
-}
-
-/// A uniformly distributed number in [0, 1) (std's per-instance random hash keys; enough for jitter).
-fn random_unit() -> f64 {
-    let bits = std::collections::hash_map::RandomState::new().hash_one(());
-    (bits >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// Delay before retry number `retry` (1-based): half of the capped exponential step plus a random half.
-fn backoff(retry: u32, retry_after: Option<Duration>) -> Duration {
-    let step = BACKOFF_BASE
-        .saturating_mul(1u32 << (retry - 1).min(16))
-        .min(BACKOFF_MAX);
-    let jittered = step / 2 + step.mul_f64(random_unit() / 2.0);
-    match retry_after {
-        Some(wait) => jittered.max(wait.min(RETRY_AFTER_MAX)),
-        None => jittered,
-    }
-}
-
-/// The error text of a failed response: OpenAI's `error.message`, else the start of the body.
-fn error_message(body: &[u8]) -> String {
-    #[derive(Deserialize)]
-    struct ErrorBody {
-        error: ErrorDetail,
-    }
-    #[derive(Deserialize)]
-    struct ErrorDetail {
-        message: String,
-    }
-    if let Ok(parsed) = serde_json::from_slice::<ErrorBody>(body) {
-        return parsed.error.message;
-    }
-    let text = String::from_utf8_lossy(body);
-    let text = text.trim();
-    match text.char_indices().nth(300) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None if text.is_empty() => "(empty body)".into(),
-        None => text.to_owned(),
+        _ => false,
     }
 }
 
@@ -248,76 +159,54 @@ impl OpenAiEmbedder {
 
     /// One request for `texts` (at most [`OPENAI_MAX_INPUTS_PER_REQUEST`]), with retries.
     async fn request(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let endpoint = Endpoint {
+            client: &self.client,
+            url: &self.url,
+            api_key: self.api_key.as_deref(),
+            timeout: self.timeout,
+            max_retries: self.max_retries,
+        };
         let mut base64 = !self.floats_only.load(Ordering::Relaxed);
-        let mut attempts = 0;
         loop {
-            attempts += 1;
             let body = if base64 {
                 serde_json::json!({ "model": self.model, "input": texts, "encoding_format": "base64" })
             } else {
                 serde_json::json!({ "model": self.model, "input": texts })
             };
-            let failure = match self.attempt(&body, texts.len()).await {
-                Ok(vectors) => {
+            match post_json(&endpoint, &body).await {
+                Ok(bytes) => {
+                    let vectors = self.parse(&bytes, texts.len())?;
                     if !base64 && !self.floats_only.swap(true, Ordering::Relaxed) {
                         tracing::info!("the embeddings endpoint refuses base64; asking for floats");
                     }
                     return Ok(vectors);
                 }
-                Err(failure) => failure,
-            };
-            // Remembered only once floats succeed: a 400 for another reason (input too long)
-            // must not switch the encoding for good.
-            if base64 && failure.may_refuse_base64() {
-                base64 = false;
-                attempts -= 1;
-                continue;
+                // Remembered only once floats succeed: a 400 for another reason (input too long)
+                // must not switch the encoding for good.
+                Err(e) if base64 && may_refuse_base64(&e) => base64 = false,
+                Err(e) => return Err(self.error(e)),
             }
-            if !failure.retryable() || attempts > self.max_retries {
-                return Err(failure.into_error(attempts, self.timeout));
-            }
-            let retry_after = match &failure {
-                Failure::Status { retry_after, .. } => *retry_after,
-                _ => None,
-            };
-            tokio::time::sleep(backoff(attempts, retry_after)).await;
         }
     }
 
-    async fn attempt(
-        &self,
-        body: &serde_json::Value,
-        expected: usize,
-    ) -> Result<Vec<Vec<f32>>, Failure> {
-        let mut request = self.client.post(&self.url).timeout(self.timeout).json(body);
-        if let Some(key) = &self.api_key {
-            request = request.bearer_auth(key);
+    fn error(&self, e: PostError) -> EmbedError {
+        let attempts = e.attempts;
+        match e.failure {
+            Failure::Timeout => EmbedError::Timeout {
+                attempts,
+                timeout: self.timeout,
+            },
+            Failure::Transport(message) => EmbedError::Http {
+                status: None,
+                attempts,
+                message,
+            },
+            Failure::Status { status, message } => EmbedError::Http {
+                status: Some(status.as_u16()),
+                attempts,
+                message,
+            },
         }
-        let transport = |e: reqwest::Error| {
-            if e.is_timeout() {
-                Failure::Timeout
-            } else {
-                // Without the URL: it is in the configuration already and keeps error texts short.
-                Failure::Transport(e.without_url().to_string())
-            }
-        };
-        let response = request.send().await.map_err(transport)?;
-        let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let bytes = response.bytes().await.map_err(transport)?;
-        if !status.is_success() {
-            return Err(Failure::Status {
-                status,
-                message: error_message(&bytes),
-                retry_after,
-            });
-        }
-        self.parse(&bytes, expected).map_err(Failure::Fatal)
     }
 
     fn parse(&self, body: &[u8], expected: usize) -> Result<Vec<Vec<f32>>, EmbedError> {
@@ -738,21 +627,5 @@ mod tests {
             OpenAiEmbedder::new(&cfg),
             Err(EmbedError::Config(_))
         ));
-    }
-
-    #[test]
-    fn backoff_grows_is_jittered_and_capped() {
-        for retry in 1..=20 {
-            let step = BACKOFF_BASE
-                .saturating_mul(1 << (retry - 1).min(16))
-                .min(BACKOFF_MAX);
-            let d = backoff(retry, None);
-            assert!(d >= step / 2 && d <= step, "retry {retry}: {d:?}");
-        }
-        assert_eq!(
-            backoff(1, Some(Duration::from_secs(3))),
-            Duration::from_secs(3)
-        );
-        assert_eq!(backoff(1, Some(Duration::from_secs(3600))), RETRY_AFTER_MAX);
     }
 }

@@ -56,7 +56,8 @@ pub async fn refill_from(own: &super::RequestLoader, shared: &super::RequestLoad
         MembersKey,
         RangeKey,
         ConclusionKey,
-        DerivedKey
+        DerivedKey,
+        SourceMessagesKey
     );
 }
 
@@ -205,5 +206,32 @@ impl Loader<DerivedKey> for Loaders {
             }
         }
         Ok(out)
+    }
+}
+
+/// The messages (workspace, conclusion id) was drawn from, in seq order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SourceMessagesKey(pub String, pub String);
+
+impl Loader<SourceMessagesKey> for Loaders {
+    type Value = Vec<Message>;
+    type Error = ApiError;
+
+    async fn load(
+        &self,
+        keys: &[SourceMessagesKey],
+    ) -> Result<HashMap<SourceMessagesKey, Vec<Message>>, ApiError> {
+        let pairs: Vec<(String, String)> =
+            keys.iter().map(|k| (k.0.clone(), k.1.clone())).collect();
+        let mut found = self.store.source_messages(&pairs).await?;
+        Ok(keys
+            .iter()
+            .map(|k| {
+                let list = found
+                    .remove(&(k.0.clone(), k.1.clone()))
+                    .unwrap_or_default();
+                (k.clone(), list)
+            })
+            .collect())
     }
 }

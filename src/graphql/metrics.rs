@@ -76,9 +76,13 @@ fn label(operation: Option<&str>) -> String {
 
 /// The text exposition format of every metric.
 pub fn render() -> String {
+    encode(&metrics().registry.gather())
+}
+
+/// `families` in the text exposition format.
+pub fn encode(families: &[prometheus::proto::MetricFamily]) -> String {
     let mut out = Vec::new();
-    let families = metrics().registry.gather();
-    if TextEncoder::new().encode(&families, &mut out).is_err() {
+    if TextEncoder::new().encode(families, &mut out).is_err() {
         return String::new();
     }
     String::from_utf8(out).unwrap_or_default()

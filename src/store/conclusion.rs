@@ -456,61 +456,23 @@ impl Store {
         let (content, sources, embedding, sessions, peers) =
             (&content, &sources, &embedding, &sessions, &peers);
         self.transaction(TxOptions::default(), |txn| async move {
-            require_peers_and_sessions(
-                &*txn,
-                workspace,
-                peers,
-                sessions,
-            )
-            .await?;
-            let live: HashSet<String> = txn
-                .query_all_raw(stmt(
-                    "SELECT id FROM conclusions \
-                     WHERE workspace_name = $1 AND id = ANY($2::text[]) AND deleted_at IS NULL",
-                    [workspace.into(), sources.clone().into()],
-                ))
-                .await?
-                .into_iter()
-                .map(|r| r.try_get::<String>("", "id"))
-                .collect::<Result<_, _>>()?;
+            require_peers_and_sessions(&*txn, workspace, peers, sessions).await?;
+            let live = live_ids(&*txn, workspace, sources).await?;
             if let Some(missing) = sources.iter().find(|s| !live.contains(*s)) {
                 return Err(StoreError::not_found("conclusion", missing.clone()));
             }
-            let row = conclusion::Entity::find()
-                .from_raw_sql(stmt(
-                    &format!(
-                        "INSERT INTO conclusions (id, workspace_name, observer, observed, session_name, \
-                           content, level, times_derived, source_ids, embedding) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8::text[], $9::vector) \
-                         ON CONFLICT (workspace_name, observer, observed, md5(content)) \
-                           WHERE deleted_at IS NULL AND level <> 'explicit' \
-                         DO UPDATE SET \
-                           times_derived = conclusions.times_derived + 1, \
-                           source_ids = COALESCE(( \
-                             SELECT array_agg(u.id ORDER BY u.first) FROM ( \
-                               SELECT x.id, min(x.ord) AS first \
-                               FROM unnest(COALESCE(conclusions.source_ids, '{{}}'::text[]) \
-                                           || EXCLUDED.source_ids) WITH ORDINALITY AS x(id, ord) \
-                               WHERE x.id <> conclusions.id \
-                               GROUP BY x.id) u), conclusions.source_ids), \
-                           embedding = COALESCE(conclusions.embedding, EXCLUDED.embedding) \
-                         RETURNING {COLUMNS}"
-                    ),
-                    [
-                        new_id().into(),
-                        workspace.into(),
-                        peers[0].clone().into(),
-                        peers[1].clone().into(),
-                        session.clone().into(),
-                        content.clone().into(),
-                        level.as_str().into(),
-                        sources.clone().into(),
-                        embedding.clone().into(),
-                    ],
-                ))
-                .one(&*txn)
-                .await?
-                .ok_or_else(|| StoreError::Internal("derived conclusion upsert returned no row".into()))?;
+            let row = upsert_derived(
+                &*txn,
+                workspace,
+                &peers[0],
+                &peers[1],
+                session.as_deref(),
+                level,
+                content,
+                sources,
+                embedding.clone(),
+            )
+            .await?;
             // A new conclusion is an event; a reinforcement (times_derived bumped) is not.
             if row.times_derived == 1 {
                 let notice = Notice::Conclusion {
@@ -576,6 +538,81 @@ impl Store {
     }
 }
 
+/// The ids among `ids` that are live conclusions of the workspace, in `ids` order.
+pub(crate) async fn live_ids<C: ConnectionTrait>(
+    db: &C,
+    workspace: &str,
+    ids: &[String],
+) -> StoreResult<Vec<String>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let live: HashSet<String> = db
+        .query_all_raw(stmt(
+            "SELECT id FROM conclusions \
+             WHERE workspace_name = $1 AND id = ANY($2::text[]) AND deleted_at IS NULL",
+            [workspace.into(), ids.to_vec().into()],
+        ))
+        .await?
+        .into_iter()
+        .map(|r| r.try_get::<String>("", "id"))
+        .collect::<Result<_, _>>()?;
+    Ok(ids.iter().filter(|i| live.contains(*i)).cloned().collect())
+}
+
+/// The upsert behind [`Store::record_derived_conclusion`] and the deriver, in the caller's
+/// transaction: a new live derived row, or the live row with the same (observer, observed,
+/// content) reinforced (`times_derived + 1`, sources unioned, old ones first; a row never cites
+/// itself). Sources are the caller's to check.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn upsert_derived<C: ConnectionTrait>(
+    db: &C,
+    workspace: &str,
+    observer: &str,
+    observed: &str,
+    session: Option<&str>,
+    level: Level,
+    content: &str,
+    sources: &[String],
+    embedding: Option<String>,
+) -> StoreResult<Conclusion> {
+    conclusion::Entity::find()
+        .from_raw_sql(stmt(
+            &format!(
+                "INSERT INTO conclusions (id, workspace_name, observer, observed, session_name, \
+                   content, level, times_derived, source_ids, embedding) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8::text[], $9::vector) \
+                 ON CONFLICT (workspace_name, observer, observed, md5(content)) \
+                   WHERE deleted_at IS NULL AND level <> 'explicit' \
+                 DO UPDATE SET \
+                   times_derived = conclusions.times_derived + 1, \
+                   source_ids = COALESCE(( \
+                     SELECT array_agg(u.id ORDER BY u.first) FROM ( \
+                       SELECT x.id, min(x.ord) AS first \
+                       FROM unnest(COALESCE(conclusions.source_ids, '{{}}'::text[]) \
+                                   || EXCLUDED.source_ids) WITH ORDINALITY AS x(id, ord) \
+                       WHERE x.id <> conclusions.id \
+                       GROUP BY x.id) u), conclusions.source_ids), \
+                   embedding = COALESCE(conclusions.embedding, EXCLUDED.embedding) \
+                 RETURNING {COLUMNS}"
+            ),
+            [
+                new_id().into(),
+                workspace.into(),
+                observer.into(),
+                observed.into(),
+                session.into(),
+                content.into(),
+                level.as_str().into(),
+                sources.to_vec().into(),
+                embedding.into(),
+            ],
+        ))
+        .one(db)
+        .await?
+        .ok_or_else(|| StoreError::Internal("derived conclusion upsert returned no row".into()))
+}
+
 /// `COLUMNS` qualified by a table alias.
 fn prefixed(alias: &str) -> String {
     COLUMNS
@@ -587,7 +624,7 @@ fn prefixed(alias: &str) -> String {
 
 /// Content rules (spec §5.7): 1..65535 characters counted before NUL bytes are stripped (as
 /// Honcho), not empty after stripping, at most 8192 tokens.
-fn conclusion_content(field: &str, content: &str) -> StoreResult<String> {
+pub(crate) fn conclusion_content(field: &str, content: &str) -> StoreResult<String> {
     let len = content.chars().count();
     if len == 0 || len > validate::MAX_CONCLUSION_CHARS {
         return Err(StoreError::invalid(format!(

@@ -163,6 +163,7 @@ impl Store {
             &authors, &peers, &contents, &metadata, &tokens, &times, &vectors,
         );
 
+        let derive = self.derives();
         let options = TxOptions::default().lock_timeout(LOCK_WAIT);
         self.transaction(options, |txn| async move {
             lock_session(&*txn, workspace, session_name).await?;
@@ -222,6 +223,10 @@ impl Store {
                     to: last.seq_in_session,
                 };
                 events::publish(&*txn, &notice).await?;
+            }
+            if derive {
+                let ids: Vec<i64> = created.iter().map(|m| m.id).collect();
+                super::queue::enqueue(&*txn, workspace, session_name, &ids).await?;
             }
             Ok(created)
         })

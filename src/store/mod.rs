@@ -10,6 +10,7 @@ pub mod meta;
 pub mod page;
 pub mod path;
 pub mod peer;
+pub mod queue;
 pub mod search;
 pub mod session;
 pub mod tokens;
@@ -31,11 +32,28 @@ pub use tx::{IterativeScan, Tx, TxOptions};
 pub struct Store {
     db: DatabaseConnection,
     embedder: Option<Arc<dyn Embedder>>,
+    /// `createMessages` queues work for the deriver (only when an LLM is configured: without
+    /// one the queue would only grow).
+    derive: bool,
 }
 
 impl Store {
     pub fn new(db: DatabaseConnection) -> Self {
-        Store { db, embedder: None }
+        Store {
+            db,
+            embedder: None,
+            derive: false,
+        }
+    }
+
+    /// Messages written through this store are queued for the deriver.
+    pub fn with_derivation(mut self, on: bool) -> Self {
+        self.derive = on;
+        self
+    }
+
+    pub fn derives(&self) -> bool {
+        self.derive
     }
 
     /// Messages and conclusions written through this store get embeddings; search gets a vector

@@ -1,4 +1,4 @@
-//! Input rules shared by every write (spec §2.4-2.5). Violations are user errors, raised before any
+//! Input rules shared by every write (names, metadata, content). Violations are user errors, raised before any
 //! statement runs.
 
 use serde_json::{Map, Value};

@@ -26,7 +26,7 @@ impl Store {
         ensure_workspace(self.db(), name, metadata, configuration).await
     }
 
-    /// Replaces metadata, shallow-merges configuration (spec §5.5). Absent fields stay.
+    /// Replaces metadata, shallow-merges configuration, as Honcho does. Absent fields stay.
     pub async fn update_workspace(
         &self,
         name: &str,

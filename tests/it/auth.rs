@@ -288,6 +288,7 @@ const MATRIX: &[Row] = &[
     row("Workspace.conclusions", r#"{ workspace(id: "ws") { conclusions { totalCount } } }"#,                           "yyFFFFF"),
     row("Workspace.queryConclusions", r#"{ workspace(id: "ws") { queryConclusions(query: "tea") { id } } }"#,           "yyFFFFF"),
     row("Peer.conclusions",      r#"{ workspace(id: "ws") { message(id: "{m1}") { peer { conclusions { totalCount } } } } }"#, "yyFFFFF"),
+    row("Workspace.deriverStatus", r#"{ workspace(id: "ws") { deriverStatus { pending lastError { message } } } }"#,   "yyFFFFF"),
     row("MutationRoot.getOrCreateWorkspace", r#"mutation { getOrCreateWorkspace(id: "ws") { id } }"#,                       "yyyyyyF"),
     row("MutationRoot.updateWorkspace",      r#"mutation { updateWorkspace(id: "ws", metadata: {a: 1}) { id } }"#,          "yyFFFFF"),
     row("MutationRoot.getOrCreatePeer",      r#"mutation { getOrCreatePeer(workspaceId: "ws", id: "alice") { id } }"#,      "yyyFFyF"),
@@ -307,6 +308,7 @@ const MATRIX: &[Row] = &[
     row("MutationRoot.createConclusions",    r#"mutation { createConclusions(workspaceId: "ws", conclusions: [{content: "alice is kind", observerId: "bob", observedId: "alice"}]) { id } }"#, "yyFFFFF"),
     row("MutationRoot.updateConclusion",     r#"mutation { updateConclusion(workspaceId: "ws", id: "{c1}", metadata: {a: 1}) { id } }"#, "yyFFFFF"),
     row("MutationRoot.recordDerivedConclusion", r#"mutation { recordDerivedConclusion(workspaceId: "ws", input: {content: "bob is calm", observerId: "alice", observedId: "bob", level: DEDUCTIVE, sourceIds: ["{c1}"]}) { id } }"#, "yFFFFFF"),
+    row("MutationRoot.retryFailedDerivations", r#"mutation { retryFailedDerivations(workspaceId: "ws") }"#,           "yFFFFFF"),
     row("MutationRoot.deleteConclusion",     r#"mutation { deleteConclusion(workspaceId: "ws", id: "{c1}") }"#,             "yyFFFFF"),
     row("MutationRoot.deleteSession",        r#"mutation { deleteSession(workspaceId: "ws", id: "s1") }"#,                  "yyFFFyF"),
     // s2 and the clone are still active: CONFLICT, after the guard let it through.

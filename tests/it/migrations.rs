@@ -83,8 +83,9 @@ async fn conclusion_written_before_the_metadata_migration_reads_empty_object_aft
     .await;
     assert_eq!(index.as_deref(), Some("gin:true"));
 
-    // down() of the second migration drops both and leaves the rest.
-    Migrator::down(&db, Some(1)).await.unwrap();
+    // down() of the second migration (and of those after it) drops both and leaves the rest.
+    let after_initial = Migrator::migrations().len() as u32 - 1;
+    Migrator::down(&db, Some(after_initial)).await.unwrap();
     assert_eq!(
         scalar(
             &db,
@@ -143,6 +144,51 @@ async fn initial_schema_has_the_search_and_provenance_indexes() {
         .await
         .as_deref(),
         Some("vector(384)")
+    );
+    db.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_deriver_queue_migration_goes_down_and_up_with_the_rows_it_depends_on() {
+    let guard = blank_database().await;
+    let db = Database::connect(guard.url()).await.unwrap();
+    Migrator::up(&db, None).await.unwrap();
+    for table in ["deriver_units", "deriver_items", "conclusion_messages"] {
+        assert!(
+            scalar(&db, &format!("SELECT to_regclass('public.{table}')::text"))
+                .await
+                .is_some(),
+            "{table}"
+        );
+    }
+    // Revert down to (and including) the deriver's migration, wherever it is in the list.
+    let names: Vec<String> = Migrator::migrations()
+        .iter()
+        .map(|m| m.name().to_owned())
+        .collect();
+    let at = names
+        .iter()
+        .position(|n| n.contains("_000040_deriver_queue"))
+        .expect("the deriver queue migration");
+    Migrator::down(&db, Some((names.len() - at) as u32))
+        .await
+        .unwrap();
+    for table in ["deriver_units", "deriver_items", "conclusion_messages"] {
+        assert_eq!(
+            scalar(&db, &format!("SELECT to_regclass('public.{table}')::text")).await,
+            None,
+            "{table}"
+        );
+    }
+    assert!(
+        scalar(&db, "SELECT to_regclass('public.conclusions')::text")
+            .await
+            .is_some()
+    );
+    Migrator::up(&db, None).await.unwrap();
+    assert_eq!(
+        Migrator::get_pending_migrations(&db).await.unwrap().len(),
+        0
     );
     db.close().await.unwrap();
 }

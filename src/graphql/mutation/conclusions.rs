@@ -128,4 +128,16 @@ impl ConclusionMutation {
         prefetch::conclusions(ctx, std::slice::from_ref(&row), [ctx.look_ahead()]).await?;
         Ok(Conclusion(row))
     }
+
+    /// Lets the deriver resume the workspace's work units stopped by a failed batch; returns how
+    /// many queued messages that puts back. Admin keys only.
+    async fn retry_failed_derivations(
+        &self,
+        ctx: &Context<'_>,
+        workspace_id: ID,
+    ) -> ApiResult<i64> {
+        let on = On::workspace(&workspace_id);
+        guard::require(ctx, rule!(MutationRoot.retryFailedDerivations), on).await?;
+        Ok(store(ctx)?.retry_failed_derivations(&workspace_id).await?)
+    }
 }

@@ -2,9 +2,9 @@ use crate::graphql::scalars::DateTime;
 use async_graphql::{Context, Enum, ID, Json, Object, SimpleObject};
 use serde_json::Value;
 
-use super::{Peer, Session};
+use super::{Message, Peer, Session};
 use crate::graphql::error::{ApiResult, Code};
-use crate::graphql::loaders::{ConclusionKey, DerivedKey, PeerKey, SessionKey};
+use crate::graphql::loaders::{ConclusionKey, DerivedKey, PeerKey, SessionKey, SourceMessagesKey};
 use crate::graphql::{loader, prefetch, store};
 use crate::store::conclusion::{self as sc, Level};
 
@@ -180,6 +180,14 @@ impl Conclusion {
         let list = loader(ctx)?.load_one(key).await?.unwrap_or_default();
         prefetch::conclusions(ctx, &list, [ctx.look_ahead()]).await?;
         Ok(list.into_iter().map(Conclusion).collect())
+    }
+
+    /// The messages the deriver drew this conclusion from, in seq order (empty for conclusions
+    /// clients state and for derived ones, whose grounds are their `sources`). Batched.
+    async fn source_messages(&self, ctx: &Context<'_>) -> ApiResult<Vec<Message>> {
+        let key = SourceMessagesKey(self.0.workspace_name.clone(), self.0.id.clone());
+        let list = loader(ctx)?.load_one(key).await?.unwrap_or_default();
+        Ok(list.into_iter().map(Message).collect())
     }
 
     /// The reasoning graph around this conclusion, from one recursive query: every live

@@ -1,6 +1,7 @@
 //! GraphQL object types, each a thin wrapper over a store row.
 
 pub mod conclusion;
+pub mod deriver;
 pub mod message;
 mod peer;
 pub mod search;

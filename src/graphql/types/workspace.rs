@@ -32,6 +32,14 @@ impl Workspace {
         self.0.created_at.into()
     }
 
+    /// The deriver's queue for this workspace: queued, in progress, failed, and the last error.
+    /// All zero when no LLM is configured (nothing is queued).
+    async fn deriver_status(&self, ctx: &Context<'_>) -> ApiResult<super::deriver::DeriverStatus> {
+        let on = On::workspace(&self.0.name);
+        guard::require(ctx, rule!(Workspace.deriverStatus), on).await?;
+        Ok(store(ctx)?.deriver_status(&self.0.name).await?.into())
+    }
+
     /// The peer with this id, or null.
     async fn peer(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Peer>> {
         guard::require(ctx, rule!(Workspace.peer), On::peer(&self.0.name, &id)).await?;

@@ -1,4 +1,5 @@
-//! Honcho's filter DSL (spec §3, issue 3): JSON → typed tree → sea_query condition.
+//! Honcho's filter DSL, whose reference is the README's Filters section:
+//! JSON → typed tree → sea_query condition.
 //!
 //! ```text
 //! serde_json::Value ──parse──▶ Filter(Node) ──condition(table)──▶ sea_query::Condition

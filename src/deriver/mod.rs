@@ -1,0 +1,438 @@
+//! The deriver: turns queued messages into conclusions with an LLM.
+//!
+//! A worker claims a ready work unit (session, observer, observed) from the queue in PostgreSQL
+//! ([`crate::store::queue`]) and runs two passes over its batch:
+//!
+//! 1. **explicit**: one call with the window of messages (the batch, marked NEW, after a little
+//!    context; speakers, timestamps, seqs; cut to a token budget) asks for the facts the
+//!    observed peer states. Each becomes an EXPLICIT conclusion of the observer about the
+//!    observed, linked to its messages, or reinforces a live duplicate.
+//! 2. **reasoning**: one call with the new facts and the nearest existing conclusions of the same
+//!    observer and observed asks for DEDUCTIVE, INDUCTIVE and CONTRADICTION conclusions citing
+//!    premises it was shown. Premises it was not shown are dropped (and logged and counted); a
+//!    conclusion left without premises, or closing a cycle, is refused.
+//!
+//! Both passes run before anything is written; then one transaction writes everything and takes
+//! the batch off the queue, if the worker still holds the unit. A failed call (after the LLM
+//! client's retries and output-mode fallbacks) fails the batch: the unit stops, the error is in
+//! `deriverStatus`, the metrics and the log, and `retryFailedDerivations` resumes it.
+
+pub mod metrics;
+mod prompt;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::config::DeriverConfig;
+use crate::llm::{JsonReply, JsonRequest, Llm, LlmError};
+use crate::store::conclusion::{Level, conclusion_content};
+use crate::store::message::{Message, SeqRange};
+use crate::store::queue::{BatchOutcome, Claim, ClaimRules, NewDerived, NewFact, Premise};
+use crate::store::{Store, StoreError};
+use metrics::metrics;
+
+/// Messages shown before the batch as context (within the token budget).
+const CONTEXT_MESSAGES: i64 = 6;
+/// Existing conclusions shown to the reasoning pass.
+const NEAREST_CONCLUSIONS: i64 = 20;
+/// Most tokens one answer may take.
+const ANSWER_TOKENS: u32 = 2048;
+/// How often a worker logs the queue's size while it works.
+const PROGRESS_EVERY: Duration = Duration::from_secs(30);
+
+/// Why a batch produced nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum DeriverError {
+    #[error("{pass} pass: {source}")]
+    Llm {
+        pass: &'static str,
+        #[source]
+        source: LlmError,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What one batch did.
+#[derive(Clone, Debug)]
+pub enum BatchReport {
+    Done {
+        unit: i64,
+        messages: usize,
+        outcome: BatchOutcome,
+    },
+    /// The LLM could not give a usable answer; the unit is stopped with this error.
+    Failed { unit: i64, error: String },
+    /// Another worker holds the unit now (this worker's lease ran out); nothing was written.
+    LeaseLost { unit: i64 },
+}
+
+/// Claims and processes work units; share it between workers (`Arc`).
+pub struct Deriver {
+    store: Store,
+    llm: Arc<dyn Llm>,
+    cfg: DeriverConfig,
+}
+
+impl Deriver {
+    pub fn new(store: Store, llm: Arc<dyn Llm>, cfg: DeriverConfig) -> Self {
+        Deriver { store, llm, cfg }
+    }
+
+    fn rules(&self) -> ClaimRules {
+        ClaimRules {
+            ready_tokens: self.cfg.batch_tokens.max(1),
+            ready_after: Duration::from_secs_f64(self.cfg.batch_secs.max(0.0)),
+            max_batch_tokens: self.cfg.max_input_tokens.max(1),
+            lease: Duration::from_secs_f64(self.cfg.lease_secs.max(1.0)),
+        }
+    }
+
+    /// Claims one ready unit and processes its next batch. `None` when nothing is ready.
+    pub async fn run_once(&self, worker: &str) -> Result<Option<BatchReport>, StoreError> {
+        let Some(claim) = self.store.claim_unit(worker, self.rules()).await? else {
+            return Ok(None);
+        };
+        self.process(&claim).await.map(Some)
+    }
+
+    /// Runs one claimed batch to its end: written, failed, or lost to another worker.
+    pub async fn process(&self, claim: &Claim) -> Result<BatchReport, StoreError> {
+        let started = Instant::now();
+        let m = metrics();
+        match self.derive(claim).await {
+            Ok((facts, derived)) => {
+                match self
+                    .store
+                    .complete_batch(claim, &facts, &derived, self.cfg.dedup_similarity)
+                    .await
+                {
+                    Ok(outcome) => {
+                        m.batches.with_label_values(&["ok"]).inc();
+                        m.messages
+                            .with_label_values(&["ok"])
+                            .inc_by(claim.item_ids.len() as u64);
+                        count_outcome(&outcome);
+                        tracing::info!(
+                            unit = claim.unit_id,
+                            workspace = %claim.workspace,
+                            session = %claim.session,
+                            observer = %claim.observer,
+                            observed = %claim.observed,
+                            seqs = %format!("{}..={}", claim.first_seq, claim.last_seq),
+                            messages = claim.item_ids.len(),
+                            explicit_new = outcome.facts_created,
+                            explicit_reinforced = outcome.facts_reinforced,
+                            derived_new = outcome.derived_created,
+                            derived_reinforced = outcome.derived_reinforced,
+                            refused = outcome.refused,
+                            ms = started.elapsed().as_millis() as u64,
+                            "deriver: batch done"
+                        );
+                        Ok(BatchReport::Done {
+                            unit: claim.unit_id,
+                            messages: claim.item_ids.len(),
+                            outcome,
+                        })
+                    }
+                    Err(StoreError::Conflict(msg)) => {
+                        m.batches.with_label_values(&["lease_lost"]).inc();
+                        tracing::warn!(unit = claim.unit_id, "deriver: {msg}; nothing written");
+                        Ok(BatchReport::LeaseLost {
+                            unit: claim.unit_id,
+                        })
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Err(DeriverError::Llm { pass, source }) => {
+                let error = format!("{pass} pass: {source}");
+                m.batches.with_label_values(&["failed"]).inc();
+                m.messages
+                    .with_label_values(&["failed"])
+                    .inc_by(claim.item_ids.len() as u64);
+                tracing::error!(
+                    unit = claim.unit_id,
+                    workspace = %claim.workspace,
+                    session = %claim.session,
+                    observer = %claim.observer,
+                    observed = %claim.observed,
+                    error = %error,
+                    "deriver: batch failed; the unit waits for retryFailedDerivations"
+                );
+                self.store.fail_batch(claim, &error).await?;
+                Ok(BatchReport::Failed {
+                    unit: claim.unit_id,
+                    error,
+                })
+            }
+            Err(DeriverError::Store(e)) => Err(e),
+        }
+    }
+
+    /// Both passes, nothing written.
+    async fn derive(&self, claim: &Claim) -> Result<(Vec<NewFact>, Vec<NewDerived>), DeriverError> {
+        let window = self.window(claim).await?;
+        let reply = self
+            .ask(
+                "explicit",
+                JsonRequest {
+                    system: prompt::explicit_system(&claim.observer, &claim.observed),
+                    user: prompt::explicit_user(&claim.session, &window, &claim.message_ids),
+                    schema_name: "explicit_facts".into(),
+                    schema: prompt::explicit_schema(),
+                    max_tokens: ANSWER_TOKENS,
+                },
+            )
+            .await?;
+        let mut facts: Vec<NewFact> = Vec::new();
+        for answer in prompt::read_facts(&reply.value) {
+            let Ok(content) = conclusion_content("fact", &answer.content) else {
+                continue;
+            };
+            if facts.iter().any(|f| f.content == content) {
+                continue;
+            }
+            // The messages it comes from: those of the batch it names, else the whole batch.
+            let named: Vec<i64> = window
+                .iter()
+                .filter(|m| {
+                    answer.seqs.contains(&m.seq_in_session) && claim.message_ids.contains(&m.id)
+                })
+                .map(|m| m.id)
+                .collect();
+            let message_ids = if named.is_empty() {
+                claim.message_ids.clone()
+            } else {
+                named
+            };
+            facts.push(NewFact {
+                content,
+                embedding: None,
+                message_ids,
+            });
+        }
+        if facts.is_empty() {
+            return Ok((facts, Vec::new()));
+        }
+        let texts: Vec<String> = facts.iter().map(|f| f.content.clone()).collect();
+        for (f, e) in facts.iter_mut().zip(self.store.embed_texts(&texts).await) {
+            f.embedding = e;
+        }
+        let vectors: Vec<Vec<f32>> = facts.iter().filter_map(|f| f.embedding.clone()).collect();
+        let existing = self
+            .store
+            .nearest_conclusions(
+                &claim.workspace,
+                &claim.observer,
+                &claim.observed,
+                &vectors,
+                NEAREST_CONCLUSIONS,
+            )
+            .await?;
+        let reply = self
+            .ask(
+                "reasoning",
+                JsonRequest {
+                    system: prompt::reasoning_system(&claim.observer, &claim.observed),
+                    user: prompt::reasoning_user(&texts, &existing),
+                    schema_name: "derived_conclusions".into(),
+                    schema: prompt::reasoning_schema(),
+                    max_tokens: ANSWER_TOKENS,
+                },
+            )
+            .await?;
+        let mut derived = Vec::new();
+        for answer in prompt::read_derived(&reply.value) {
+            let Some(level) = answer.level else {
+                tracing::warn!(content = %answer.content, "deriver: conclusion without a valid level dropped");
+                metrics()
+                    .conclusions
+                    .with_label_values(&["unknown", "refused"])
+                    .inc();
+                continue;
+            };
+            let Ok(content) = conclusion_content("conclusion", &answer.content) else {
+                continue;
+            };
+            let mut premises = Vec::new();
+            for id in &answer.source_ids {
+                let premise = (0..facts.len())
+                    .find(|i| prompt::fact_label(*i) == *id)
+                    .map(Premise::Fact)
+                    .or_else(|| {
+                        existing
+                            .iter()
+                            .any(|c| c.id == *id)
+                            .then(|| Premise::Existing(id.clone()))
+                    });
+                match premise {
+                    Some(p) if !premises.contains(&p) => premises.push(p),
+                    Some(_) => {}
+                    None => {
+                        metrics()
+                            .unknown_sources
+                            .with_label_values(&["reasoning"])
+                            .inc();
+                        tracing::warn!(
+                            source = %id,
+                            content = %content,
+                            "deriver: the model cited a premise it was not shown; dropped"
+                        );
+                    }
+                }
+            }
+            if premises.is_empty() {
+                metrics()
+                    .conclusions
+                    .with_label_values(&[level.as_str(), "refused"])
+                    .inc();
+                tracing::warn!(content = %content, "deriver: conclusion without a known premise refused");
+                continue;
+            }
+            derived.push(NewDerived {
+                level,
+                content,
+                embedding: None,
+                premises,
+            });
+        }
+        let texts: Vec<String> = derived.iter().map(|d| d.content.clone()).collect();
+        for (d, e) in derived.iter_mut().zip(self.store.embed_texts(&texts).await) {
+            d.embedding = e;
+        }
+        Ok((facts, derived))
+    }
+
+    /// The batch's messages and, budget permitting, the messages around them (newest first up
+    /// to [`CONTEXT_MESSAGES`] before the batch, and everything between its messages).
+    async fn window(&self, claim: &Claim) -> Result<Vec<Message>, StoreError> {
+        let range = SeqRange {
+            workspace: claim.workspace.clone(),
+            session: claim.session.clone(),
+            from: claim.first_seq - CONTEXT_MESSAGES,
+            to: claim.last_seq,
+        };
+        let all = self.store.messages_in_ranges(&[range]).await?;
+        let mut budget = self.cfg.max_input_tokens - claim.tokens;
+        let mut keep: Vec<bool> = all
+            .iter()
+            .map(|m| claim.message_ids.contains(&m.id))
+            .collect();
+        for (i, m) in all.iter().enumerate().rev() {
+            if keep[i] {
+                continue;
+            }
+            let t = i64::from(m.token_count.max(1));
+            if t > budget {
+                break;
+            }
+            budget -= t;
+            keep[i] = true;
+        }
+        Ok(all
+            .into_iter()
+            .zip(keep)
+            .filter_map(|(m, k)| k.then_some(m))
+            .collect())
+    }
+
+    async fn ask(&self, pass: &'static str, req: JsonRequest) -> Result<JsonReply, DeriverError> {
+        match self.llm.complete_json(&req).await {
+            Ok(reply) => {
+                metrics()
+                    .llm_calls
+                    .with_label_values(&[pass, reply.mode.as_str(), "ok"])
+                    .inc();
+                Ok(reply)
+            }
+            Err(source) => {
+                metrics()
+                    .llm_calls
+                    .with_label_values(&[pass, "-", "error"])
+                    .inc();
+                Err(DeriverError::Llm { pass, source })
+            }
+        }
+    }
+
+    /// Starts `n` workers that run until `shutdown` turns true (a batch in flight is abandoned:
+    /// its lease runs out and another worker takes it).
+    pub fn spawn_workers(
+        self: &Arc<Self>,
+        n: u32,
+        shutdown: watch::Receiver<bool>,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
+        (0..n)
+            .map(|i| {
+                let me = self.clone();
+                let name = format!("{host}:{}:{i}", std::process::id());
+                let mut shutdown = shutdown.clone();
+                tokio::spawn(async move {
+                    let poll = Duration::from_millis(me.cfg.poll_ms.max(10));
+                    let mut last_progress = Instant::now();
+                    let mut done = 0u64;
+                    loop {
+                        if *shutdown.borrow() {
+                            break;
+                        }
+                        let idle = tokio::select! {
+                            r = me.run_once(&name) => match r {
+                                Ok(Some(BatchReport::Done { messages, .. })) => {
+                                    done += messages as u64;
+                                    false
+                                }
+                                Ok(Some(_)) => false,
+                                Ok(None) => true,
+                                Err(e) => {
+                                    tracing::error!(worker = %name, error = %e, "deriver: queue error");
+                                    true
+                                }
+                            },
+                            _ = shutdown.changed() => break,
+                        };
+                        if i == 0 && last_progress.elapsed() >= PROGRESS_EVERY {
+                            last_progress = Instant::now();
+                            if let Ok(backlog) = me.store.deriver_backlog().await {
+                                tracing::info!(
+                                    processed = done,
+                                    backlog,
+                                    "deriver progress: {done} queued messages processed by this \
+                                     worker since the last report; {backlog} waiting"
+                                );
+                                done = 0;
+                            }
+                        }
+                        if idle {
+                            tokio::select! {
+                                _ = tokio::time::sleep(poll) => {}
+                                _ = shutdown.changed() => break,
+                            }
+                        }
+                    }
+                })
+            })
+            .collect()
+    }
+}
+
+fn count_outcome(o: &BatchOutcome) {
+    let c = &metrics().conclusions;
+    c.with_label_values(&[Level::Explicit.as_str(), "created"])
+        .inc_by(o.facts_created as u64);
+    c.with_label_values(&[Level::Explicit.as_str(), "reinforced"])
+        .inc_by(o.facts_reinforced as u64);
+    for d in &o.derived {
+        let result = if d.times_derived == 1 {
+            "created"
+        } else {
+            "reinforced"
+        };
+        c.with_label_values(&[d.level.as_str(), result]).inc();
+    }
+    c.with_label_values(&["derived", "refused"])
+        .inc_by(o.refused as u64);
+}

@@ -1,0 +1,301 @@
+//! Any OpenAI-compatible chat-completions endpoint.
+//!
+//! A request tries the endpoint's current [`OutputMode`] and moves down a step when the server
+//! refuses the mode (400, 404, 415, 422, 501, or 5xx after the retries: llama.cpp answers 500 to
+//! `json_object`) or answers with something that is not a JSON object of the schema's shape (a
+//! server that ignores `json_schema` answers prose). The step that worked becomes the endpoint's
+//! mode for every later request. Rate limits, timeouts and connection errors are not the mode's
+//! fault: they fail the request after the retries and leave the mode alone. A concurrency cap
+//! bounds the requests in flight.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+
+use super::{JsonReply, JsonRequest, Llm, LlmError, OutputMode, conforms, json_object_in};
+use crate::config::LlmConfig;
+use crate::retry::{Endpoint, Failure, PostError, post_json};
+
+/// Client for one OpenAI-compatible chat endpoint; see the module docs.
+pub struct OpenAiChat {
+    client: reqwest::Client,
+    url: String,
+    model: String,
+    model_id: String,
+    api_key: Option<String>,
+    timeout: Duration,
+    max_retries: u32,
+    permits: Semaphore,
+    /// The [`OutputMode`] that last worked here (its index); only ever moves down.
+    mode: AtomicU8,
+}
+
+impl std::fmt::Debug for OpenAiChat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiChat")
+            .field("url", &self.url)
+            .field("model", &self.model)
+            .field("mode", &self.mode())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why one step did not give the object.
+enum StepError {
+    /// The mode is the likely cause: try the next step.
+    Mode(LlmError),
+    /// Try no further step.
+    Final(LlmError),
+}
+
+impl OpenAiChat {
+    /// Checks the settings and prepares the HTTP client; no request is made.
+    pub fn new(cfg: &LlmConfig) -> Result<Self, LlmError> {
+        let base = cfg.base_url.trim().trim_end_matches('/');
+        let url = format!("{base}/chat/completions");
+        match reqwest::Url::parse(&url) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") => {}
+            _ => {
+                return Err(LlmError::Config(format!(
+                    "HONCHO_LLM_BASE_URL={:?} is not an http(s) URL",
+                    cfg.base_url
+                )));
+            }
+        }
+        if cfg.model.trim().is_empty() {
+            return Err(LlmError::Config("HONCHO_LLM_MODEL is empty".into()));
+        }
+        if !(cfg.timeout_secs.is_finite() && cfg.timeout_secs > 0.0) {
+            return Err(LlmError::Config(format!(
+                "HONCHO_LLM_TIMEOUT_SECS={} is not a positive number of seconds",
+                cfg.timeout_secs
+            )));
+        }
+        let timeout = Duration::from_secs_f64(cfg.timeout_secs);
+        let client = reqwest::Client::builder()
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .user_agent(concat!("honcho-graphql/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| LlmError::Config(format!("cannot build the HTTP client: {e}")))?;
+        Ok(OpenAiChat {
+            client,
+            url,
+            model: cfg.model.trim().to_owned(),
+            model_id: format!("openai:{}", cfg.model.trim()),
+            api_key: cfg.api_key.clone().filter(|k| !k.trim().is_empty()),
+            timeout,
+            max_retries: cfg.max_retries,
+            permits: Semaphore::new(cfg.concurrency.max(1) as usize),
+            mode: AtomicU8::new(OutputMode::JsonSchema.index()),
+        })
+    }
+
+    /// The step requests start at now.
+    pub fn mode(&self) -> OutputMode {
+        OutputMode::from_index(self.mode.load(Ordering::Relaxed))
+    }
+
+    fn body(&self, req: &JsonRequest, mode: OutputMode) -> Value {
+        let schema_text = serde_json::to_string(&req.schema).unwrap_or_default();
+        let system = match mode {
+            OutputMode::JsonSchema => req.system.clone(),
+            OutputMode::JsonObject => format!(
+                "{}\n\nAnswer with one JSON object that matches this JSON Schema:\n{schema_text}",
+                req.system
+            ),
+            OutputMode::Text => format!(
+                "{}\n\nAnswer with one JSON object that matches this JSON Schema, and nothing \
+                 else (no prose, no Markdown):\n{schema_text}",
+                req.system
+            ),
+        };
+        let mut body = json!({
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": req.user},
+            ],
+            "temperature": 0,
+            "max_tokens": req.max_tokens,
+        });
+        match mode {
+            OutputMode::JsonSchema => {
+                body["response_format"] = json!({
+                    "type": "json_schema",
+                    "json_schema": {"name": req.schema_name, "schema": req.schema},
+                });
+            }
+            OutputMode::JsonObject => {
+                body["response_format"] = json!({"type": "json_object"});
+            }
+            OutputMode::Text => {}
+        }
+        body
+    }
+
+    async fn step(&self, req: &JsonRequest, mode: OutputMode) -> Result<JsonReply, StepError> {
+        let endpoint = Endpoint {
+            client: &self.client,
+            url: &self.url,
+            api_key: self.api_key.as_deref(),
+            timeout: self.timeout,
+            max_retries: self.max_retries,
+        };
+        let bytes = match post_json(&endpoint, &self.body(req, mode)).await {
+            Ok(b) => b,
+            Err(e) => return Err(self.post_error(e)),
+        };
+        let (text, from_reasoning) = answer_text(&bytes).map_err(StepError::Final)?;
+        let Some((value, repaired)) = json_object_in(&text) else {
+            return Err(StepError::Mode(unparseable("no JSON object", &text)));
+        };
+        if let Err(reason) = conforms(&value, &req.schema) {
+            return Err(StepError::Mode(unparseable(&reason, &text)));
+        }
+        Ok(JsonReply {
+            value,
+            mode,
+            from_reasoning,
+            repaired,
+        })
+    }
+
+    fn post_error(&self, e: PostError) -> StepError {
+        let status = e.status();
+        let attempts = e.attempts;
+        let err = match e.failure {
+            Failure::Timeout => {
+                return StepError::Final(LlmError::Timeout {
+                    attempts,
+                    timeout: self.timeout,
+                });
+            }
+            Failure::Transport(message) => {
+                return StepError::Final(LlmError::Http {
+                    status: None,
+                    attempts,
+                    message,
+                });
+            }
+            Failure::Status { message, .. } => LlmError::Http {
+                status,
+                attempts,
+                message,
+            },
+        };
+        match status {
+            Some(400 | 404 | 415 | 422 | 501) => StepError::Mode(err),
+            Some(s) if s >= 500 => StepError::Mode(err),
+            _ => StepError::Final(err),
+        }
+    }
+}
+
+fn unparseable(reason: &str, text: &str) -> LlmError {
+    LlmError::Unparseable {
+        reason: reason.to_owned(),
+        excerpt: text.chars().take(200).collect(),
+    }
+}
+
+/// The answer of a chat completion: `content`, or the reasoning field when the content is empty
+/// (reasoning models served by vLLM, llama.cpp or Ollama may put everything there).
+fn answer_text(body: &[u8]) -> Result<(String, bool), LlmError> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| LlmError::BadResponse(format!("not JSON: {e}")))?;
+    let message = &v["choices"][0]["message"];
+    if !message.is_object() {
+        return Err(LlmError::BadResponse(
+            "no choices[0].message in the response".into(),
+        ));
+    }
+    let content = message["content"].as_str().unwrap_or_default();
+    if !content.trim().is_empty() {
+        return Ok((content.to_owned(), false));
+    }
+    for field in ["reasoning_content", "reasoning"] {
+        if let Some(r) = message[field].as_str().filter(|r| !r.trim().is_empty()) {
+            return Ok((r.to_owned(), true));
+        }
+    }
+    Err(LlmError::Unparseable {
+        reason: "the answer is empty".into(),
+        excerpt: String::new(),
+    })
+}
+
+#[async_trait::async_trait]
+impl Llm for OpenAiChat {
+    fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    async fn complete_json(&self, req: &JsonRequest) -> Result<JsonReply, LlmError> {
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| LlmError::Config("the LLM client is shut down".into()))?;
+        let start = self.mode();
+        let mut last = None;
+        for mode in OutputMode::ALL.into_iter().filter(|m| *m >= start) {
+            match self.step(req, mode).await {
+                Ok(reply) => {
+                    if mode > start
+                        && self.mode.fetch_max(mode.index(), Ordering::Relaxed) < mode.index()
+                    {
+                        tracing::warn!(
+                            url = %self.url,
+                            from = start.as_str(),
+                            to = mode.as_str(),
+                            "the LLM endpoint did not honour structured output; using the \
+                             looser step from now on"
+                        );
+                    }
+                    return Ok(reply);
+                }
+                Err(StepError::Final(e)) => return Err(e),
+                Err(StepError::Mode(e)) => {
+                    tracing::info!(mode = mode.as_str(), error = %e, "LLM step failed; trying the next");
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| LlmError::Config("no output mode left".into())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_first_then_reasoning() {
+        let body = |m: Value| serde_json::to_vec(&json!({"choices": [{"message": m}]})).unwrap();
+        assert_eq!(
+            answer_text(&body(json!({"content": "{}", "reasoning_content": "x"}))).unwrap(),
+            ("{}".to_owned(), false)
+        );
+        assert_eq!(
+            answer_text(&body(
+                json!({"content": "", "reasoning_content": "{\"a\":1}"})
+            ))
+            .unwrap(),
+            ("{\"a\":1}".to_owned(), true)
+        );
+        assert_eq!(
+            answer_text(&body(json!({"content": null, "reasoning": "{}"}))).unwrap(),
+            ("{}".to_owned(), true)
+        );
+        assert!(matches!(
+            answer_text(&body(json!({"content": " "}))),
+            Err(LlmError::Unparseable { .. })
+        ));
+        assert!(matches!(
+            answer_text(b"{\"choices\": []}"),
+            Err(LlmError::BadResponse(_))
+        ));
+    }
+}

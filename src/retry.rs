@@ -1,0 +1,177 @@
+//! JSON POSTs to OpenAI-compatible HTTP APIs (the embedder and the LLM client), with a timeout
+//! per attempt and bounded retries.
+//!
+//! 408, 429, 5xx, timeouts and connection errors are retried up to `max_retries` times with
+//! exponential backoff and jitter (a `Retry-After` in seconds is honoured up to 10 s). Other
+//! statuses fail at once.
+
+use std::hash::BuildHasher;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde::Deserialize;
+
+const BACKOFF_BASE: Duration = Duration::from_millis(200);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+const RETRY_AFTER_MAX: Duration = Duration::from_secs(10);
+
+/// Where and how to POST.
+pub(crate) struct Endpoint<'a> {
+    pub client: &'a reqwest::Client,
+    pub url: &'a str,
+    pub api_key: Option<&'a str>,
+    pub timeout: Duration,
+    pub max_retries: u32,
+}
+
+/// Why the last attempt failed.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    Timeout,
+    Transport(String),
+    Status { status: StatusCode, message: String },
+}
+
+/// A POST that did not succeed, after `attempts` attempts.
+#[derive(Debug)]
+pub(crate) struct PostError {
+    pub failure: Failure,
+    pub attempts: u32,
+}
+
+impl PostError {
+    pub fn status(&self) -> Option<u16> {
+        match &self.failure {
+            Failure::Status { status, .. } => Some(status.as_u16()),
+            _ => None,
+        }
+    }
+}
+
+/// Whether a failure may go away by itself.
+pub(crate) fn retryable(failure: &Failure) -> bool {
+    match failure {
+        Failure::Timeout | Failure::Transport(_) => true,
+        Failure::Status { status, .. } => {
+            *status == StatusCode::TOO_MANY_REQUESTS
+                || *status == StatusCode::REQUEST_TIMEOUT
+                || status.is_server_error()
+        }
+    }
+}
+
+/// POSTs `body` until a 2xx answer (its body is returned) or a failure that is final.
+pub(crate) async fn post_json(
+    endpoint: &Endpoint<'_>,
+    body: &serde_json::Value,
+) -> Result<Vec<u8>, PostError> {
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let (failure, retry_after) = match attempt(endpoint, body).await {
+            Ok(bytes) => return Ok(bytes),
+            Err(f) => f,
+        };
+        if !retryable(&failure) || attempts > endpoint.max_retries {
+            return Err(PostError { failure, attempts });
+        }
+        tokio::time::sleep(backoff(attempts, retry_after)).await;
+    }
+}
+
+async fn attempt(
+    endpoint: &Endpoint<'_>,
+    body: &serde_json::Value,
+) -> Result<Vec<u8>, (Failure, Option<Duration>)> {
+    let mut request = endpoint
+        .client
+        .post(endpoint.url)
+        .timeout(endpoint.timeout)
+        .json(body);
+    if let Some(key) = endpoint.api_key {
+        request = request.bearer_auth(key);
+    }
+    let transport = |e: reqwest::Error| {
+        if e.is_timeout() {
+            (Failure::Timeout, None)
+        } else {
+            // Without the URL: it is in the configuration already and keeps error texts short.
+            (Failure::Transport(e.without_url().to_string()), None)
+        }
+    };
+    let response = request.send().await.map_err(transport)?;
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let bytes = response.bytes().await.map_err(transport)?;
+    if !status.is_success() {
+        let message = error_message(&bytes);
+        return Err((Failure::Status { status, message }, retry_after));
+    }
+    Ok(bytes.to_vec())
+}
+
+/// A uniformly distributed number in [0, 1) (std's per-instance random hash keys; enough for jitter).
+pub(crate) fn random_unit() -> f64 {
+    let bits = std::collections::hash_map::RandomState::new().hash_one(());
+    (bits >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Delay before retry number `retry` (1-based): half of the capped exponential step plus a random half.
+pub(crate) fn backoff(retry: u32, retry_after: Option<Duration>) -> Duration {
+    let step = BACKOFF_BASE
+        .saturating_mul(1u32 << (retry - 1).min(16))
+        .min(BACKOFF_MAX);
+    let jittered = step / 2 + step.mul_f64(random_unit() / 2.0);
+    match retry_after {
+        Some(wait) => jittered.max(wait.min(RETRY_AFTER_MAX)),
+        None => jittered,
+    }
+}
+
+/// The error text of a failed response: OpenAI's `error.message`, else the start of the body.
+fn error_message(body: &[u8]) -> String {
+    #[derive(Deserialize)]
+    struct ErrorBody {
+        error: ErrorDetail,
+    }
+    #[derive(Deserialize)]
+    struct ErrorDetail {
+        message: String,
+    }
+    if let Ok(parsed) = serde_json::from_slice::<ErrorBody>(body) {
+        return parsed.error.message;
+    }
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    match text.char_indices().nth(300) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None if text.is_empty() => "(empty body)".into(),
+        None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_is_jittered_and_capped() {
+        for retry in 1..=20 {
+            let step = BACKOFF_BASE
+                .saturating_mul(1 << (retry - 1).min(16))
+                .min(BACKOFF_MAX);
+            let d = backoff(retry, None);
+            assert!(d >= step / 2 && d <= step, "retry {retry}: {d:?}");
+        }
+        assert_eq!(
+            backoff(1, Some(Duration::from_secs(3))),
+            Duration::from_secs(3)
+        );
+        assert_eq!(backoff(1, Some(Duration::from_secs(3600))), RETRY_AFTER_MAX);
+    }
+}

@@ -1,0 +1,673 @@
+//! The deriver's queue, in PostgreSQL.
+//!
+//! A *work unit* is (session, observer, observed): the messages of `observed` in the session that
+//! `observer` has yet to learn from. `createMessages` queues each new message, in its own
+//! transaction, for every observer the observation rules give it ([`enqueue`]). A worker claims
+//! the oldest ready unit with `FOR UPDATE SKIP LOCKED` and takes a lease on it; the lease, not a
+//! row lock, is what it holds while it calls the LLM, so a worker that dies only delays its unit
+//! until the lease runs out. Everything a batch produces is written in one transaction that first
+//! checks the lease is still the worker's ([`Store::complete_batch`]): a unit's messages have
+//! their effects committed once, by one worker, in `seq_in_session` order.
+//!
+//! A unit whose batch failed (the LLM could not be reached, or its answer could not be used) stops
+//! until `retryFailedDerivations`, so later messages never overtake earlier ones; the failure is
+//! visible in `deriverStatus`, the metrics and the log.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sea_orm::{ConnectionTrait, DatabaseTransaction};
+
+use super::conclusion::{Conclusion, Level, live_ids, upsert_derived};
+use super::events::{self, Notice};
+use super::{Store, StoreError, StoreResult, TxOptions, new_id, stmt, vector_literal};
+use crate::entity::conclusion;
+
+/// Queues the messages `ids` (just inserted in `txn`) for every observer the observation rules
+/// give them:
+/// - a sender whose effective `observe_me` is false is observed by nobody. Effective: the
+///   membership's `observe_me` when set, else the peer configuration's `observe_me` when set,
+///   else true;
+/// - otherwise the sender observes itself, and so does every other active member whose
+///   membership has `observe_others: true`.
+///
+/// One statement: the units are upserted (pending tokens added) and the items inserted.
+pub(crate) async fn enqueue<C: ConnectionTrait>(
+    db: &C,
+    workspace: &str,
+    session: &str,
+    ids: &[i64],
+) -> StoreResult<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    db.execute_raw(stmt(
+        "WITH pairs AS ( \
+           SELECT m.id AS message_id, m.seq_in_session, m.token_count, o.observer, \
+                  m.peer_name AS observed \
+           FROM messages m \
+           JOIN peers p ON p.workspace_name = m.workspace_name AND p.name = m.peer_name \
+           LEFT JOIN session_peers sp ON sp.workspace_name = m.workspace_name \
+             AND sp.session_name = m.session_name AND sp.peer_name = m.peer_name \
+           CROSS JOIN LATERAL ( \
+             SELECT m.peer_name AS observer \
+             UNION \
+             SELECT o.peer_name FROM session_peers o \
+             WHERE o.workspace_name = m.workspace_name AND o.session_name = m.session_name \
+               AND o.left_at IS NULL AND o.peer_name <> m.peer_name \
+               AND (o.configuration->>'observe_others')::boolean IS TRUE \
+           ) o \
+           WHERE m.id = ANY($3::bigint[]) \
+             AND COALESCE((sp.configuration->>'observe_me')::boolean, \
+                          (p.configuration->>'observe_me')::boolean, true) \
+         ), \
+         units AS ( \
+           INSERT INTO deriver_units AS u (workspace_name, session_name, observer, observed, \
+             pending_tokens, oldest_at) \
+           SELECT $1, $2, observer, observed, sum(greatest(token_count, 1)), now() \
+           FROM pairs GROUP BY observer, observed \
+           ON CONFLICT (workspace_name, session_name, observer, observed) DO UPDATE SET \
+             pending_tokens = u.pending_tokens + EXCLUDED.pending_tokens, \
+             oldest_at = COALESCE(u.oldest_at, EXCLUDED.oldest_at) \
+           RETURNING id, observer, observed \
+         ) \
+         INSERT INTO deriver_items (unit_id, message_id, seq_in_session, token_count) \
+         SELECT u.id, p.message_id, p.seq_in_session, greatest(p.token_count, 1) \
+         FROM pairs p JOIN units u ON u.observer = p.observer AND u.observed = p.observed",
+        [workspace.into(), session.into(), ids.to_vec().into()],
+    ))
+    .await?;
+    Ok(())
+}
+
+/// When a unit is ready, and how much one batch takes.
+#[derive(Clone, Copy, Debug)]
+pub struct ClaimRules {
+    /// Ready at this many pending tokens...
+    pub ready_tokens: i64,
+    /// ...or when its oldest pending message has waited this long.
+    pub ready_after: Duration,
+    /// Most tokens of messages in one batch (at least one message is taken).
+    pub max_batch_tokens: i64,
+    /// How long the claim is the worker's.
+    pub lease: Duration,
+}
+
+/// A unit a worker holds, and the batch it is to process.
+#[derive(Clone, Debug)]
+pub struct Claim {
+    pub unit_id: i64,
+    /// Unique to this claim: completing needs it.
+    pub owner: String,
+    pub workspace: String,
+    pub session: String,
+    pub observer: String,
+    pub observed: String,
+    /// Queue items of the batch, in seq order.
+    pub item_ids: Vec<i64>,
+    /// The batch's messages (internal ids), in seq order.
+    pub message_ids: Vec<i64>,
+    /// The batch's first and last seq.
+    pub first_seq: i64,
+    pub last_seq: i64,
+    pub tokens: i64,
+}
+
+/// An explicit fact drawn from a batch.
+#[derive(Clone, Debug)]
+pub struct NewFact {
+    pub content: String,
+    pub embedding: Option<Vec<f32>>,
+    /// Internal ids of the messages it comes from.
+    pub message_ids: Vec<i64>,
+}
+
+/// A premise of a derived conclusion: one of the batch's facts, or an existing conclusion.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Premise {
+    Fact(usize),
+    Existing(String),
+}
+
+/// A derived conclusion the reasoning pass proposes.
+#[derive(Clone, Debug)]
+pub struct NewDerived {
+    pub level: Level,
+    pub content: String,
+    pub embedding: Option<Vec<f32>>,
+    pub premises: Vec<Premise>,
+}
+
+/// What a batch wrote.
+#[derive(Clone, Debug, Default)]
+pub struct BatchOutcome {
+    /// The conclusion each fact became or reinforced, in fact order.
+    pub facts: Vec<Conclusion>,
+    pub facts_created: usize,
+    pub facts_reinforced: usize,
+    pub derived: Vec<Conclusion>,
+    pub derived_created: usize,
+    pub derived_reinforced: usize,
+    /// Derived conclusions refused: no live premise left, or a cycle.
+    pub refused: usize,
+}
+
+/// `deriverStatus` of a workspace, in queued messages (one per message and observer).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QueueStatus {
+    pub pending: i64,
+    pub in_progress: i64,
+    pub failed: i64,
+    pub last_error: Option<QueueError>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueError {
+    pub message: String,
+    pub at: DateTime<Utc>,
+    pub session: String,
+}
+
+impl Store {
+    /// Claims the oldest ready unit no live lease holds, with its next batch (seq order, cut at
+    /// `max_batch_tokens`). `None` when nothing is ready.
+    pub async fn claim_unit(&self, worker: &str, rules: ClaimRules) -> StoreResult<Option<Claim>> {
+        self.transaction(TxOptions::default(), |txn| async move {
+            let Some(unit) = txn
+            .query_one_raw(stmt(
+                "SELECT id, workspace_name, session_name, observer, observed FROM deriver_units \
+                 WHERE pending_tokens > 0 AND failed_at IS NULL \
+                   AND (lease_until IS NULL OR lease_until < now()) \
+                   AND (pending_tokens >= $1 OR oldest_at <= now() - make_interval(secs => $2)) \
+                 ORDER BY oldest_at LIMIT 1 FOR UPDATE SKIP LOCKED",
+                [
+                    rules.ready_tokens.into(),
+                    rules.ready_after.as_secs_f64().into(),
+                ],
+            ))
+            .await?
+        else {
+            return Ok(None);
+        };
+            let unit_id: i64 = unit.try_get("", "id")?;
+            let items = txn
+                .query_all_raw(stmt(
+                    "SELECT id, message_id, seq_in_session, token_count FROM deriver_items \
+                 WHERE unit_id = $1 ORDER BY seq_in_session LIMIT 1000",
+                    [unit_id.into()],
+                ))
+                .await?;
+            let mut claim = Claim {
+                unit_id,
+                owner: format!("{worker}:{}", new_id()),
+                workspace: unit.try_get("", "workspace_name")?,
+                session: unit.try_get("", "session_name")?,
+                observer: unit.try_get("", "observer")?,
+                observed: unit.try_get("", "observed")?,
+                item_ids: Vec::new(),
+                message_ids: Vec::new(),
+                first_seq: 0,
+                last_seq: 0,
+                tokens: 0,
+            };
+            for item in items {
+                let tokens = i64::from(item.try_get::<i32>("", "token_count")?);
+                if !claim.item_ids.is_empty() && claim.tokens + tokens > rules.max_batch_tokens {
+                    break;
+                }
+                let seq: i64 = item.try_get("", "seq_in_session")?;
+                if claim.item_ids.is_empty() {
+                    claim.first_seq = seq;
+                }
+                claim.last_seq = seq;
+                claim.tokens += tokens;
+                claim.item_ids.push(item.try_get("", "id")?);
+                claim.message_ids.push(item.try_get("", "message_id")?);
+            }
+            if claim.item_ids.is_empty() {
+                // Counters out of step with the items (cannot happen through this module): repair.
+                txn.execute_raw(stmt(
+                    "UPDATE deriver_units SET pending_tokens = 0, oldest_at = NULL WHERE id = $1",
+                    [unit_id.into()],
+                ))
+                .await?;
+                return Ok(None);
+            }
+            txn.execute_raw(stmt(
+                "UPDATE deriver_units SET lease_owner = $2, \
+               lease_until = now() + make_interval(secs => $3) WHERE id = $1",
+                [
+                    unit_id.into(),
+                    claim.owner.clone().into(),
+                    rules.lease.as_secs_f64().into(),
+                ],
+            ))
+            .await?;
+            txn.execute_raw(stmt(
+                "UPDATE deriver_items SET claimed = true WHERE id = ANY($1::bigint[])",
+                [claim.item_ids.clone().into()],
+            ))
+            .await?;
+            Ok(Some(claim))
+        })
+        .await
+    }
+
+    /// Writes what a batch produced and takes its messages off the queue, in one transaction,
+    /// if the claim still holds the unit (else `Conflict`, and nothing is written: the unit's
+    /// new holder processes the batch).
+    ///
+    /// Each fact reinforces the live explicit conclusion of the same observer and observed with
+    /// the same content, or one whose embedding is within `1 - dedup_similarity` cosine distance
+    /// (`times_derived + 1`), or becomes a new explicit conclusion; either way it is linked to
+    /// its messages. Derived conclusions go through the same upsert as `recordDerivedConclusion`,
+    /// citing their live premises; one whose premises are all gone, or that would reinforce a
+    /// conclusion its premises derive from (a cycle), is refused.
+    pub async fn complete_batch(
+        &self,
+        claim: &Claim,
+        facts: &[NewFact],
+        derived: &[NewDerived],
+        dedup_similarity: f64,
+    ) -> StoreResult<BatchOutcome> {
+        self.transaction(TxOptions::default(), |txn| async move {
+            // Facts of one (observer, observed) from several sessions are deduplicated one batch at
+            // a time.
+            txn.execute_raw(stmt(
+            "SELECT pg_advisory_xact_lock(hashtext($1), hashtext('deriver:' || $2 || ':' || $3))",
+            [
+                claim.workspace.clone().into(),
+                claim.observer.clone().into(),
+                claim.observed.clone().into(),
+            ],
+        ))
+        .await?;
+            let held = txn
+                .query_one_raw(stmt(
+                    "SELECT id FROM deriver_units WHERE id = $1 AND lease_owner = $2 \
+                 FOR NO KEY UPDATE",
+                    [claim.unit_id.into(), claim.owner.clone().into()],
+                ))
+                .await?;
+            if held.is_none() {
+                return Err(StoreError::Conflict(format!(
+                    "the lease on deriver unit {} was lost to another worker",
+                    claim.unit_id
+                )));
+            }
+            let mut out = BatchOutcome::default();
+            let mut new_ids = Vec::new();
+            for fact in facts {
+                let (row, created) = record_fact(&txn, claim, fact, dedup_similarity).await?;
+                if created {
+                    out.facts_created += 1;
+                    new_ids.push(row.id.clone());
+                } else {
+                    out.facts_reinforced += 1;
+                }
+                out.facts.push(row);
+            }
+            for d in derived {
+                let mut sources: Vec<String> = Vec::new();
+                for p in &d.premises {
+                    let id = match p {
+                        Premise::Fact(i) => out.facts.get(*i).map(|c| c.id.clone()),
+                        Premise::Existing(id) => Some(id.clone()),
+                    };
+                    if let Some(id) = id
+                        && !sources.contains(&id)
+                    {
+                        sources.push(id);
+                    }
+                }
+                let sources = live_ids(&*txn, &claim.workspace, &sources).await?;
+                if sources.is_empty() || would_cycle(&txn, claim, d, &sources).await? {
+                    tracing::warn!(
+                        content = %d.content,
+                        "deriver: refused a derived conclusion (no live premise, or a cycle)"
+                    );
+                    out.refused += 1;
+                    continue;
+                }
+                let row = upsert_derived(
+                    &*txn,
+                    &claim.workspace,
+                    &claim.observer,
+                    &claim.observed,
+                    Some(&claim.session),
+                    d.level,
+                    &d.content,
+                    &sources,
+                    d.embedding.as_deref().map(vector_literal),
+                )
+                .await?;
+                if row.times_derived == 1 {
+                    out.derived_created += 1;
+                    new_ids.push(row.id.clone());
+                } else {
+                    out.derived_reinforced += 1;
+                }
+                out.derived.push(row);
+            }
+            txn.execute_raw(stmt(
+                "DELETE FROM deriver_items WHERE id = ANY($1::bigint[])",
+                [claim.item_ids.clone().into()],
+            ))
+            .await?;
+            txn.execute_raw(stmt(
+                "UPDATE deriver_units SET \
+               pending_tokens = greatest(pending_tokens - $2, 0), \
+               oldest_at = (SELECT min(enqueued_at) FROM deriver_items WHERE unit_id = $1), \
+               lease_owner = NULL, lease_until = NULL \
+             WHERE id = $1",
+                [claim.unit_id.into(), claim.tokens.into()],
+            ))
+            .await?;
+            if !new_ids.is_empty() {
+                let notice = Notice::Conclusion {
+                    w: claim.workspace.clone(),
+                    ids: new_ids,
+                };
+                events::publish(&*txn, &notice).await?;
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Records that the claim's batch failed: the unit stops (its messages stay queued) until
+    /// [`Store::retry_failed_derivations`]. A claim that no longer holds the unit changes nothing.
+    pub async fn fail_batch(&self, claim: &Claim, message: &str) -> StoreResult<()> {
+        let message: String = message.chars().take(2000).collect();
+        self.db()
+            .execute_raw(stmt(
+                "WITH u AS ( \
+                   UPDATE deriver_units SET failed_at = now(), last_error = $3, \
+                     last_error_at = now(), lease_owner = NULL, lease_until = NULL \
+                   WHERE id = $1 AND lease_owner = $2 RETURNING id) \
+                 UPDATE deriver_items SET claimed = false WHERE unit_id IN (SELECT id FROM u)",
+                [
+                    claim.unit_id.into(),
+                    claim.owner.clone().into(),
+                    message.into(),
+                ],
+            ))
+            .await?;
+        Ok(())
+    }
+
+    /// Lets the workspace's failed units be claimed again; returns how many queued messages
+    /// that puts back.
+    pub async fn retry_failed_derivations(&self, workspace: &str) -> StoreResult<i64> {
+        let row = self
+            .db()
+            .query_one_raw(stmt(
+                "WITH u AS ( \
+                   UPDATE deriver_units SET failed_at = NULL \
+                   WHERE workspace_name = $1 AND failed_at IS NOT NULL RETURNING id) \
+                 SELECT count(*) AS n FROM deriver_items WHERE unit_id IN (SELECT id FROM u)",
+                [workspace.into()],
+            ))
+            .await?;
+        Ok(row.map(|r| r.try_get("", "n")).transpose()?.unwrap_or(0))
+    }
+
+    /// Queued messages of the workspace by state (one per message and observer), and the last
+    /// failure recorded.
+    pub async fn deriver_status(&self, workspace: &str) -> StoreResult<QueueStatus> {
+        let counts = self
+            .db()
+            .query_one_raw(stmt(
+                "SELECT \
+                   count(*) FILTER (WHERE u.failed_at IS NULL \
+                     AND NOT (i.claimed AND u.lease_until > now())) AS pending, \
+                   count(*) FILTER (WHERE u.failed_at IS NULL \
+                     AND i.claimed AND u.lease_until > now()) AS in_progress, \
+                   count(*) FILTER (WHERE u.failed_at IS NOT NULL) AS failed \
+                 FROM deriver_units u JOIN deriver_items i ON i.unit_id = u.id \
+                 WHERE u.workspace_name = $1",
+                [workspace.into()],
+            ))
+            .await?;
+        let mut status = QueueStatus::default();
+        if let Some(r) = counts {
+            status.pending = r.try_get("", "pending")?;
+            status.in_progress = r.try_get("", "in_progress")?;
+            status.failed = r.try_get("", "failed")?;
+        }
+        let last = self
+            .db()
+            .query_one_raw(stmt(
+                "SELECT last_error, last_error_at, session_name FROM deriver_units \
+                 WHERE workspace_name = $1 AND last_error IS NOT NULL \
+                 ORDER BY last_error_at DESC LIMIT 1",
+                [workspace.into()],
+            ))
+            .await?;
+        if let Some(r) = last {
+            status.last_error = Some(QueueError {
+                message: r.try_get("", "last_error")?,
+                at: r.try_get("", "last_error_at")?,
+                session: r.try_get("", "session_name")?,
+            });
+        }
+        Ok(status)
+    }
+
+    /// Queued messages across all workspaces that no failure holds back (for the progress log).
+    pub async fn deriver_backlog(&self) -> StoreResult<i64> {
+        let row = self
+            .db()
+            .query_one_raw(stmt(
+                "SELECT count(*) AS n FROM deriver_items i JOIN deriver_units u \
+                   ON u.id = i.unit_id WHERE u.failed_at IS NULL",
+                [],
+            ))
+            .await?;
+        Ok(row.map(|r| r.try_get("", "n")).transpose()?.unwrap_or(0))
+    }
+
+    /// The live conclusions of `observer` about `observed` nearest to any of `vectors` (cosine),
+    /// at most `limit`, nearest first; without vectors, the newest.
+    pub async fn nearest_conclusions(
+        &self,
+        workspace: &str,
+        observer: &str,
+        observed: &str,
+        vectors: &[Vec<f32>],
+        limit: i64,
+    ) -> StoreResult<Vec<Conclusion>> {
+        let columns = "c.id, c.workspace_name, c.observer, c.observed, c.session_name, \
+            c.content, c.level, c.times_derived, c.source_ids, c.internal_metadata, c.metadata, \
+            c.created_at, c.deleted_at";
+        let base = "c.workspace_name = $1 AND c.observer = $2 AND c.observed = $3 \
+            AND c.deleted_at IS NULL";
+        let statement = if vectors.is_empty() {
+            stmt(
+                &format!(
+                    "SELECT {columns} FROM conclusions c WHERE {base} \
+                     ORDER BY c.created_at DESC, c.id LIMIT $4"
+                ),
+                [
+                    workspace.into(),
+                    observer.into(),
+                    observed.into(),
+                    limit.into(),
+                ],
+            )
+        } else {
+            let literals: Vec<String> = vectors.iter().map(|v| vector_literal(v)).collect();
+            stmt(
+                &format!(
+                    "SELECT {columns} FROM conclusions c \
+                     CROSS JOIN LATERAL (SELECT min(c.embedding <=> q.v::vector) AS d \
+                       FROM unnest($5::text[]) AS q(v)) near \
+                     WHERE {base} AND c.embedding IS NOT NULL \
+                     ORDER BY near.d, c.id LIMIT $4"
+                ),
+                [
+                    workspace.into(),
+                    observer.into(),
+                    observed.into(),
+                    limit.into(),
+                    literals.into(),
+                ],
+            )
+        };
+        use sea_orm::EntityTrait;
+        Ok(conclusion::Entity::find()
+            .from_raw_sql(statement)
+            .all(self.db())
+            .await?)
+    }
+
+    /// The messages each conclusion was drawn from, for many (workspace, conclusion id) keys in
+    /// one statement, in seq order.
+    pub async fn source_messages(
+        &self,
+        keys: &[(String, String)],
+    ) -> StoreResult<HashMap<(String, String), Vec<crate::store::message::Message>>> {
+        use sea_orm::{EntityTrait, FromQueryResult};
+        if keys.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let (ws, ids): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
+        let rows = self
+            .db()
+            .query_all_raw(stmt(
+                "SELECT cm.conclusion_id, m.id, m.public_id, m.workspace_name, m.session_name, \
+                   m.peer_name, m.seq_in_session, m.content, m.metadata, m.internal_metadata, \
+                   m.token_count, m.created_at \
+                 FROM unnest($1::text[], $2::text[]) AS k(w, i) \
+                 JOIN conclusion_messages cm ON cm.conclusion_id = k.i \
+                 JOIN messages m ON m.id = cm.message_id AND m.workspace_name = k.w \
+                 ORDER BY m.session_name, m.seq_in_session",
+                [ws.into(), ids.into()],
+            ))
+            .await?;
+        let mut out: HashMap<(String, String), Vec<_>> = HashMap::new();
+        for row in rows {
+            let conclusion: String = row.try_get("", "conclusion_id")?;
+            let m = <crate::entity::message::Entity as EntityTrait>::Model::from_query_result(
+                &row, "",
+            )?;
+            out.entry((m.workspace_name.clone(), conclusion))
+                .or_default()
+                .push(m);
+        }
+        Ok(out)
+    }
+}
+
+/// Stores one fact of a batch: reinforces its duplicate, or inserts it; links its messages.
+/// Returns the row and whether it is new.
+async fn record_fact(
+    txn: &DatabaseTransaction,
+    claim: &Claim,
+    fact: &NewFact,
+    dedup_similarity: f64,
+) -> StoreResult<(Conclusion, bool)> {
+    use sea_orm::EntityTrait;
+    let vector = fact.embedding.as_deref().map(vector_literal);
+    let max_distance = (1.0 - dedup_similarity).max(0.0);
+    let columns = "id, workspace_name, observer, observed, session_name, content, level, \
+        times_derived, source_ids, internal_metadata, metadata, created_at, deleted_at";
+    let duplicate = conclusion::Entity::find()
+        .from_raw_sql(stmt(
+            &format!(
+                "UPDATE conclusions SET times_derived = times_derived + 1 WHERE id = ( \
+                   SELECT id FROM conclusions \
+                   WHERE workspace_name = $1 AND observer = $2 AND observed = $3 \
+                     AND level = 'explicit' AND deleted_at IS NULL \
+                     AND (md5(content) = md5($4) \
+                          OR ($5::vector IS NOT NULL AND embedding <=> $5::vector <= $6)) \
+                   ORDER BY md5(content) = md5($4) DESC, embedding <=> $5::vector, id \
+                   LIMIT 1) \
+                 RETURNING {columns}"
+            ),
+            [
+                claim.workspace.clone().into(),
+                claim.observer.clone().into(),
+                claim.observed.clone().into(),
+                fact.content.clone().into(),
+                vector.clone().into(),
+                max_distance.into(),
+            ],
+        ))
+        .one(txn)
+        .await?;
+    let (row, created) = match duplicate {
+        Some(row) => (row, false),
+        None => {
+            let row = conclusion::Entity::find()
+                .from_raw_sql(stmt(
+                    &format!(
+                        "INSERT INTO conclusions (id, workspace_name, observer, observed, \
+                           session_name, content, level, times_derived, embedding) \
+                         VALUES ($1, $2, $3, $4, $5, $6, 'explicit', 1, $7::vector) \
+                         RETURNING {columns}"
+                    ),
+                    [
+                        new_id().into(),
+                        claim.workspace.clone().into(),
+                        claim.observer.clone().into(),
+                        claim.observed.clone().into(),
+                        claim.session.clone().into(),
+                        fact.content.clone().into(),
+                        vector.into(),
+                    ],
+                ))
+                .one(txn)
+                .await?
+                .ok_or_else(|| StoreError::Internal("fact insert returned no row".into()))?;
+            (row, true)
+        }
+    };
+    if !fact.message_ids.is_empty() {
+        txn.execute_raw(stmt(
+            "INSERT INTO conclusion_messages (conclusion_id, message_id) \
+             SELECT $1, unnest($2::bigint[]) ON CONFLICT DO NOTHING",
+            [row.id.clone().into(), fact.message_ids.clone().into()],
+        ))
+        .await?;
+    }
+    Ok((row, created))
+}
+
+/// Whether recording `d` from `sources` would close a cycle: it would reinforce a live row
+/// (same observer, observed and content) that is itself among the sources or that one of the
+/// sources derives from.
+async fn would_cycle(
+    txn: &DatabaseTransaction,
+    claim: &Claim,
+    d: &NewDerived,
+    sources: &[String],
+) -> StoreResult<bool> {
+    let row = txn
+        .query_one_raw(stmt(
+            "WITH RECURSIVE target AS ( \
+               SELECT id FROM conclusions \
+               WHERE workspace_name = $1 AND observer = $2 AND observed = $3 \
+                 AND md5(content) = md5($4) AND deleted_at IS NULL AND level <> 'explicit' \
+             ), down(id) AS ( \
+               SELECT id FROM target \
+               UNION \
+               SELECT c.id FROM conclusions c JOIN down ON c.source_ids @> ARRAY[down.id] \
+               WHERE c.workspace_name = $1 AND c.deleted_at IS NULL \
+             ) \
+             SELECT EXISTS (SELECT 1 FROM down WHERE id = ANY($5::text[])) AS cycle",
+            [
+                claim.workspace.clone().into(),
+                claim.observer.clone().into(),
+                claim.observed.clone().into(),
+                d.content.clone().into(),
+                sources.to_vec().into(),
+            ],
+        ))
+        .await?;
+    Ok(row
+        .map(|r| r.try_get::<bool>("", "cycle"))
+        .transpose()?
+        .unwrap_or(false))
+}

@@ -1,0 +1,151 @@
+//! A fake OpenAI-compatible chat server, in-process, with scripted replies: the tests' LLM.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use honcho_graphql::config::{LlmConfig, LlmKind};
+use serde_json::{Value, json};
+
+/// What the server answers to one request.
+pub enum Reply {
+    /// A completion whose message content is this text.
+    Content(String),
+    /// A completion with empty content and this text in `reasoning_content`.
+    Reasoning(String),
+    /// An error status with an OpenAI-style error body.
+    Status(u16, &'static str),
+    /// Waits this long, then answers `{}` (for timeouts).
+    Sleep(Duration),
+    /// Waits this long, then answers the reply.
+    After(Duration, Box<Reply>),
+}
+
+impl Reply {
+    pub fn json(v: Value) -> Reply {
+        Reply::Content(v.to_string())
+    }
+}
+
+type Script = dyn Fn(u32, &Value) -> Reply + Send + Sync;
+
+pub struct FakeLlm {
+    hits: AtomicU32,
+    in_flight: AtomicU32,
+    peak: AtomicU32,
+    script: Box<Script>,
+    requests: Mutex<Vec<Value>>,
+    pub url: String,
+}
+
+impl FakeLlm {
+    /// Starts a server answering request number `n` (1-based) with `script(n, body)`.
+    pub async fn start(script: impl Fn(u32, &Value) -> Reply + Send + Sync + 'static) -> Arc<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let fake = Arc::new(FakeLlm {
+            hits: AtomicU32::new(0),
+            in_flight: AtomicU32::new(0),
+            peak: AtomicU32::new(0),
+            script: Box::new(script),
+            requests: Mutex::new(Vec::new()),
+            url: format!("http://{addr}/v1"),
+        });
+        let app = axum::Router::new()
+            .route("/v1/chat/completions", post(handle))
+            .with_state(fake.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        fake
+    }
+
+    pub fn hits(&self) -> u32 {
+        self.hits.load(Ordering::SeqCst)
+    }
+
+    /// Most requests that were in flight at once.
+    pub fn peak(&self) -> u32 {
+        self.peak.load(Ordering::SeqCst)
+    }
+
+    /// Bodies received so far.
+    pub fn requests(&self) -> Vec<Value> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    /// A client configuration pointing here (fast retries, short timeout).
+    pub fn config(&self) -> LlmConfig {
+        LlmConfig {
+            kind: LlmKind::Openai,
+            base_url: self.url.clone(),
+            model: "fake-model".into(),
+            api_key: Some("sk-fake".into()),
+            timeout_secs: 5.0,
+            max_retries: 2,
+            concurrency: 4,
+        }
+    }
+}
+
+async fn handle(State(fake): State<Arc<FakeLlm>>, Json(body): Json<Value>) -> Response {
+    let n = fake.hits.fetch_add(1, Ordering::SeqCst) + 1;
+    fake.requests.lock().unwrap().push(body.clone());
+    let now = fake.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    fake.peak.fetch_max(now, Ordering::SeqCst);
+    let reply = (fake.script)(n, &body);
+    let response = answer(n, &body, reply).await;
+    fake.in_flight.fetch_sub(1, Ordering::SeqCst);
+    response
+}
+
+async fn answer(n: u32, body: &Value, reply: Reply) -> Response {
+    let completion = |message: Value| {
+        Json(json!({
+            "id": format!("chatcmpl-{n}"),
+            "object": "chat.completion",
+            "model": body["model"],
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        }))
+        .into_response()
+    };
+    match reply {
+        Reply::Content(text) => completion(json!({"role": "assistant", "content": text})),
+        Reply::Reasoning(text) => {
+            completion(json!({"role": "assistant", "content": "", "reasoning_content": text}))
+        }
+        Reply::Status(code, message) => (
+            StatusCode::from_u16(code).unwrap(),
+            [("retry-after", "0")],
+            Json(json!({"error": {"message": message}})),
+        )
+            .into_response(),
+        Reply::Sleep(d) => {
+            tokio::time::sleep(d).await;
+            Json(json!({})).into_response()
+        }
+        Reply::After(d, reply) => {
+            tokio::time::sleep(d).await;
+            Box::pin(answer(n, body, *reply)).await
+        }
+    }
+}
+
+/// The `response_format.type` of a request (`text` when there is none).
+pub fn format_of(body: &Value) -> &str {
+    body["response_format"]["type"].as_str().unwrap_or("text")
+}
+
+/// The system and user messages of a request.
+pub fn prompts(body: &Value) -> (String, String) {
+    let text = |i: usize| {
+        body["messages"][i]["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    };
+    (text(0), text(1))
+}

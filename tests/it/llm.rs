@@ -1,0 +1,222 @@
+//! The OpenAI-compatible LLM client against the fake server: each structured-output step and the
+//! fallback between them, reasoning-field replies, repair, refusal, retries and timeouts.
+
+use std::time::Duration;
+
+use honcho_graphql::llm::{JsonRequest, Llm, LlmError, OpenAiChat, OutputMode};
+use serde_json::{Value, json};
+
+use crate::fake_llm::{FakeLlm, Reply, format_of};
+
+fn request() -> JsonRequest {
+    JsonRequest {
+        system: "List facts.".into(),
+        user: "alice: I love tea".into(),
+        schema_name: "facts".into(),
+        schema: json!({"type": "object", "required": ["facts"],
+                       "properties": {"facts": {"type": "array"}}}),
+        max_tokens: 100,
+    }
+}
+
+fn facts() -> Value {
+    json!({"facts": ["Alice loves tea"]})
+}
+
+#[tokio::test]
+async fn json_schema_step_is_used_when_the_server_honours_it() {
+    let fake = FakeLlm::start(|_, _| Reply::json(facts())).await;
+    let llm = OpenAiChat::new(&fake.config()).unwrap();
+    let reply = llm.complete_json(&request()).await.unwrap();
+    assert_eq!(reply.value, facts());
+    assert_eq!(reply.mode, OutputMode::JsonSchema);
+    assert!(!reply.repaired && !reply.from_reasoning);
+    let body = &fake.requests()[0];
+    assert_eq!(format_of(body), "json_schema");
+    assert_eq!(
+        body["response_format"]["json_schema"]["schema"],
+        request().schema
+    );
+    assert_eq!(body["model"], "fake-model");
+}
+
+#[tokio::test]
+async fn refused_json_schema_falls_back_to_json_object_and_is_remembered() {
+    let fake = FakeLlm::start(|_, body| match format_of(body) {
+        "json_schema" => Reply::Status(400, "response_format json_schema is not supported"),
+        _ => Reply::json(facts()),
+    })
+    .await;
+    let llm = OpenAiChat::new(&fake.config()).unwrap();
+    let reply = llm.complete_json(&request()).await.unwrap();
+    assert_eq!(reply.mode, OutputMode::JsonObject);
+    assert_eq!(
+        fake.hits(),
+        2,
+        "400 is not retried: the next step is tried at once"
+    );
+    let (system, _) = crate::fake_llm::prompts(&fake.requests()[1]);
+    assert!(
+        system.contains("\"required\":[\"facts\"]"),
+        "schema in the prompt: {system}"
+    );
+    // Remembered: the next request starts at json_object.
+    llm.complete_json(&request()).await.unwrap();
+    assert_eq!(fake.hits(), 3);
+    assert_eq!(format_of(&fake.requests()[2]), "json_object");
+    assert_eq!(llm.mode(), OutputMode::JsonObject);
+}
+
+#[tokio::test]
+async fn json_object_answered_500_like_llama_cpp_falls_back_to_text() {
+    let fake = FakeLlm::start(|_, body| match format_of(body) {
+        "json_schema" => Reply::Status(422, "unknown response_format"),
+        "json_object" => Reply::Status(500, "Internal Server Error"),
+        _ => Reply::Content(format!("Here you go:\n```json\n{}\n```", facts())),
+    })
+    .await;
+    let llm = OpenAiChat::new(&fake.config()).unwrap();
+    let reply = llm.complete_json(&request()).await.unwrap();
+    assert_eq!(reply.mode, OutputMode::Text);
+    assert_eq!(reply.value, facts());
+    assert!(reply.repaired, "the fence and prose were stripped");
+    // 1 (schema) + 3 (json_object: first try and 2 retries of the 500) + 1 (text).
+    assert_eq!(fake.hits(), 5);
+    llm.complete_json(&request()).await.unwrap();
+    assert_eq!(fake.hits(), 6, "text is remembered");
+    assert!(fake.requests()[5].get("response_format").is_none());
+}
+
+#[tokio::test]
+async fn a_server_that_ignores_json_schema_and_answers_prose_is_caught() {
+    let fake = FakeLlm::start(|_, body| match format_of(body) {
+        "json_schema" => Reply::Content("Alice loves tea.".into()),
+        _ => Reply::json(facts()),
+    })
+    .await;
+    let llm = OpenAiChat::new(&fake.config()).unwrap();
+    let reply = llm.complete_json(&request()).await.unwrap();
+    assert_eq!(reply.mode, OutputMode::JsonObject);
+    assert_eq!(reply.value, facts());
+}
+
+#[tokio::test]
+async fn an_answer_in_the_reasoning_field_is_read() {
+    let fake = FakeLlm::start(|_, _| Reply::Reasoning(facts().to_string())).await;
+    let llm = OpenAiChat::new(&fake.config()).unwrap();
+    let reply = llm.complete_json(&request()).await.unwrap();
+    assert_eq!(reply.value, facts());
+    assert!(reply.from_reasoning);
+    assert_eq!(reply.mode, OutputMode::JsonSchema);
+}
+
+#[tokio::test]
+async fn malformed_json_is_repaired() {
+    let fake = FakeLlm::start(|_, _| {
+        Reply::Content("<think>hmm</think>{\"facts\": [\"Alice loves tea\",]".into())
+    })
+    .await;
+    let llm = OpenAiChat::new(&fake.config()).unwrap();
+    let reply = llm.complete_json(&request()).await.unwrap();
+    assert_eq!(reply.value, facts());
+    assert!(reply.repaired);
+}
+
+#[tokio::test]
+async fn json_of_the_wrong_shape_or_prose_at_every_step_is_refused() {
+    let fake = FakeLlm::start(|n, _| match n {
+        1 => Reply::json(json!({"fact": "Alice loves tea"})),
+        2 => Reply::Content("I'd rather not.".into()),
+        _ => Reply::Content("Sorry, no JSON today".into()),
+    })
+    .await;
+    let llm = OpenAiChat::new(&fake.config()).unwrap();
+    let err = llm.complete_json(&request()).await.unwrap_err();
+    assert!(matches!(err, LlmError::Unparseable { .. }), "{err:?}");
+    assert!(err.to_string().contains("Sorry, no JSON today"), "{err}");
+    assert_eq!(fake.hits(), 3, "one try per step");
+}
+
+#[tokio::test]
+async fn rate_limits_and_server_errors_are_retried() {
+    let fake = FakeLlm::start(|n, _| match n {
+        1 => Reply::Status(429, "slow down"),
+        2 => Reply::Status(500, "boom"),
+        _ => Reply::json(facts()),
+    })
+    .await;
+    let llm = OpenAiChat::new(&fake.config()).unwrap();
+    let reply = llm.complete_json(&request()).await.unwrap();
+    assert_eq!(
+        reply.mode,
+        OutputMode::JsonSchema,
+        "retries do not degrade the mode"
+    );
+    assert_eq!(fake.hits(), 3);
+}
+
+#[tokio::test]
+async fn exhausted_rate_limits_fail_without_degrading() {
+    let fake = FakeLlm::start(|_, _| Reply::Status(429, "quota exceeded")).await;
+    let llm = OpenAiChat::new(&fake.config()).unwrap();
+    let err = llm.complete_json(&request()).await.unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            LlmError::Http {
+                status: Some(429),
+                attempts: 3,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(llm.mode(), OutputMode::JsonSchema);
+    assert!(!err.to_string().contains("sk-fake"));
+}
+
+#[tokio::test]
+async fn a_slow_server_times_out() {
+    let fake = FakeLlm::start(|_, _| Reply::Sleep(Duration::from_secs(30))).await;
+    let mut cfg = fake.config();
+    cfg.timeout_secs = 0.3;
+    cfg.max_retries = 1;
+    let llm = OpenAiChat::new(&cfg).unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(20), llm.complete_json(&request()))
+        .await
+        .expect("the client's own timeout fires")
+        .unwrap_err();
+    assert!(
+        matches!(err, LlmError::Timeout { attempts: 2, .. }),
+        "{err:?}"
+    );
+    assert_eq!(fake.hits(), 2);
+    assert_eq!(
+        llm.mode(),
+        OutputMode::JsonSchema,
+        "a timeout is not the mode's fault"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_concurrency_cap_holds() {
+    use std::sync::Arc;
+    let fake = FakeLlm::start(|_, _| {
+        Reply::After(Duration::from_millis(50), Box::new(Reply::json(facts())))
+    })
+    .await;
+    let mut cfg = fake.config();
+    cfg.concurrency = 2;
+    let llm = Arc::new(OpenAiChat::new(&cfg).unwrap());
+    let calls: Vec<_> = (0..8)
+        .map(|_| {
+            let llm = llm.clone();
+            tokio::spawn(async move { llm.complete_json(&request()).await.unwrap() })
+        })
+        .collect();
+    for c in calls {
+        c.await.unwrap();
+    }
+    assert_eq!(fake.hits(), 8);
+    assert_eq!(fake.peak(), 2, "two at a time, never more");
+}
