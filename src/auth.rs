@@ -191,8 +191,44 @@ impl fmt::Debug for Auth {
 /// The outcome of authenticating one request (or one WebSocket connection), kept in the
 /// request's data for the guards. A failure is not answered at once: every guarded field answers
 /// UNAUTHENTICATED, and `/health`, `/ready` and introspection stay open.
+///
+/// It keeps the key's expiry: a WebSocket connection is authenticated once, at `connection_init`,
+/// and lives on, so [`Caller::principal`] checks the expiry again on every use (every operation
+/// and every event), not only when the key was read.
 #[derive(Clone, Debug)]
-pub struct Caller(pub Result<Principal, AuthError>);
+pub struct Caller {
+    principal: Result<Principal, AuthError>,
+    expires_at: Option<u64>,
+}
+
+impl Caller {
+    /// A caller whose key never expires (or no key at all).
+    pub fn new(principal: Result<Principal, AuthError>) -> Self {
+        Caller {
+            principal,
+            expires_at: None,
+        }
+    }
+
+    /// Who calls, as of now: `Expired` once the key's `exp` has passed.
+    pub fn principal(&self) -> Result<Principal, AuthError> {
+        if self.expires_at.is_some_and(|exp| now_secs() > exp) {
+            return Err(AuthError::Expired);
+        }
+        self.principal.clone()
+    }
+
+    /// When a valid key stops working (None: never, or there is no valid key).
+    pub fn expires_at(&self) -> Option<DateTime<Utc>> {
+        let exp = self.expires_at.filter(|_| self.principal.is_ok())?;
+        DateTime::from_timestamp(i64::try_from(exp).ok()?, 0)
+    }
+}
+
+/// Seconds since the epoch, as `exp` counts them.
+fn now_secs() -> u64 {
+    Utc::now().timestamp().max(0) as u64
+}
 
 impl Auth {
     /// Auth off: every request is an admin.
@@ -231,32 +267,43 @@ impl Auth {
 
     /// Decodes and checks a key.
     pub fn verify(&self, token: &str) -> Result<Principal, AuthError> {
+        self.caller(token).principal()
+    }
+
+    /// Decodes and checks a key, keeping its expiry.
+    fn caller(&self, token: &str) -> Caller {
         let Some(keys) = &self.0 else {
-            return Ok(Principal::Admin);
+            return Caller::new(Ok(Principal::Admin));
         };
-        let data = jsonwebtoken::decode::<Claims>(token, &keys.decoding, &keys.validation)
+        let decoded = jsonwebtoken::decode::<Claims>(token, &keys.decoding, &keys.validation)
             .map_err(|e| match e.kind() {
                 jsonwebtoken::errors::ErrorKind::ExpiredSignature => AuthError::Expired,
                 _ => AuthError::Invalid,
-            })?;
-        data.claims.principal()
+            });
+        match decoded {
+            Ok(data) => Caller {
+                principal: data.claims.principal(),
+                expires_at: data.claims.exp,
+            },
+            Err(e) => Caller::new(Err(e)),
+        }
     }
 
     /// Authenticates the value of an `Authorization` header (None when absent). With auth off,
     /// every request is an admin, header or not.
     pub fn authenticate(&self, authorization: Option<&str>) -> Caller {
         if !self.enabled() {
-            return Caller(Ok(Principal::Admin));
+            return Caller::new(Ok(Principal::Admin));
         }
         let Some(value) = authorization else {
-            return Caller(Err(AuthError::Missing));
+            return Caller::new(Err(AuthError::Missing));
         };
         let value = value.trim();
         let token = match value.split_once(' ') {
             Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
-            _ => return Caller(Err(AuthError::NotBearer)),
+            _ => return Caller::new(Err(AuthError::NotBearer)),
         };
-        Caller(self.verify(token))
+        self.caller(token)
     }
 
     /// Authenticates a GraphQL WebSocket `connection_init` payload: `{"Authorization": "Bearer
@@ -380,6 +427,27 @@ mod tests {
     }
 
     #[test]
+    fn a_caller_whose_key_expires_later_is_unauthenticated_from_then_on() {
+        let ws = Principal::Workspace("a".into());
+        let now = now_secs();
+        let live = Caller {
+            principal: Ok(ws.clone()),
+            expires_at: Some(now + 60),
+        };
+        assert_eq!(live.principal(), Ok(ws.clone()));
+        assert_eq!(
+            live.expires_at().map(|t| t.timestamp() as u64),
+            Some(now + 60)
+        );
+        let lapsed = Caller {
+            principal: Ok(ws),
+            expires_at: Some(now - 1),
+        };
+        assert_eq!(lapsed.principal(), Err(AuthError::Expired));
+        assert_eq!(Caller::new(Err(AuthError::Invalid)).expires_at(), None);
+    }
+
+    #[test]
     fn minted_keys_round_trip() {
         let auth = Auth::with_secret("s3cret");
         let spec = KeySpec {
@@ -428,28 +496,39 @@ mod tests {
         let auth = Auth::with_secret("s3cret");
         let key = sign("s3cret", json!({"w": "a"}));
         let ws = Ok(Principal::Workspace("a".into()));
-        assert_eq!(auth.authenticate(Some(&format!("Bearer {key}"))).0, ws);
-        assert_eq!(auth.authenticate(Some(&format!("bearer  {key} "))).0, ws);
-        assert_eq!(auth.authenticate(None).0, Err(AuthError::Missing));
-        assert_eq!(auth.authenticate(Some(&key)).0, Err(AuthError::NotBearer));
         assert_eq!(
-            auth.authenticate(Some(&format!("Basic {key}"))).0,
+            auth.authenticate(Some(&format!("Bearer {key}")))
+                .principal(),
+            ws
+        );
+        assert_eq!(
+            auth.authenticate(Some(&format!("bearer  {key} ")))
+                .principal(),
+            ws
+        );
+        assert_eq!(auth.authenticate(None).principal(), Err(AuthError::Missing));
+        assert_eq!(
+            auth.authenticate(Some(&key)).principal(),
+            Err(AuthError::NotBearer)
+        );
+        assert_eq!(
+            auth.authenticate(Some(&format!("Basic {key}"))).principal(),
             Err(AuthError::NotBearer)
         );
         let init = json!({"Authorization": format!("Bearer {key}")});
-        assert_eq!(auth.authenticate_connection_init(&init).0, ws);
+        assert_eq!(auth.authenticate_connection_init(&init).principal(), ws);
         let init = json!({"authorization": format!("Bearer {key}")});
-        assert_eq!(auth.authenticate_connection_init(&init).0, ws);
+        assert_eq!(auth.authenticate_connection_init(&init).principal(), ws);
         assert_eq!(
             auth.authenticate_connection_init(&serde_json::Value::Null)
-                .0,
+                .principal(),
             Err(AuthError::Missing)
         );
         // Auth off: everyone is an admin, whatever they send.
         let off = Auth::disabled();
-        assert_eq!(off.authenticate(None).0, Ok(Principal::Admin));
+        assert_eq!(off.authenticate(None).principal(), Ok(Principal::Admin));
         assert_eq!(
-            off.authenticate(Some("Bearer junk")).0,
+            off.authenticate(Some("Bearer junk")).principal(),
             Ok(Principal::Admin)
         );
     }

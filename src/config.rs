@@ -80,6 +80,11 @@ pub struct ServeConfig {
     #[arg(long, env = "HONCHO_INTROSPECTION", default_value_t = true, action = clap::ArgAction::Set)]
     pub introspection: bool,
 
+    /// Longest a WebSocket may stay open before its `connection_init` arrives (milliseconds);
+    /// then it is closed with 4408.
+    #[arg(long, env = "HONCHO_WS_INIT_TIMEOUT_MS", default_value_t = 10_000)]
+    pub ws_init_timeout_ms: u64,
+
     /// Longest a request may take before it is answered with 503 (milliseconds).
     #[arg(long, env = "HONCHO_REQUEST_TIMEOUT_MS", default_value_t = 60_000)]
     pub request_timeout_ms: u64,

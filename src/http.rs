@@ -15,29 +15,33 @@ mod playground;
 pub mod transport;
 
 use std::path::Path;
+use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
+use async_graphql::http::{WebSocketProtocols, WsMessage};
 use async_graphql::parser::types::OperationType;
-use async_graphql_axum::{GraphQLProtocol, GraphQLWebSocket};
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use futures::{SinkExt, StreamExt, future};
 use serde_json::{Value, json};
+use tokio::sync::watch;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
-use crate::graphql::AppSchema;
 use crate::graphql::error::Code;
-use crate::graphql::subscription::{LoaderExecutor, on_connection_init};
+use crate::graphql::subscription::{LoaderExecutor, connection_data};
+use crate::graphql::{AppSchema, Limits};
 use crate::store::Store;
 pub use origins::{Origins, OriginsError};
 pub use persisted::Persisted;
@@ -212,7 +216,7 @@ async fn graphql(State(app): State<AppState>, request: Request<Body>) -> Respons
         .get(header::AUTHORIZATION)
         .map(|v| v.to_str().unwrap_or("?"));
     let caller = crate::graphql::authenticate(&app.schema, authorization);
-    let admin = matches!(caller.0, Ok(crate::auth::Principal::Admin));
+    let admin = matches!(caller.principal(), Ok(crate::auth::Principal::Admin));
     let query = match app
         .persisted
         .resolve(params.query.take(), params.extensions.as_ref(), admin)
@@ -377,7 +381,6 @@ const WS_READ_BUFFER: usize = 4 * 1024;
 async fn graphql_ws(
     State(app): State<AppState>,
     headers: HeaderMap,
-    protocol: GraphQLProtocol,
     upgrade: WebSocketUpgrade,
 ) -> Response {
     // Browsers do not preflight WebSockets: without this any page could subscribe and query here.
@@ -400,22 +403,137 @@ async fn graphql_ws(
             .insert(header::VARY, HeaderValue::from_static("origin"));
         return resp;
     }
+    let protocol = headers
+        .get(header::SEC_WEBSOCKET_PROTOCOL)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.split(',')
+                .find_map(|p| WebSocketProtocols::from_str(p.trim()).ok())
+        });
+    let Some(protocol) = protocol else {
+        return transport::json_response(
+            StatusCode::BAD_REQUEST,
+            MediaType::Json,
+            &transport::error_body(
+                "Sec-WebSocket-Protocol must name graphql-transport-ws or graphql-ws",
+                Code::BadUserInput,
+            ),
+        );
+    };
     upgrade
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
         .max_message_size(app.max_body_bytes)
         // Clients send little (init, subscribe, pings); tungstenite's 128 KiB default read buffer
         // was most of an idle subscriber's memory. Larger messages still grow it as needed.
         .read_buffer_size(WS_READ_BUFFER)
-        .on_upgrade(move |socket| {
-            let schema = app.schema.clone();
-            let executor = TrustedOnly {
-                inner: LoaderExecutor(app.schema),
-                persisted: app.persisted,
-            };
-            GraphQLWebSocket::new(socket, executor, protocol)
-                .on_connection_init(move |payload| on_connection_init(schema, payload))
-                .serve()
-        })
+        .on_upgrade(move |socket| serve_ws(socket, app.schema, protocol, app.persisted))
+}
+
+/// Close code for a connection whose `connection_init` did not come in time (graphql-ws's).
+const CLOSE_INIT_TIMEOUT: u16 = 4408;
+/// Close code for a connection whose key expired (graphql-ws's "Unauthorized").
+const CLOSE_KEY_EXPIRED: u16 = 4401;
+
+/// Serves one GraphQL WebSocket, as async-graphql-axum's `GraphQLWebSocket::serve` does, with two
+/// deadlines of its own: `connection_init` must come within the configured time, and the socket
+/// is closed when the key it authenticated with expires (operations and events check the expiry
+/// too, so nothing is served in between).
+async fn serve_ws(
+    socket: WebSocket,
+    schema: AppSchema,
+    protocol: WebSocketProtocols,
+    persisted: Arc<Persisted>,
+) {
+    let init_timeout = schema.data::<Limits>().map_or_else(
+        || Limits::default().connection_init_timeout,
+        |l| l.connection_init_timeout,
+    );
+    let (mut sink, stream) = socket.split();
+    let input = stream
+        .take_while(|res| future::ready(res.is_ok()))
+        .filter_map(|msg| {
+            future::ready(match msg {
+                Ok(m @ (Message::Text(_) | Message::Binary(_))) => Some(m.into_data()),
+                _ => None,
+            })
+        });
+    // None until connection_init has been handled; then the key's expiry, if it has one.
+    let (initialised, mut expiry) = watch::channel::<Option<Option<DateTime<Utc>>>>(None);
+    let init_schema = schema.clone();
+    let executor = TrustedOnly {
+        inner: LoaderExecutor(schema),
+        persisted,
+    };
+    let output = async_graphql::http::WebSocket::new(executor, input, protocol).on_connection_init(
+        move |payload| async move {
+            let (data, expires_at) = connection_data(&init_schema, payload);
+            initialised.send_replace(Some(expires_at));
+            Ok(data)
+        },
+    );
+    futures::pin_mut!(output);
+    let opened = tokio::time::Instant::now();
+    loop {
+        let deadline = match *expiry.borrow_and_update() {
+            None => Some((
+                opened + init_timeout,
+                CLOSE_INIT_TIMEOUT,
+                "connection_init timeout",
+            )),
+            Some(Some(at)) => {
+                // `exp` is the last second the key works.
+                let left = (at - Utc::now() + chrono::Duration::seconds(1))
+                    .to_std()
+                    .unwrap_or_default();
+                Some((
+                    tokio::time::Instant::now() + left,
+                    CLOSE_KEY_EXPIRED,
+                    "key expired",
+                ))
+            }
+            Some(None) => None,
+        };
+        let (until, code, reason) = match deadline {
+            Some((at, code, reason)) => (Some(at), code, reason),
+            None => (None, 0, ""),
+        };
+        tokio::select! {
+            out = output.next() => match out {
+                Some(WsMessage::Text(text)) => {
+                    if sink.send(Message::Text(text.into())).await.is_err() {
+                        break;
+                    }
+                }
+                Some(WsMessage::Close(code, reason)) => {
+                    let _ = sink.send(close(code, reason)).await;
+                    break;
+                }
+                None => break,
+            },
+            // Re-reads the deadline; after connection_init the sender is gone and this branch
+            // is never taken again.
+            Ok(()) = expiry.changed() => {}
+            () = sleep_until_or_never(until) => {
+                tracing::info!(code, reason, "closing WebSocket");
+                let _ = sink.send(close(code, reason.to_owned())).await;
+                break;
+            }
+        }
+    }
+}
+
+fn close(code: u16, reason: String) -> Message {
+    Message::Close(Some(CloseFrame {
+        code,
+        reason: reason.into(),
+    }))
+}
+
+async fn sleep_until_or_never(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => future::pending().await,
+    }
 }
 
 /// The WebSocket's executor: in strict mode each operation's document must be trusted, as over
@@ -438,7 +556,7 @@ impl TrustedOnly {
         let admin = session_data
             .and_then(|d| d.get(&std::any::TypeId::of::<crate::auth::Caller>()))
             .and_then(|c| c.downcast_ref::<crate::auth::Caller>())
-            .is_some_and(|c| matches!(c.0, Ok(crate::auth::Principal::Admin)));
+            .is_some_and(|c| matches!(c.principal(), Ok(crate::auth::Principal::Admin)));
         let extensions = serde_json::to_value(&request.extensions).unwrap_or_default();
         let query = std::mem::take(&mut request.query);
         let query = (!query.is_empty()).then_some(query);

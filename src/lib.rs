@@ -100,6 +100,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         max_nesting: cfg.max_nesting,
         max_tokens: cfg.max_tokens,
         max_fragments: cfg.max_fragments,
+        connection_init_timeout: std::time::Duration::from_millis(cfg.ws_init_timeout_ms),
     };
     let events_url = cfg
         .events_database_url

@@ -21,7 +21,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Migrate and serve GraphQL over HTTP.
-    Serve(ServeConfig),
+    Serve(Box<ServeConfig>),
     /// Run deriver workers alone (no HTTP): queued messages become conclusions.
     Deriver {
         #[command(flatten)]
@@ -98,7 +98,7 @@ async fn run() -> anyhow::Result<()> {
         )
         .init();
     match Cli::parse().command {
-        Command::Serve(cfg) => honcho_graphql::serve(cfg).await,
+        Command::Serve(cfg) => honcho_graphql::serve(*cfg).await,
         Command::Deriver { db, llm, deriver } => honcho_graphql::derive(db, llm, deriver).await,
         Command::Migrate { action, db } => {
             let store = Store::connect(&db.database_url, 2, None).await?;

@@ -99,6 +99,7 @@ impl From<StoreError> for ApiError {
             }
             StoreError::NotFound { .. } => Code::NotFound.error(err.to_string()),
             StoreError::Conflict(_) => Code::Conflict.error(err.to_string()),
+            StoreError::Forbidden(_) => Code::Forbidden.error(err.to_string()),
             StoreError::Unavailable(cause)
             | StoreError::Timeout(cause)
             | StoreError::Contention(cause) => {

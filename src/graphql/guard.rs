@@ -2,7 +2,8 @@
 //! [`RULES`], and its resolver starts with
 //!
 //! ```ignore
-//! guard::require(ctx, rule!(Workspace.session), On::session(&self.0.name, &id)).await?;
+//! let access = guard::require(ctx, rule!(Workspace.session), On::session(&self.0.name, &id)).await?;
+//! access.loader().load_one(key).await?
 //! ```
 //!
 //! `rule!(Type.field)` looks the field up in the table at compile time (a field missing from the
@@ -11,30 +12,34 @@
 //! the session's key, M = a peer key whose peer is an *active* member of the session (member
 //! read), self = the get-or-create routes that compare the key's claims with the ids.
 //!
+//! **Access by construction.** [`require`] answers with an [`Access`], and an `Access` is the only
+//! way to the store and to the request's loader: both sit in the schema's and the request's data
+//! [`Sealed`], whose content nothing outside this module can read. A resolver that skips its
+//! check has no database to ask, so it does not compile. (Checking at run time instead, with a
+//! schema extension around every field, put every field on async-graphql's slower path: 20-30%
+//! of the CPU of a request with many fields.)
+//!
 //! A caller without a valid key (auth on) gets UNAUTHENTICATED; a valid key out of scope gets
 //! FORBIDDEN (Honcho answers 401 for both).
 //!
 //! Which fields need a rule: every root field, and every object field that takes arguments or
 //! returns an object, a union or a list of them (Relay connection and edge types excepted: their
 //! content is what the field that produced them fetched). The integration test `auth` reads the
-//! schema and fails on a field without a rule; at run time [`Enforce`] refuses such a field, and a
-//! guarded field whose resolver returned without calling [`require`].
+//! schema and fails on a field without a rule.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fmt;
-use std::sync::{Arc, Mutex, OnceLock};
 
-use async_graphql::extensions::{
-    Extension, ExtensionContext, ExtensionFactory, NextPrepareRequest, NextResolve, ResolveInfo,
-};
+use async_graphql::Context;
 use async_graphql::registry::{MetaType, Registry};
-use async_graphql::{Context, Pos, Request, ServerError, ServerResult, Value};
 
+use super::RequestLoader;
 use super::error::{ApiResult, Code};
-use super::loader;
 use super::loaders::MembersKey;
-use super::store;
 use crate::auth::{Auth, AuthError, Caller, Principal};
+use crate::store::Store;
+use crate::store::peer::PeerReach;
+use crate::store::session::SessionReach;
 
 /// What a field asks of the caller's key. An admin key passes every rule; a key of another
 /// workspace passes none (but [`Rule::Inherit`]).
@@ -259,7 +264,7 @@ impl fmt::Display for On<'_> {
 /// when the schema carries no [`Auth`] at all).
 pub fn principal(ctx: &Context<'_>) -> ApiResult<Principal> {
     let caller = match ctx.data_opt::<Caller>() {
-        Some(Caller(c)) => c.clone(),
+        Some(caller) => caller.principal(),
         None => match ctx.data_opt::<Auth>() {
             Some(auth) if !auth.enabled() => Ok(Principal::Admin),
             _ => Err(AuthError::Missing),
@@ -268,10 +273,60 @@ pub fn principal(ctx: &Context<'_>) -> ApiResult<Principal> {
     caller.map_err(|e| Code::Unauthenticated.error(e.to_string()))
 }
 
-/// Checks `field`'s rule for the caller on `on`: Ok, UNAUTHENTICATED or FORBIDDEN.
-pub async fn require(ctx: &Context<'_>, field: Field, on: On<'_>) -> ApiResult<()> {
-    if let (Some(checked), Some(path)) = (ctx.data_opt::<Checked>(), &ctx.path_node) {
-        checked.mark(path.to_string());
+/// A value that only this module can open: the store in the schema's data, the loader in each
+/// request's data. Anyone may seal (that grants nothing); the way back out is [`require`].
+pub struct Sealed<T>(T);
+
+impl<T> Sealed<T> {
+    pub fn new(value: T) -> Self {
+        Sealed(value)
+    }
+}
+
+/// The request's loader over the sealed store, sealed in turn.
+pub fn request_loader(store: &Sealed<Store>) -> Sealed<RequestLoader> {
+    Sealed(super::request_loader(&store.0))
+}
+
+/// What a passed check gives: the store and the request's loader, for the field that asked. The
+/// fields are private and [`require`] is the only constructor.
+#[derive(Clone, Copy)]
+pub struct Access<'a> {
+    store: &'a Store,
+    loader: &'a RequestLoader,
+}
+
+impl<'a> Access<'a> {
+    pub fn store(&self) -> &'a Store {
+        self.store
+    }
+
+    pub fn loader(&self) -> &'a RequestLoader {
+        self.loader
+    }
+}
+
+/// Checks `field`'s rule for the caller on `on`: the [`Access`] it grants, or UNAUTHENTICATED or
+/// FORBIDDEN.
+pub async fn require<'a>(ctx: &Context<'a>, field: Field, on: On<'_>) -> ApiResult<Access<'a>> {
+    debug_assert!(
+        ctx.field().name() == field.name,
+        "{} asked for the rule of {}.{}",
+        ctx.field().name(),
+        field.ty,
+        field.name
+    );
+    check(ctx, field, on).await?;
+    Ok(Access {
+        store: &ctx.data::<Sealed<Store>>()?.0,
+        loader: &ctx.data::<Sealed<RequestLoader>>()?.0,
+    })
+}
+
+async fn check(ctx: &Context<'_>, field: Field, on: On<'_>) -> ApiResult<()> {
+    // Inherit fields reach nothing new: no principal is needed, and none is looked up.
+    if field.rule == Inherit {
+        return Ok(());
     }
     let principal = principal(ctx)?;
     if allows(ctx, &principal, field.rule, on).await? {
@@ -314,21 +369,31 @@ async fn allows(ctx: &Context<'_>, p: &Principal, rule: Rule, on: On<'_>) -> Api
         (MessageFeed, K::Peer { peer, .. }) => {
             is(peer, on.peer) || member(ctx, w, on.session, peer).await?
         }
-        (CreateSession, K::Peer { peer, .. }) => {
-            // Not through the request's loader: the mutation is about to change what it would
-            // cache.
-            let Some(session) = on.session else {
-                return Ok(false);
-            };
-            let store = store(ctx)?;
-            store.session(w, session).await?.is_none()
-                || store
-                    .session_member(w, session, peer)
-                    .await?
-                    .is_some_and(|m| m.left_at.is_none())
-        }
+        // What a peer key may do to a session that exists (only one it is an active member of,
+        // and without changing it) is decided by the store inside the write's transaction
+        // ([`session_reach`]): a check here would race the write.
+        (CreateSession, K::Peer { .. }) => on.session.is_some(),
         (Admin | Workspace | Peer | Session | MessageWrite, _) => false,
     })
+}
+
+/// What `getOrCreateSession` may do to a session that exists, for this caller (the rule
+/// [`Rule::CreateSession`] let it through).
+pub fn session_reach(p: &Principal) -> SessionReach<'_> {
+    match p {
+        Principal::Peer { peer, .. } => SessionReach::Member(peer),
+        _ => SessionReach::Any,
+    }
+}
+
+/// What `getOrCreatePeer` may do to a peer that exists, for this caller (the rule
+/// [`Rule::CreatePeer`] let it through): a session key creates peers but never reads or changes
+/// one, as it may not `updatePeer`.
+pub fn peer_reach(p: &Principal) -> PeerReach {
+    match p {
+        Principal::Session { .. } => PeerReach::CreateOnly,
+        _ => PeerReach::Any,
+    }
 }
 
 /// Whether `peer` is an active member of the session (batched and cached per request).
@@ -341,34 +406,13 @@ async fn member(
     let Some(session) = session else {
         return Ok(false);
     };
-    let members = loader(ctx)?
+    let members = ctx
+        .data::<Sealed<RequestLoader>>()?
+        .0
         .load_one(MembersKey(workspace.to_owned(), session.to_owned()))
         .await?
         .unwrap_or_default();
     Ok(members.iter().any(|m| m.peer_name == peer))
-}
-
-// ---------------------------------------------------------------------------------------------
-// Run-time backstop.
-
-/// Paths of the fields whose resolver called [`require`] in this request.
-#[derive(Default)]
-struct Checked(Mutex<HashSet<String>>);
-
-impl Checked {
-    fn mark(&self, path: String) {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(path);
-    }
-
-    fn take(&self, path: &str) -> bool {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(path)
-    }
 }
 
 /// Which fields of a schema need a rule (see the module docs).
@@ -418,139 +462,12 @@ pub fn is_relay_container<'a>(fields: impl Iterator<Item = &'a str>) -> bool {
     names == edge || (names.contains("edges") && names.is_subset(&connection))
 }
 
-/// The fields of the schema that need a rule, by type then field, with their rule (None: the
-/// field has no rule).
-type Plan = HashMap<String, HashMap<String, Option<Rule>>>;
-
-/// The run-time backstop, installed on every schema: a field that needs a rule and has none is
-/// refused, and so is a guarded field whose resolver returned without calling [`require`]
-/// (INTERNAL_SERVER_ERROR: either is a bug to fix here, never a reason to serve the data).
-#[derive(Default)]
-pub struct Enforce {
-    plan: Arc<OnceLock<Plan>>,
-}
-
-struct EnforceExt {
-    plan: Arc<OnceLock<Plan>>,
-}
-
-impl ExtensionFactory for Enforce {
-    fn create(&self) -> Arc<dyn Extension> {
-        Arc::new(EnforceExt {
-            plan: self.plan.clone(),
-        })
-    }
-}
-
-fn internal(message: String) -> ServerError {
-    let mut err = Code::Internal
-        .error(message)
-        .0
-        .into_server_error(Pos::default());
-    err.locations.clear();
-    err
-}
-
-#[async_trait::async_trait]
-impl Extension for EnforceExt {
-    async fn prepare_request(
-        &self,
-        ctx: &ExtensionContext<'_>,
-        request: Request,
-        next: NextPrepareRequest<'_>,
-    ) -> ServerResult<Request> {
-        next.run(ctx, request.data(Checked::default())).await
-    }
-
-    async fn resolve(
-        &self,
-        ctx: &ExtensionContext<'_>,
-        info: ResolveInfo<'_>,
-        next: NextResolve<'_>,
-    ) -> ServerResult<Option<Value>> {
-        if info.is_for_introspection {
-            return next.run(ctx, info).await;
-        }
-        let plan = self.plan.get_or_init(|| {
-            let mut plan = Plan::new();
-            for (ty, name) in fields_needing_rules(&ctx.schema_env.registry) {
-                let rule = RULES
-                    .iter()
-                    .find(|f| f.ty == ty && f.name == name)
-                    .map(|f| f.rule);
-                plan.entry(ty).or_default().insert(name, rule);
-            }
-            plan
-        });
-        let (ty, name) = (info.parent_type, info.name);
-        match plan.get(ty).and_then(|fields| fields.get(name)) {
-            None | Some(Some(Rule::Inherit)) => next.run(ctx, info).await,
-            Some(None) => Err(internal(format!(
-                "{ty}.{name} has no authorization rule (add it to graphql::guard::RULES)"
-            ))),
-            Some(Some(_)) => {
-                let path = info.path_node.to_string();
-                let result = next.run(ctx, info).await;
-                let checked = ctx.data_opt::<Checked>().is_none_or(|c| c.take(&path));
-                if result.is_ok() && !checked {
-                    tracing::error!(field = %format!("{ty}.{name}"), "resolved without its authorization check");
-                    return Err(internal(format!(
-                        "{ty}.{name} resolved without its authorization check"
-                    )));
-                }
-                result
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use async_graphql::{EmptyMutation, EmptySubscription, Object, Schema};
+    use async_graphql::{EmptyMutation, EmptySubscription, Object, Schema, Value};
 
     use crate::graphql::error::ApiResult;
-
-    struct Query;
-
-    /// Stands in for a root whose resolvers forgot their rule or their check.
-    #[Object(name = "QueryRoot")]
-    impl Query {
-        /// Has a row in RULES, but the resolver never calls `require`.
-        async fn workspace(&self) -> i32 {
-            1
-        }
-
-        /// Has no row in RULES.
-        async fn unlisted(&self) -> i32 {
-            2
-        }
-    }
-
-    #[tokio::test]
-    async fn the_backstop_refuses_fields_without_rule_or_check() {
-        let schema = Schema::build(Query, EmptyMutation, EmptySubscription)
-            .data(Auth::disabled())
-            .extension(Enforce::default())
-            .finish();
-        let resp = schema.execute("{ workspace }").await;
-        assert!(
-            resp.errors[0]
-                .message
-                .contains("QueryRoot.workspace resolved without its authorization check"),
-            "{:?}",
-            resp.errors
-        );
-        assert_eq!(resp.data, Value::Null);
-        let resp = schema.execute("{ unlisted }").await;
-        assert!(
-            resp.errors[0].message.contains("has no authorization rule"),
-            "{:?}",
-            resp.errors
-        );
-        let resp = schema.execute("{ __typename }").await;
-        assert!(resp.errors.is_empty());
-    }
 
     /// Asks `require` for any rule on any resource, as the principal in the request's data.
     struct Probe;
@@ -589,7 +506,7 @@ mod tests {
                 name: "check",
                 rule,
             };
-            require(ctx, field, on).await?;
+            check(ctx, field, on).await?;
             Ok(true)
         }
     }
@@ -627,7 +544,7 @@ mod tests {
     #[tokio::test]
     async fn decisions_without_membership() {
         let on = Some(Auth::with_secret("x"));
-        let key = |p: Principal| Some(Caller(Ok(p)));
+        let key = |p: Principal| Some(Caller::new(Ok(p)));
         let w = || Principal::Workspace("ws".into());
         let alice = || Principal::Peer {
             workspace: "ws".into(),
@@ -691,7 +608,7 @@ mod tests {
         }
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
         // Without a caller: admin when auth is off, UNAUTHENTICATED when on or unknown.
-        let expired = Some(Caller(Err(AuthError::Expired)));
+        let expired = Some(Caller::new(Err(AuthError::Expired)));
         assert_eq!(decide(on.clone(), expired, "InWorkspace", "ws").await, "U");
         assert_eq!(decide(on, None, "InWorkspace", "ws").await, "U");
         assert_eq!(decide(Some(Auth::disabled()), None, "Admin", "").await, "y");

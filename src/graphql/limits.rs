@@ -23,6 +23,8 @@ pub struct Limits {
     pub max_tokens: usize,
     /// Most fragment definitions in the document.
     pub max_fragments: usize,
+    /// How long a WebSocket may stay open without sending `connection_init`.
+    pub connection_init_timeout: std::time::Duration,
 }
 
 /// The nesting the parser is known to survive with room to spare on a 2 MiB worker stack (a debug
@@ -41,6 +43,7 @@ impl Default for Limits {
             max_nesting: 64,
             max_tokens: 20_000,
             max_fragments: 100,
+            connection_init_timeout: std::time::Duration::from_secs(10),
         }
     }
 }

@@ -20,12 +20,11 @@ use std::time::Instant;
 use async_graphql::dataloader::{DataLoader, HashMapCache};
 use async_graphql::futures_util::stream::{self, BoxStream, StreamExt};
 use async_graphql::parser::types::OperationType;
-use async_graphql::{Context, Data, Request, Response, Schema};
+use async_graphql::{Data, Request, Response, Schema};
 
 use crate::auth::{Auth, AuthError, Caller};
 use crate::store::Store;
 use crate::store::events::EventBus;
-use error::ApiResult;
 pub use limits::Limits;
 use loaders::Loaders;
 pub use mutation::MutationRoot;
@@ -62,20 +61,15 @@ pub fn build_schema_with(
     auth: Auth,
     events: Option<EventBus>,
 ) -> AppSchema {
-    // The backstop that refuses a guarded field resolved without its check is a schema extension,
-    // and any extension puts every field on async-graphql's slower path (20-30% of the CPU of a
-    // request with many fields; bench/README.md). With auth off every check passes, so there it
-    // would guard nothing: it is installed only with auth on (where the auth tests run).
-    let enforce = auth.enabled();
+    // No schema extension: with any, async-graphql resolves every field on a slower path (20-30%
+    // of the CPU of a request with many fields). Access is checked by construction instead
+    // ([`guard`]).
     let mut builder = Schema::build(QueryRoot, MutationRoot::default(), SubscriptionRoot)
-        .data(store)
+        .data(guard::Sealed::new(store))
         .data(auth)
         .data(limits.clone())
         .limit_depth(limits.max_depth)
         .limit_complexity(limits.max_complexity);
-    if enforce {
-        builder = builder.extension(guard::Enforce::default());
-    }
     if let Some(bus) = events {
         builder = builder.data(bus);
     }
@@ -91,7 +85,7 @@ pub fn build_schema_with(
 pub fn authenticate(schema: &AppSchema, authorization: Option<&str>) -> Caller {
     match schema.data::<Auth>() {
         Some(auth) => auth.authenticate(authorization),
-        None => Caller(Err(AuthError::Missing)),
+        None => Caller::new(Err(AuthError::Missing)),
     }
 }
 
@@ -101,7 +95,7 @@ pub fn authenticate(schema: &AppSchema, authorization: Option<&str>) -> Caller {
 pub fn authenticate_connection_init(schema: &AppSchema, payload: &serde_json::Value) -> Caller {
     match schema.data::<Auth>() {
         Some(auth) => auth.authenticate_connection_init(payload),
-        None => Caller(Err(AuthError::Missing)),
+        None => Caller::new(Err(AuthError::Missing)),
     }
 }
 
@@ -112,17 +106,9 @@ pub fn sdl() -> String {
         .sdl()
 }
 
-pub(crate) fn store<'a>(ctx: &Context<'a>) -> ApiResult<&'a Store> {
-    Ok(ctx.data::<Store>()?)
-}
-
 /// The loader of one request. Its cache lives as long as the request, so a row looked up twice in
 /// one query is fetched once, and prefetched rows are there for the item resolvers.
 pub type RequestLoader = DataLoader<Loaders, HashMapCache>;
-
-pub(crate) fn loader<'a>(ctx: &Context<'a>) -> ApiResult<&'a RequestLoader> {
-    Ok(ctx.data::<RequestLoader>()?)
-}
 
 /// A request that passed [`limits::scan`] and parsed, with the operation it names (for metrics).
 pub struct Admitted {
@@ -184,14 +170,14 @@ pub async fn execute(schema: &AppSchema, request: Request) -> Response {
 
 /// Executes a request [`admit`] let through.
 pub async fn execute_admitted(schema: &AppSchema, admitted: Admitted) -> Response {
-    let Some(store) = schema.data::<Store>() else {
+    let Some(store) = schema.data::<guard::Sealed<Store>>() else {
         return Response::from_errors(vec![async_graphql::ServerError::new(
             "schema built without a store",
             None,
         )]);
     };
     let Admitted { request, name, .. } = admitted;
-    let loader = request_loader(store);
+    let loader = guard::request_loader(store);
     let started = Instant::now();
     let mut response = schema.execute(request.data(loader)).await;
     metrics::observe(name.as_deref(), response.is_ok(), started.elapsed());
@@ -207,7 +193,7 @@ pub fn execute_stream(
     request: Request,
     session_data: Option<Arc<Data>>,
 ) -> BoxStream<'static, Response> {
-    let Some(store) = schema.data::<Store>() else {
+    let Some(store) = schema.data::<guard::Sealed<Store>>() else {
         let err = async_graphql::ServerError::new("schema built without a store", None);
         return stream::once(async move { Response::from_errors(vec![err]) }).boxed();
     };
@@ -215,7 +201,7 @@ pub fn execute_stream(
         Ok(admitted) => admitted,
         Err(exceeded) => return stream::once(async move { refusal(exceeded) }).boxed(),
     };
-    let loader = request_loader(store);
+    let loader = guard::request_loader(store);
     // A query or mutation over the WebSocket answers once and is counted like one over HTTP;
     // subscription events are not operations.
     let mut timed = match ty {

@@ -6,13 +6,14 @@
 
 use std::collections::HashSet;
 
-use async_graphql::{Context, Lookahead, Name, SelectionField, Value};
+use async_graphql::{Lookahead, Name, SelectionField, Value};
 use futures::future::{try_join3, try_join4};
 
+use super::RequestLoader;
 use super::error::{ApiResult, bad_input};
+use super::guard::Access;
 use super::loaders::{ConclusionKey, DerivedKey, MembersKey, PeerKey, RangeKey, SessionKey};
 use super::types::message::DEFAULT_CONTEXT_SIDE;
-use super::{RequestLoader, loader, store};
 use crate::store::conclusion::Conclusion;
 use crate::store::message::{Message, SeqRange, check_context_sides};
 use crate::store::path::{MAX_PATH_NAMES, PathNames};
@@ -28,8 +29,12 @@ fn any(selections: &[Lookahead<'_>], f: impl Fn(&Lookahead<'_>) -> bool) -> bool
 
 /// Warms the loader for `peer`, `session` (with its members and their peers) and `context` of
 /// these messages, as far as the selection asks for them.
-pub async fn messages(ctx: &Context<'_>, msgs: &[Message], sel: &[Lookahead<'_>]) -> ApiResult<()> {
-    messages_with(loader(ctx)?, msgs, sel).await
+pub async fn messages(
+    access: &Access<'_>,
+    msgs: &[Message],
+    sel: &[Lookahead<'_>],
+) -> ApiResult<()> {
+    messages_with(access.loader(), msgs, sel).await
 }
 
 /// [`messages`] into a given loader (a subscription warms one loader per event batch, shared by
@@ -145,11 +150,11 @@ pub fn check_context_arguments(field: SelectionField<'_>) -> ApiResult<()> {
 /// only after the level above has finished, so keys loaded above are cache hits: the number of
 /// statements depends on the query's shape, not on timing.
 pub async fn conclusions<'a>(
-    ctx: &Context<'a>,
+    access: &Access<'_>,
     items: &[Conclusion],
     sel: impl IntoIterator<Item = Lookahead<'a>>,
 ) -> ApiResult<()> {
-    conclusions_with(loader(ctx)?, items, sel).await
+    conclusions_with(access.loader(), items, sel).await
 }
 
 /// [`conclusions`] into a given loader (a subscription warms one loader per event batch).
@@ -287,15 +292,15 @@ pub fn path_names(field: SelectionField<'_>) -> PathNames {
 /// puts the children into the request's loader, where `Workspace.session`, `.peer` and
 /// `.conclusion` find them. Conclusions that were asked for and not found are cached as absent.
 pub async fn workspace_path(
-    ctx: &Context<'_>,
+    access: &Access<'_>,
     name: &str,
     field: SelectionField<'_>,
 ) -> ApiResult<Option<crate::store::workspace::Workspace>> {
     let names = path_names(field);
-    let Some(path) = store(ctx)?.workspace_path(name, &names).await? else {
+    let Some(path) = access.store().workspace_path(name, &names).await? else {
         return Ok(None);
     };
-    let loader = loader(ctx)?;
+    let loader = access.loader();
     let ws = || path.workspace.name.clone();
     loader
         .feed_many(

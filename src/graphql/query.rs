@@ -4,8 +4,8 @@ use serde_json::Value;
 use super::connection::{Conn, SortOrder, connection, slice};
 use super::error::ApiResult;
 use super::guard::{self, On, rule};
+use super::prefetch;
 use super::types::Workspace;
-use super::{prefetch, store};
 
 pub struct QueryRoot;
 
@@ -13,10 +13,10 @@ pub struct QueryRoot;
 impl QueryRoot {
     /// The workspace with this id, or null.
     async fn workspace(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Workspace>> {
-        guard::require(ctx, rule!(QueryRoot.workspace), On::workspace(&id)).await?;
+        let access = guard::require(ctx, rule!(QueryRoot.workspace), On::workspace(&id)).await?;
         // With the sessions, peers and conclusions the selection names by id: one round trip
         // for the whole path (their resolvers check their own access rules).
-        Ok(prefetch::workspace_path(ctx, &id, ctx.field())
+        Ok(prefetch::workspace_path(&access, &id, ctx.field())
             .await?
             .map(Workspace))
     }
@@ -33,10 +33,11 @@ impl QueryRoot {
         last: Option<i32>,
         before: Option<String>,
     ) -> ApiResult<Conn<Workspace>> {
-        guard::require(ctx, rule!(QueryRoot.workspaces), On::nothing()).await?;
+        let access = guard::require(ctx, rule!(QueryRoot.workspaces), On::nothing()).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
-        let page = store(ctx)?
+        let page = access
+            .store()
             .list_workspaces(&filters, order.into(), slice)
             .await?;
         Ok(connection(page, Workspace))

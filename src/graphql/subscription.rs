@@ -31,7 +31,7 @@ use super::error::{ApiError, ApiResult, Code};
 use super::guard::{self, On, rule};
 use super::loaders::Loaders;
 use super::types::{Conclusion, Message};
-use super::{AppSchema, RequestLoader, loader, loaders, prefetch, store};
+use super::{AppSchema, RequestLoader, loaders, prefetch};
 use crate::store::Store;
 use crate::store::conclusion::Conclusion as ConclusionRow;
 use crate::store::events::{Event, EventBus, MessageBatch};
@@ -117,15 +117,15 @@ impl SubscriptionRoot {
         let bus = ctx
             .data_opt::<EventBus>()
             .ok_or_else(|| Code::Internal.error("subscriptions are not enabled on this server"))?;
-        let store = store(ctx)?.clone();
-        let loader = loader(ctx)?;
         let filter = MessageFilter {
             workspace: workspace_id.0,
             session: session_id.map(|s| s.0),
             peer: peer_id.map(|p| p.0),
         };
         let field = rule!(SubscriptionRoot.messageCreated);
-        guard::require(ctx, field, filter.on()).await?;
+        let access = guard::require(ctx, field, filter.on()).await?;
+        let store = access.store().clone();
+        let loader = access.loader();
         prefetch::check_context_arguments(ctx.field())?;
         // Subscribe now, not on the stream's first poll: events from here on are ours.
         let mut rx = bus.subscribe();
@@ -198,15 +198,15 @@ impl SubscriptionRoot {
         let bus = ctx
             .data_opt::<EventBus>()
             .ok_or_else(|| Code::Internal.error("subscriptions are not enabled on this server"))?;
-        let store = store(ctx)?.clone();
-        let loader = loader(ctx)?;
         let filter = ConclusionFilter {
             workspace: workspace_id.0,
             observer: observer_id.map(|p| p.0),
             observed: observed_id.map(|p| p.0),
         };
         let field = rule!(SubscriptionRoot.conclusionCreated);
-        guard::require(ctx, field, On::workspace(&filter.workspace)).await?;
+        let access = guard::require(ctx, field, On::workspace(&filter.workspace)).await?;
+        let store = access.store().clone();
+        let loader = access.loader();
         let mut rx = bus.subscribe();
         Ok(async_stream::stream! {
             loop {
@@ -290,14 +290,17 @@ pub struct ConnectionInit(pub serde_json::Value);
 /// Authenticates the `connection_init` payload (`{"Authorization": "Bearer <key>"}`) and keeps
 /// the caller and the payload as connection data. A missing or bad key does not refuse the
 /// connection: with auth on, its guarded fields answer UNAUTHENTICATED, as over HTTP.
-pub async fn on_connection_init(
-    schema: AppSchema,
+/// Also answers when the connection's key expires (the transport closes the socket then).
+pub fn connection_data(
+    schema: &AppSchema,
     payload: serde_json::Value,
-) -> async_graphql::Result<Data> {
+) -> (Data, Option<chrono::DateTime<chrono::Utc>>) {
+    let caller = super::authenticate_connection_init(schema, &payload);
+    let expires_at = caller.expires_at();
     let mut data = Data::default();
-    data.insert(super::authenticate_connection_init(&schema, &payload));
+    data.insert(caller);
     data.insert(ConnectionInit(payload));
-    Ok(data)
+    (data, expires_at)
 }
 
 /// The schema as an [`Executor`] whose every operation gets its own loader, for the WebSocket

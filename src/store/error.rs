@@ -15,6 +15,10 @@ pub enum StoreError {
     NotFound { what: &'static str, id: String },
     #[error("{0}")]
     Conflict(String),
+    /// The caller's key reaches the resource but not this effect on it (decided inside the write,
+    /// against what the transaction sees).
+    #[error("{0}")]
+    Forbidden(String),
     #[error("database error: {0}")]
     Database(#[source] DbErr),
     /// The database cannot be reached (down, restarting, pool exhausted); worth retrying.

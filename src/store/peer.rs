@@ -4,10 +4,19 @@ use serde_json::Value;
 use super::filter::{self, Resource};
 use super::page::{self, Order, Page, Slice};
 use super::workspace::ensure_workspace;
-use super::{Store, StoreError, StoreResult, new_id, stmt, validate};
+use super::{Store, StoreError, StoreResult, TxOptions, new_id, stmt, validate};
 use crate::entity::{peer, session, session_peer};
 
 pub type Peer = peer::Model;
+
+/// What `get_or_create_peer` may do to a peer that exists already (the caller's key decides).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerReach {
+    /// Return it, replacing the metadata and configuration given.
+    Any,
+    /// Nothing: only a missing peer is created.
+    CreateOnly,
+}
 
 impl Store {
     /// Peers for many (workspace, name) keys in one statement; absent keys are simply missing.
@@ -24,14 +33,16 @@ impl Store {
             .await?)
     }
 
-    /// Creates the peer (and its workspace) or, when it exists, replaces the metadata and
-    /// configuration that were given (spec §5.5).
+    /// Creates the peer (and its workspace) or, when it exists and `reach` allows, replaces the
+    /// metadata and configuration that were given (spec §5.5). With [`PeerReach::CreateOnly`] an
+    /// existing peer is FORBIDDEN: neither read nor changed.
     pub async fn get_or_create_peer(
         &self,
         workspace: &str,
         name: &str,
         metadata: Option<Value>,
         configuration: Option<Value>,
+        reach: PeerReach,
     ) -> StoreResult<Peer> {
         validate::name("workspace", workspace)?;
         validate::name("peer", name)?;
@@ -41,26 +52,42 @@ impl Store {
         let configuration = configuration
             .map(|c| validate::configuration("configuration", c))
             .transpose()?;
-        ensure_workspace(self.db(), workspace, None, None).await?;
-        peer::Entity::find()
-            .from_raw_sql(stmt(
-                "INSERT INTO peers (id, name, workspace_name, metadata, configuration) \
-                 VALUES ($1, $2, $3, COALESCE($4, '{}'::jsonb), COALESCE($5, '{}'::jsonb)) \
-                 ON CONFLICT (name, workspace_name) DO UPDATE SET \
-                   metadata = COALESCE($4, peers.metadata), \
-                   configuration = COALESCE($5, peers.configuration) \
-                 RETURNING *",
-                [
-                    new_id().into(),
-                    name.into(),
-                    workspace.into(),
-                    metadata.into(),
-                    configuration.into(),
-                ],
-            ))
-            .one(self.db())
-            .await?
-            .ok_or_else(|| StoreError::Internal("peer upsert returned no row".into()))
+        // Without the right to an existing row, the upsert becomes an insert that does nothing
+        // on conflict, so the decision is taken by the same statement that writes.
+        let on_conflict = match reach {
+            PeerReach::Any => {
+                "DO UPDATE SET metadata = COALESCE($4, peers.metadata), \
+                 configuration = COALESCE($5, peers.configuration)"
+            }
+            PeerReach::CreateOnly => "DO NOTHING",
+        };
+        let (metadata, configuration) = (&metadata, &configuration);
+        self.transaction(TxOptions::default(), |txn| async move {
+            ensure_workspace(&*txn, workspace, None, None).await?;
+            peer::Entity::find()
+                .from_raw_sql(stmt(
+                    &format!(
+                        "INSERT INTO peers (id, name, workspace_name, metadata, configuration) \
+                         VALUES ($1, $2, $3, COALESCE($4, '{{}}'::jsonb), COALESCE($5, '{{}}'::jsonb)) \
+                         ON CONFLICT (name, workspace_name) {on_conflict} RETURNING *"
+                    ),
+                    [
+                        new_id().into(),
+                        name.into(),
+                        workspace.into(),
+                        metadata.clone().into(),
+                        configuration.clone().into(),
+                    ],
+                ))
+                .one(&*txn)
+                .await?
+                .ok_or_else(|| {
+                    StoreError::Forbidden(format!(
+                        "peer {name} exists; this key may create peers, not read or change them"
+                    ))
+                })
+        })
+        .await
     }
 
     /// Replaces metadata and configuration where given.

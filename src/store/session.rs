@@ -24,6 +24,16 @@ pub struct MemberConfig {
     pub observe_others: Option<bool>,
 }
 
+/// What `get_or_create_session` may do, by the caller's key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionReach<'a> {
+    /// Create the session, or replace its metadata, merge its configuration and add members.
+    Any,
+    /// As this peer (a peer key): create a new session (with metadata and configuration), or get
+    /// one it is an active member of without changing it; name no member but itself.
+    Member(&'a str),
+}
+
 impl MemberConfig {
     fn config_json(&self) -> Value {
         json!({"observe_me": self.observe_me, "observe_others": self.observe_others})
@@ -32,12 +42,7 @@ impl MemberConfig {
 
 impl Store {
     pub async fn session(&self, workspace: &str, name: &str) -> StoreResult<Option<Session>> {
-        Ok(session::Entity::find()
-            .filter(session::Column::WorkspaceName.eq(workspace))
-            .filter(session::Column::Name.eq(name))
-            .filter(session::Column::IsActive.eq(true))
-            .one(self.db())
-            .await?)
+        active_session(self.db(), workspace, name).await
     }
 
     pub async fn sessions_by_keys(&self, keys: &[(String, String)]) -> StoreResult<Vec<Session>> {
@@ -88,7 +93,8 @@ impl Store {
     }
 
     /// Creates the session (with its workspace and any missing peers) or, when it exists, replaces
-    /// its metadata, shallow-merges its configuration and makes the listed peers members.
+    /// its metadata, shallow-merges its configuration and makes the listed peers members; what
+    /// `reach` forbids is FORBIDDEN, decided under the session's lock on what the transaction sees.
     pub async fn get_or_create_session(
         &self,
         workspace: &str,
@@ -96,6 +102,7 @@ impl Store {
         metadata: Option<Value>,
         configuration: Option<Value>,
         peers: &[MemberConfig],
+        reach: SessionReach<'_>,
     ) -> StoreResult<Session> {
         validate::name("workspace", workspace)?;
         validate::name("session", name)?;
@@ -106,8 +113,40 @@ impl Store {
             .map(|c| validate::configuration("configuration", c))
             .transpose()?;
         let (metadata, configuration) = (&metadata, &configuration);
+        if let SessionReach::Member(me) = reach
+            && let Some(other) = peers.iter().find(|p| p.peer != me)
+        {
+            return Err(StoreError::Forbidden(format!(
+                "a peer key may not make another peer ({}) a member",
+                other.peer
+            )));
+        }
         self.transaction(TxOptions::default(), |txn| async move {
             lock_session(&*txn, workspace, name).await?;
+            if let SessionReach::Member(me) = reach
+                && let Some(existing) = active_session(&*txn, workspace, name).await?
+            {
+                let member = session_peer::Entity::find()
+                    .filter(session_peer::Column::WorkspaceName.eq(workspace))
+                    .filter(session_peer::Column::SessionName.eq(name))
+                    .filter(session_peer::Column::PeerName.eq(me))
+                    .filter(session_peer::Column::LeftAt.is_null())
+                    .one(&*txn)
+                    .await?;
+                if member.is_none() {
+                    return Err(StoreError::Forbidden(format!(
+                        "session {name} exists and peer {me} is not an active member of it"
+                    )));
+                }
+                if metadata.is_some() || configuration.is_some() {
+                    return Err(StoreError::Forbidden(format!(
+                        "a peer key may not change the metadata or configuration of existing \
+                         session {name}"
+                    )));
+                }
+                // Its only possible member is itself, active already: nothing to write.
+                return Ok(existing);
+            }
             ensure_workspace(&*txn, workspace, None, None).await?;
             let session = session::Entity::find()
                 .from_raw_sql(stmt(
@@ -280,7 +319,7 @@ impl Store {
         name: &str,
         peers: &[MemberConfig],
     ) -> StoreResult<Session> {
-        self.get_or_create_session(workspace, name, None, None, peers)
+        self.get_or_create_session(workspace, name, None, None, peers, SessionReach::Any)
             .await
     }
 
@@ -388,6 +427,19 @@ pub(crate) async fn lock_session<C: ConnectionTrait>(
     Ok(())
 }
 
+async fn active_session<C: ConnectionTrait>(
+    db: &C,
+    workspace: &str,
+    name: &str,
+) -> StoreResult<Option<Session>> {
+    Ok(session::Entity::find()
+        .filter(session::Column::WorkspaceName.eq(workspace))
+        .filter(session::Column::Name.eq(name))
+        .filter(session::Column::IsActive.eq(true))
+        .one(db)
+        .await?)
+}
+
 /// [`lock_session`], then the session, which must exist and be active.
 async fn lock_active_session<C: ConnectionTrait>(
     db: &C,
@@ -395,11 +447,7 @@ async fn lock_active_session<C: ConnectionTrait>(
     name: &str,
 ) -> StoreResult<Session> {
     lock_session(db, workspace, name).await?;
-    session::Entity::find()
-        .filter(session::Column::WorkspaceName.eq(workspace))
-        .filter(session::Column::Name.eq(name))
-        .filter(session::Column::IsActive.eq(true))
-        .one(db)
+    active_session(db, workspace, name)
         .await?
         .ok_or_else(|| StoreError::not_found("session", name))
 }

@@ -291,7 +291,10 @@ const MATRIX: &[Row] = &[
     row("Workspace.deriverStatus", r#"{ workspace(id: "ws") { deriverStatus { pending lastError { message } } } }"#,   "yyFFFFF"),
     row("MutationRoot.getOrCreateWorkspace", r#"mutation { getOrCreateWorkspace(id: "ws") { id } }"#,                       "yyyyyyF"),
     row("MutationRoot.updateWorkspace",      r#"mutation { updateWorkspace(id: "ws", metadata: {a: 1}) { id } }"#,          "yyFFFFF"),
-    row("MutationRoot.getOrCreatePeer",      r#"mutation { getOrCreatePeer(workspaceId: "ws", id: "alice") { id } }"#,      "yyyFFyF"),
+    // An existing peer: W or its own key; a session key may not read or change it.
+    row("MutationRoot.getOrCreatePeer",      r#"mutation { getOrCreatePeer(workspaceId: "ws", id: "alice") { id } }"#,      "yyyFFFF"),
+    // A new peer: W, or a session key of the workspace; a peer key only itself.
+    row("MutationRoot.getOrCreatePeer",      r#"mutation { getOrCreatePeer(workspaceId: "ws", id: "newbie") { id } }"#,     "yyFFFyF"),
     row("MutationRoot.updatePeer",           r#"mutation { updatePeer(workspaceId: "ws", id: "alice", metadata: {a: 1}) { id } }"#, "yyyFFFF"),
     // An existing session: members may get it, others may not (they would join themselves).
     row("MutationRoot.getOrCreateSession",   r#"mutation { getOrCreateSession(workspaceId: "ws", id: "s1") { id } }"#,      "yyyyFyF"),
@@ -728,6 +731,191 @@ async fn a_session_key_stays_in_its_session() {
         (first_error_code(&resp), resp)
     };
     assert_eq!(code.as_deref(), Some("NOT_FOUND"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// (4b) Writes stay within the key's scope: what get-or-create may do to a row that exists.
+
+async fn code_as(app: &TestApp, key: &str, query: &str) -> Option<String> {
+    first_error_code(&app.exec_as(Some(key), query, json!({})).await)
+}
+
+#[tokio::test]
+async fn a_peer_key_gets_a_session_it_is_a_member_of_but_changes_nothing_in_it() {
+    let app = TestApp::with_auth().await;
+    seed(&app).await;
+    let bob = peer_key("bob");
+    let admin = admin();
+    ok_as(
+        &app,
+        &admin,
+        r#"mutation { updateSession(workspaceId: "ws", id: "s1", metadata: {v: 1}) { id } }"#,
+    )
+    .await;
+    let refused = [
+        // Replace the metadata, merge configuration, add another (existing or new) peer.
+        r#"mutation { getOrCreateSession(workspaceId: "ws", id: "s1", metadata: {v: 2}) { id } }"#,
+        r#"mutation { getOrCreateSession(workspaceId: "ws", id: "s1", configuration: {x: 1}) { id } }"#,
+        r#"mutation { getOrCreateSession(workspaceId: "ws", id: "s1", peers: [{peerId: "carol"}]) { id } }"#,
+        r#"mutation { getOrCreateSession(workspaceId: "ws", id: "s1", peers: [{peerId: "mallory"}]) { id } }"#,
+        // Nor, creating a session, make another peer a member or create one.
+        r#"mutation { getOrCreateSession(workspaceId: "ws", id: "bobs", peers: [{peerId: "mallory"}]) { id } }"#,
+        r#"mutation { getOrCreateSession(workspaceId: "ws", id: "bobs", peers: [{peerId: "carol"}]) { id } }"#,
+    ];
+    for q in refused {
+        assert_eq!(
+            code_as(&app, &bob, q).await.as_deref(),
+            Some("FORBIDDEN"),
+            "{q}"
+        );
+    }
+    // Nothing of it was written: s1 as before, no session bobs, no peer mallory, and carol's key
+    // still does not read s1.
+    let d = ok_as(
+        &app,
+        &admin,
+        r#"{ workspace(id: "ws") { session(id: "s1") { metadata configuration peers { peerId } }
+             bobs: session(id: "bobs") { id } peer(id: "mallory") { id } } }"#,
+    )
+    .await;
+    let w = &d["workspace"];
+    assert_eq!(w["session"]["metadata"], json!({"v": 1}));
+    assert_eq!(w["session"]["configuration"], json!({}));
+    assert_eq!(
+        w["session"]["peers"],
+        json!([{"peerId": "alice"}, {"peerId": "bob"}, {"peerId": "dave"}])
+    );
+    assert_eq!(w["bobs"], Value::Null);
+    assert_eq!(w["peer"], Value::Null);
+    assert_eq!(
+        code_as(
+            &app,
+            &peer_key("carol"),
+            r#"{ workspace(id: "ws") { session(id: "s1") { id } } }"#
+        )
+        .await
+        .as_deref(),
+        Some("FORBIDDEN")
+    );
+    // What is allowed: get s1 unchanged, naming itself or nobody; create a session with metadata
+    // and configuration, itself as member.
+    let d = ok_as(
+        &app,
+        &bob,
+        r#"mutation { getOrCreateSession(workspaceId: "ws", id: "s1", peers: [{peerId: "bob"}]) { metadata } }"#,
+    )
+    .await;
+    assert_eq!(d["getOrCreateSession"]["metadata"], json!({"v": 1}));
+    let d = ok_as(
+        &app,
+        &bob,
+        r#"mutation { getOrCreateSession(workspaceId: "ws", id: "bobs", metadata: {mine: true}, configuration: {c: 1}, peers: [{peerId: "bob"}]) { metadata configuration } }"#,
+    )
+    .await;
+    assert_eq!(d["getOrCreateSession"]["metadata"], json!({"mine": true}));
+    // Once it exists, bob's own session is like any other he is a member of.
+    assert_eq!(
+        code_as(
+            &app,
+            &bob,
+            r#"mutation { getOrCreateSession(workspaceId: "ws", id: "bobs", metadata: {mine: false}) { id } }"#
+        )
+        .await
+        .as_deref(),
+        Some("FORBIDDEN")
+    );
+}
+
+#[tokio::test]
+async fn a_session_key_creates_peers_but_neither_reads_nor_replaces_existing_ones() {
+    let app = TestApp::with_auth().await;
+    seed(&app).await;
+    let s1 = session_key("s1");
+    ok_as(
+        &app,
+        &admin(),
+        r#"mutation { updatePeer(workspaceId: "ws", id: "carol", metadata: {secret: "x"}) { id } }"#,
+    )
+    .await;
+    // carol is in no session of s1's; alice is a member of s1: neither may be read or replaced.
+    for q in [
+        r#"mutation { getOrCreatePeer(workspaceId: "ws", id: "carol") { metadata } }"#,
+        r#"mutation { getOrCreatePeer(workspaceId: "ws", id: "carol", metadata: {secret: "y"}) { id } }"#,
+        r#"mutation { getOrCreatePeer(workspaceId: "ws", id: "alice", configuration: {a: 1}) { id } }"#,
+    ] {
+        let resp = app.exec_as(Some(&s1), q, json!({})).await;
+        assert_eq!(first_error_code(&resp).as_deref(), Some("FORBIDDEN"), "{q}");
+        assert!(!resp.to_string().contains("secret"), "{resp}");
+    }
+    let d = ok_as(
+        &app,
+        &admin(),
+        r#"{ workspace(id: "ws") { carol: peer(id: "carol") { metadata } alice: peer(id: "alice") { configuration } } }"#,
+    )
+    .await;
+    assert_eq!(d["workspace"]["carol"]["metadata"], json!({"secret": "x"}));
+    assert_eq!(d["workspace"]["alice"]["configuration"], json!({}));
+    // A new peer it may create, with metadata; once created, it is an existing peer.
+    let d = ok_as(
+        &app,
+        &s1,
+        r#"mutation { getOrCreatePeer(workspaceId: "ws", id: "newbie", metadata: {n: 1}) { metadata } }"#,
+    )
+    .await;
+    assert_eq!(d["getOrCreatePeer"]["metadata"], json!({"n": 1}));
+    assert_eq!(
+        code_as(
+            &app,
+            &s1,
+            r#"mutation { getOrCreatePeer(workspaceId: "ws", id: "newbie") { id } }"#
+        )
+        .await
+        .as_deref(),
+        Some("FORBIDDEN")
+    );
+}
+
+/// Twelve peers asking at once to observe others, in each of four sessions at the same time: the
+/// session's lock lets exactly 10 through in each.
+#[tokio::test]
+async fn concurrent_observers_stop_at_the_limit() {
+    let app = std::sync::Arc::new(TestApp::new().await);
+    let sessions = ["s0", "s1", "s2", "s3"];
+    let peers: Vec<String> = (0..12).map(|i| format!("{{peerId: \"p{i}\"}}")).collect();
+    for s in sessions {
+        app.ok(
+            &format!(
+                "mutation {{ addPeersToSession(workspaceId: \"ws\", sessionId: \"{s}\", peers: [{}]) {{ id }} }}",
+                peers.join(", ")
+            ),
+            json!({}),
+        )
+        .await;
+    }
+    let q = "mutation($s: ID!, $p: ID!) { setSessionPeerConfig(workspaceId: \"ws\", sessionId: $s, peerId: $p, observeOthers: true) { peerId } }";
+    let calls = sessions
+        .iter()
+        .flat_map(|s| (0..12).map(move |i| (*s, format!("p{i}"))));
+    let answers = join_all(calls.map(|(s, p)| {
+        let app = app.clone();
+        async move { first_error_code(&app.exec(q, json!({"s": s, "p": p})).await) }
+    }))
+    .await;
+    let ok = answers.iter().filter(|a| a.is_none()).count();
+    let refused = answers
+        .iter()
+        .filter(|a| a.as_deref() == Some("BAD_USER_INPUT"))
+        .count();
+    assert_eq!((ok, refused), (40, 8), "{answers:?}");
+    for s in sessions {
+        let observers = app
+            .sql_i64(&format!(
+                "SELECT count(*) FROM session_peers WHERE session_name = '{s}' \
+                 AND configuration->'observe_others' = 'true'::jsonb"
+            ))
+            .await;
+        assert_eq!(observers, 10, "{s}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -867,21 +867,7 @@ async fn keys_from_connection_init_scope_subscriptions_as_queries() {
     };
     let write = |session: &'static str, peer: &'static str| {
         let store = app.store.clone();
-        async move {
-            store
-                .create_messages(
-                    "ws",
-                    session,
-                    vec![honcho_graphql::store::message::NewMessage {
-                        peer: peer.into(),
-                        content: format!("{peer} in {session}"),
-                        metadata: None,
-                        created_at: None,
-                    }],
-                )
-                .await
-                .unwrap();
-        }
+        async move { write_one(&store, session, peer, &format!("{peer} in {session}")).await }
     };
     write("s1", "alice").await;
     write("s1", "bob").await;
@@ -954,6 +940,129 @@ async fn keys_from_connection_init_scope_subscriptions_as_queries() {
         ws_next(&mut alice).await,
         json!({"type": "complete", "id": "1"})
     );
+}
+
+/// One message written straight through the store (no key needed), in workspace `ws`.
+async fn write_one(store: &Store, session: &str, peer: &str, content: &str) {
+    store
+        .create_messages(
+            "ws",
+            session,
+            vec![honcho_graphql::store::message::NewMessage {
+                peer: peer.into(),
+                content: content.into(),
+                metadata: None,
+                created_at: None,
+            }],
+        )
+        .await
+        .unwrap();
+}
+
+/// The code of the close frame the server sends next (other messages skipped), within `limit`.
+async fn ws_close_code(ws: &mut Ws, limit: Duration) -> u16 {
+    let started = Instant::now();
+    loop {
+        let left = limit.saturating_sub(started.elapsed());
+        let msg = tokio::time::timeout(left, ws.next())
+            .await
+            .expect("closed within the limit")
+            .expect("a close frame before the end of the stream")
+            .unwrap();
+        if let WsMsg::Close(frame) = msg {
+            return frame.map(|f| u16::from(f.code)).unwrap_or(0);
+        }
+    }
+}
+
+/// A key that expires while its WebSocket is open: events stop and the server closes the socket
+/// with 4401 once `exp` has passed.
+#[tokio::test]
+async fn an_expired_key_closes_its_websocket() {
+    let app = TestApp::new().await;
+    let a = Instance::with_auth(&app).await;
+    let expires = chrono::Utc::now() + chrono::Duration::seconds(2);
+    let key = crate::harness::bearer(KeySpec {
+        workspace: Some("ws".into()),
+        expires_at: Some(expires),
+        ..Default::default()
+    });
+    let mut ws = ws_connect(
+        a.addr,
+        "graphql-transport-ws",
+        json!({"Authorization": key}),
+    )
+    .await;
+    let sub = json!({"id": "1", "type": "subscribe", "payload": {"query": SUB,
+        "variables": {"w": "ws", "s": "s1"}}});
+    ws_send(&mut ws, sub).await;
+    wait_until("the subscription", Duration::from_secs(5), || {
+        a.bus.subscribers() == 1
+    })
+    .await;
+    write_one(&app.store, "s1", "alice", "before expiry").await;
+    let got = ws_result(&mut ws, "1").await.unwrap();
+    assert_eq!(got["messageCreated"]["content"], "before expiry");
+    assert_eq!(ws_close_code(&mut ws, Duration::from_secs(5)).await, 4401);
+    assert!(
+        chrono::Utc::now().timestamp() > expires.timestamp(),
+        "closed only after exp"
+    );
+}
+
+/// A WebSocket that never sends `connection_init` is closed with 4408 after the configured time.
+#[tokio::test]
+async fn a_websocket_without_connection_init_is_closed() {
+    let app = TestApp::new().await;
+    let limits = Limits {
+        connection_init_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let schema = graphql::build_schema(app.store.clone(), &limits);
+    let router = honcho_graphql::http::router(schema, app.store.clone(), 1 << 20);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let mut req = format!("ws://{addr}/graphql/ws")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert(
+        "sec-websocket-protocol",
+        "graphql-transport-ws".parse().unwrap(),
+    );
+    let (mut silent, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    let started = Instant::now();
+    assert_eq!(
+        ws_close_code(&mut silent, Duration::from_secs(5)).await,
+        4408
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        started.elapsed()
+    );
+    // One that does send it in time stays open past the timeout.
+    let mut polite = ws_connect(addr, "graphql-transport-ws", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    ws_send(&mut polite, json!({"type": "ping"})).await;
+    assert_eq!(ws_next_raw(&mut polite).await["type"], "pong");
+    server.abort();
+}
+
+/// The next JSON message, pings and pongs included.
+async fn ws_next_raw(ws: &mut Ws) -> Value {
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .expect("a message within 10 s")
+            .expect("the socket is open")
+            .unwrap();
+        match msg {
+            WsMsg::Text(t) => return serde_json::from_str(&t).unwrap(),
+            WsMsg::Close(frame) => panic!("closed: {frame:?}"),
+            _ => {}
+        }
+    }
 }
 
 /// The npm `graphql-ws` client under Node: a client we did not write.
@@ -1104,19 +1213,7 @@ async fn through_pgbouncer_in_transaction_mode() {
     let deaf = EventBus::start(&format!("{bouncer}/{}{suffix}", app._db.name), 16)
         .await
         .unwrap();
-    a.store
-        .create_messages(
-            "ws",
-            "chat",
-            vec![honcho_graphql::store::message::NewMessage {
-                peer: "direct".into(),
-                content: "written past the bouncer".into(),
-                metadata: None,
-                created_at: None,
-            }],
-        )
-        .await
-        .unwrap();
+    write_one(&a.store, "chat", "direct", "written past the bouncer").await;
     assert_eq!(take(&mut sub, 1, Duration::from_secs(10)).await.len(), 1);
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(

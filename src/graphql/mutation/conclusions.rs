@@ -3,9 +3,9 @@ use serde_json::Value;
 
 use crate::graphql::error::ApiResult;
 use crate::graphql::guard::{self, On, rule};
+use crate::graphql::prefetch;
 use crate::graphql::types::Conclusion;
 use crate::graphql::types::conclusion::ConclusionLevel;
-use crate::graphql::{prefetch, store};
 use crate::store::conclusion::{DerivedConclusion, NewConclusion};
 
 /// Conclusions: explicit ones from clients, derived ones from the deriver.
@@ -52,7 +52,7 @@ impl ConclusionMutation {
         conclusions: Vec<ConclusionInput>,
     ) -> ApiResult<Vec<Conclusion>> {
         let on = On::workspace(&workspace_id);
-        guard::require(ctx, rule!(MutationRoot.createConclusions), on).await?;
+        let access = guard::require(ctx, rule!(MutationRoot.createConclusions), on).await?;
         let batch = conclusions
             .into_iter()
             .map(|c| NewConclusion {
@@ -63,8 +63,11 @@ impl ConclusionMutation {
                 metadata: c.metadata.map(|m| m.0),
             })
             .collect();
-        let created = store(ctx)?.create_conclusions(&workspace_id, batch).await?;
-        prefetch::conclusions(ctx, &created, [ctx.look_ahead()]).await?;
+        let created = access
+            .store()
+            .create_conclusions(&workspace_id, batch)
+            .await?;
+        prefetch::conclusions(&access, &created, [ctx.look_ahead()]).await?;
         Ok(created.into_iter().map(Conclusion).collect())
     }
 
@@ -78,11 +81,12 @@ impl ConclusionMutation {
         metadata: Option<Json<Value>>,
     ) -> ApiResult<Conclusion> {
         let on = On::workspace(&workspace_id);
-        guard::require(ctx, rule!(MutationRoot.updateConclusion), on).await?;
-        let updated = store(ctx)?
+        let access = guard::require(ctx, rule!(MutationRoot.updateConclusion), on).await?;
+        let updated = access
+            .store()
             .update_conclusion_metadata(&workspace_id, &id, metadata.map(|m| m.0))
             .await?;
-        prefetch::conclusions(ctx, std::slice::from_ref(&updated), [ctx.look_ahead()]).await?;
+        prefetch::conclusions(&access, std::slice::from_ref(&updated), [ctx.look_ahead()]).await?;
         Ok(Conclusion(updated))
     }
 
@@ -95,8 +99,8 @@ impl ConclusionMutation {
         id: ID,
     ) -> ApiResult<bool> {
         let on = On::workspace(&workspace_id);
-        guard::require(ctx, rule!(MutationRoot.deleteConclusion), on).await?;
-        store(ctx)?.delete_conclusion(&workspace_id, &id).await?;
+        let access = guard::require(ctx, rule!(MutationRoot.deleteConclusion), on).await?;
+        access.store().delete_conclusion(&workspace_id, &id).await?;
         Ok(true)
     }
 
@@ -113,7 +117,7 @@ impl ConclusionMutation {
         input: DerivedConclusionInput,
     ) -> ApiResult<Conclusion> {
         let on = On::workspace(&workspace_id);
-        guard::require(ctx, rule!(MutationRoot.recordDerivedConclusion), on).await?;
+        let access = guard::require(ctx, rule!(MutationRoot.recordDerivedConclusion), on).await?;
         let derived = DerivedConclusion {
             content: input.content,
             observer: input.observer_id.0,
@@ -122,10 +126,11 @@ impl ConclusionMutation {
             level: input.level.into(),
             source_ids: input.source_ids.into_iter().map(|s| s.0).collect(),
         };
-        let row = store(ctx)?
+        let row = access
+            .store()
             .record_derived_conclusion(&workspace_id, derived)
             .await?;
-        prefetch::conclusions(ctx, std::slice::from_ref(&row), [ctx.look_ahead()]).await?;
+        prefetch::conclusions(&access, std::slice::from_ref(&row), [ctx.look_ahead()]).await?;
         Ok(Conclusion(row))
     }
 
@@ -137,7 +142,10 @@ impl ConclusionMutation {
         workspace_id: ID,
     ) -> ApiResult<i64> {
         let on = On::workspace(&workspace_id);
-        guard::require(ctx, rule!(MutationRoot.retryFailedDerivations), on).await?;
-        Ok(store(ctx)?.retry_failed_derivations(&workspace_id).await?)
+        let access = guard::require(ctx, rule!(MutationRoot.retryFailedDerivations), on).await?;
+        Ok(access
+            .store()
+            .retry_failed_derivations(&workspace_id)
+            .await?)
     }
 }

@@ -4,8 +4,8 @@ use serde_json::Value;
 
 use crate::graphql::error::ApiResult;
 use crate::graphql::guard::{self, On, rule};
+use crate::graphql::prefetch;
 use crate::graphql::types::{Message, Peer, Session, SessionPeer, Workspace};
-use crate::graphql::{prefetch, store};
 use crate::store::message::NewMessage;
 use crate::store::session::MemberConfig;
 
@@ -58,8 +58,9 @@ impl CoreMutation {
         configuration: Option<Json<Value>>,
     ) -> ApiResult<Workspace> {
         let on = On::workspace(&id);
-        guard::require(ctx, rule!(MutationRoot.getOrCreateWorkspace), on).await?;
-        let ws = store(ctx)?
+        let access = guard::require(ctx, rule!(MutationRoot.getOrCreateWorkspace), on).await?;
+        let ws = access
+            .store()
             .get_or_create_workspace(&id, json(metadata), json(configuration))
             .await?;
         Ok(Workspace(ws))
@@ -74,8 +75,9 @@ impl CoreMutation {
         configuration: Option<Json<Value>>,
     ) -> ApiResult<Workspace> {
         let on = On::workspace(&id);
-        guard::require(ctx, rule!(MutationRoot.updateWorkspace), on).await?;
-        let ws = store(ctx)?
+        let access = guard::require(ctx, rule!(MutationRoot.updateWorkspace), on).await?;
+        let ws = access
+            .store()
             .update_workspace(&id, json(metadata), json(configuration))
             .await?;
         Ok(Workspace(ws))
@@ -84,8 +86,8 @@ impl CoreMutation {
     /// Deletes the workspace and all it holds; refused (CONFLICT) while it has sessions.
     async fn delete_workspace(&self, ctx: &Context<'_>, id: ID) -> ApiResult<bool> {
         let on = On::workspace(&id);
-        guard::require(ctx, rule!(MutationRoot.deleteWorkspace), on).await?;
-        store(ctx)?.delete_workspace(&id).await?;
+        let access = guard::require(ctx, rule!(MutationRoot.deleteWorkspace), on).await?;
+        access.store().delete_workspace(&id).await?;
         Ok(true)
     }
 
@@ -100,9 +102,17 @@ impl CoreMutation {
         configuration: Option<Json<Value>>,
     ) -> ApiResult<Peer> {
         let on = On::peer(&workspace_id, &id);
-        guard::require(ctx, rule!(MutationRoot.getOrCreatePeer), on).await?;
-        let peer = store(ctx)?
-            .get_or_create_peer(&workspace_id, &id, json(metadata), json(configuration))
+        let access = guard::require(ctx, rule!(MutationRoot.getOrCreatePeer), on).await?;
+        let reach = guard::peer_reach(&guard::principal(ctx)?);
+        let peer = access
+            .store()
+            .get_or_create_peer(
+                &workspace_id,
+                &id,
+                json(metadata),
+                json(configuration),
+                reach,
+            )
             .await?;
         Ok(Peer(peer))
     }
@@ -117,8 +127,9 @@ impl CoreMutation {
         configuration: Option<Json<Value>>,
     ) -> ApiResult<Peer> {
         let on = On::peer(&workspace_id, &id);
-        guard::require(ctx, rule!(MutationRoot.updatePeer), on).await?;
-        let peer = store(ctx)?
+        let access = guard::require(ctx, rule!(MutationRoot.updatePeer), on).await?;
+        let peer = access
+            .store()
             .update_peer(&workspace_id, &id, json(metadata), json(configuration))
             .await?;
         Ok(Peer(peer))
@@ -136,19 +147,22 @@ impl CoreMutation {
         peers: Option<Vec<SessionPeerInput>>,
     ) -> ApiResult<Session> {
         let on = On::session(&workspace_id, &id);
-        guard::require(ctx, rule!(MutationRoot.getOrCreateSession), on).await?;
+        let access = guard::require(ctx, rule!(MutationRoot.getOrCreateSession), on).await?;
         let peers: Vec<MemberConfig> = peers
             .unwrap_or_default()
             .into_iter()
             .map(Into::into)
             .collect();
-        let session = store(ctx)?
+        let principal = guard::principal(ctx)?;
+        let session = access
+            .store()
             .get_or_create_session(
                 &workspace_id,
                 &id,
                 json(metadata),
                 json(configuration),
                 &peers,
+                guard::session_reach(&principal),
             )
             .await?;
         Ok(Session(session))
@@ -164,8 +178,9 @@ impl CoreMutation {
         configuration: Option<Json<Value>>,
     ) -> ApiResult<Session> {
         let on = On::session(&workspace_id, &id);
-        guard::require(ctx, rule!(MutationRoot.updateSession), on).await?;
-        let session = store(ctx)?
+        let access = guard::require(ctx, rule!(MutationRoot.updateSession), on).await?;
+        let session = access
+            .store()
             .update_session(&workspace_id, &id, json(metadata), json(configuration))
             .await?;
         Ok(Session(session))
@@ -174,8 +189,8 @@ impl CoreMutation {
     /// Deletes the session with its messages and memberships.
     async fn delete_session(&self, ctx: &Context<'_>, workspace_id: ID, id: ID) -> ApiResult<bool> {
         let on = On::session(&workspace_id, &id);
-        guard::require(ctx, rule!(MutationRoot.deleteSession), on).await?;
-        store(ctx)?.delete_session(&workspace_id, &id).await?;
+        let access = guard::require(ctx, rule!(MutationRoot.deleteSession), on).await?;
+        access.store().delete_session(&workspace_id, &id).await?;
         Ok(true)
     }
 
@@ -188,8 +203,9 @@ impl CoreMutation {
         up_to_message_id: Option<ID>,
     ) -> ApiResult<Session> {
         let on = On::session(&workspace_id, &id);
-        guard::require(ctx, rule!(MutationRoot.cloneSession), on).await?;
-        let session = store(ctx)?
+        let access = guard::require(ctx, rule!(MutationRoot.cloneSession), on).await?;
+        let session = access
+            .store()
             .clone_session(
                 &workspace_id,
                 &id,
@@ -208,9 +224,10 @@ impl CoreMutation {
         peers: Vec<SessionPeerInput>,
     ) -> ApiResult<Session> {
         let on = On::session(&workspace_id, &session_id);
-        guard::require(ctx, rule!(MutationRoot.addPeersToSession), on).await?;
+        let access = guard::require(ctx, rule!(MutationRoot.addPeersToSession), on).await?;
         let peers: Vec<MemberConfig> = peers.into_iter().map(Into::into).collect();
-        let session = store(ctx)?
+        let session = access
+            .store()
             .add_peers_to_session(&workspace_id, &session_id, &peers)
             .await?;
         Ok(Session(session))
@@ -225,9 +242,10 @@ impl CoreMutation {
         peer_ids: Vec<ID>,
     ) -> ApiResult<Session> {
         let on = On::session(&workspace_id, &session_id);
-        guard::require(ctx, rule!(MutationRoot.removePeersFromSession), on).await?;
+        let access = guard::require(ctx, rule!(MutationRoot.removePeersFromSession), on).await?;
         let peers: Vec<String> = peer_ids.into_iter().map(|p| p.0).collect();
-        let session = store(ctx)?
+        let session = access
+            .store()
             .remove_peers_from_session(&workspace_id, &session_id, &peers)
             .await?;
         Ok(Session(session))
@@ -244,13 +262,14 @@ impl CoreMutation {
         observe_others: Option<bool>,
     ) -> ApiResult<SessionPeer> {
         let on = On::session(&workspace_id, &session_id);
-        guard::require(ctx, rule!(MutationRoot.setSessionPeerConfig), on).await?;
+        let access = guard::require(ctx, rule!(MutationRoot.setSessionPeerConfig), on).await?;
         let config = MemberConfig {
             peer: peer_id.0,
             observe_me,
             observe_others,
         };
-        let member = store(ctx)?
+        let member = access
+            .store()
             .set_session_peer_config(&workspace_id, &session_id, &config)
             .await?;
         Ok(SessionPeer(member))
@@ -266,7 +285,7 @@ impl CoreMutation {
         messages: Vec<MessageInput>,
     ) -> ApiResult<Vec<Message>> {
         let on = On::session(&workspace_id, &session_id);
-        guard::require(ctx, rule!(MutationRoot.createMessages), on).await?;
+        let access = guard::require(ctx, rule!(MutationRoot.createMessages), on).await?;
         prefetch::check_context_arguments(ctx.field())?;
         let batch = messages
             .into_iter()
@@ -277,10 +296,11 @@ impl CoreMutation {
                 created_at: m.created_at.map(|t| t.0),
             })
             .collect();
-        let created = store(ctx)?
+        let created = access
+            .store()
             .create_messages(&workspace_id, &session_id, batch)
             .await?;
-        prefetch::messages(ctx, &created, &[ctx.look_ahead()]).await?;
+        prefetch::messages(&access, &created, &[ctx.look_ahead()]).await?;
         Ok(created.into_iter().map(Message).collect())
     }
 
@@ -292,14 +312,18 @@ impl CoreMutation {
         id: ID,
         metadata: Option<Json<Value>>,
     ) -> ApiResult<Message> {
-        let store = store(ctx)?;
-        let found = store.message(&workspace_id, &id).await?;
+        // Twice, as Workspace.message: first may the key write some message of the workspace,
+        // then this one's session.
+        let field = rule!(MutationRoot.updateMessage);
+        let lookup = guard::require(ctx, field, On::message(&workspace_id, None)).await?;
+        let found = lookup.store().message(&workspace_id, &id).await?;
         let on = On::message(
             &workspace_id,
             found.as_ref().map(|m| m.session_name.as_str()),
         );
-        guard::require(ctx, rule!(MutationRoot.updateMessage), on).await?;
-        let message = store
+        let access = guard::require(ctx, field, on).await?;
+        let message = access
+            .store()
             .update_message(&workspace_id, &id, json(metadata))
             .await?;
         Ok(Message(message))

@@ -4,8 +4,9 @@ use serde_json::Value;
 
 use super::{Message, Peer, Session};
 use crate::graphql::error::{ApiResult, Code};
+use crate::graphql::guard::{self, On, rule};
 use crate::graphql::loaders::{ConclusionKey, DerivedKey, PeerKey, SessionKey, SourceMessagesKey};
-use crate::graphql::{loader, prefetch, store};
+use crate::graphql::prefetch;
 use crate::store::conclusion::{self as sc, Level};
 
 /// How a conclusion came to be. Clients state EXPLICIT ones; the deriver draws the others from
@@ -101,8 +102,9 @@ impl Conclusion {
     }
 
     async fn observer(&self, ctx: &Context<'_>) -> ApiResult<Option<Peer>> {
+        let access = guard::require(ctx, rule!(Conclusion.observer), On::nothing()).await?;
         let key = PeerKey(self.0.workspace_name.clone(), self.0.observer.clone());
-        Ok(loader(ctx)?.load_one(key).await?.map(Peer))
+        Ok(access.loader().load_one(key).await?.map(Peer))
     }
 
     /// The peer the conclusion is about.
@@ -111,8 +113,9 @@ impl Conclusion {
     }
 
     async fn observed(&self, ctx: &Context<'_>) -> ApiResult<Option<Peer>> {
+        let access = guard::require(ctx, rule!(Conclusion.observed), On::nothing()).await?;
         let key = PeerKey(self.0.workspace_name.clone(), self.0.observed.clone());
-        Ok(loader(ctx)?.load_one(key).await?.map(Peer))
+        Ok(access.loader().load_one(key).await?.map(Peer))
     }
 
     /// The session the conclusion was drawn in, if any.
@@ -121,11 +124,12 @@ impl Conclusion {
     }
 
     async fn session(&self, ctx: &Context<'_>) -> ApiResult<Option<Session>> {
+        let access = guard::require(ctx, rule!(Conclusion.session), On::nothing()).await?;
         let Some(name) = &self.0.session_name else {
             return Ok(None);
         };
         let key = SessionKey(self.0.workspace_name.clone(), name.clone());
-        Ok(loader(ctx)?.load_one(key).await?.map(Session))
+        Ok(access.loader().load_one(key).await?.map(Session))
     }
 
     /// User-defined tags; replaced by updateConclusion.
@@ -157,6 +161,7 @@ impl Conclusion {
     /// The live conclusions this one was derived from, in sourceIds order (deleted ones are
     /// left out). Batched.
     async fn sources(&self, ctx: &Context<'_>) -> ApiResult<Vec<Conclusion>> {
+        let access = guard::require(ctx, rule!(Conclusion.sources), On::nothing()).await?;
         let Some(ids) = &self.0.source_ids else {
             return Ok(Vec::new());
         };
@@ -164,29 +169,31 @@ impl Conclusion {
             .iter()
             .map(|id| ConclusionKey(self.0.workspace_name.clone(), id.clone()))
             .collect();
-        let found = loader(ctx)?.load_many(keys.iter().cloned()).await?;
+        let found = access.loader().load_many(keys.iter().cloned()).await?;
         let list: Vec<sc::Conclusion> = keys
             .iter()
             .filter_map(|k| found.get(k).cloned().flatten())
             .collect();
-        prefetch::conclusions(ctx, &list, [ctx.look_ahead()]).await?;
+        prefetch::conclusions(&access, &list, [ctx.look_ahead()]).await?;
         Ok(list.into_iter().map(Conclusion).collect())
     }
 
     /// The live conclusions derived from this one, oldest first. Batched: `derived` on a whole
     /// list of conclusions is one query.
     async fn derived(&self, ctx: &Context<'_>) -> ApiResult<Vec<Conclusion>> {
+        let access = guard::require(ctx, rule!(Conclusion.derived), On::nothing()).await?;
         let key = DerivedKey(self.0.workspace_name.clone(), self.0.id.clone());
-        let list = loader(ctx)?.load_one(key).await?.unwrap_or_default();
-        prefetch::conclusions(ctx, &list, [ctx.look_ahead()]).await?;
+        let list = access.loader().load_one(key).await?.unwrap_or_default();
+        prefetch::conclusions(&access, &list, [ctx.look_ahead()]).await?;
         Ok(list.into_iter().map(Conclusion).collect())
     }
 
     /// The messages the deriver drew this conclusion from, in seq order (empty for conclusions
     /// clients state and for derived ones, whose grounds are their `sources`). Batched.
     async fn source_messages(&self, ctx: &Context<'_>) -> ApiResult<Vec<Message>> {
+        let access = guard::require(ctx, rule!(Conclusion.sourceMessages), On::nothing()).await?;
         let key = SourceMessagesKey(self.0.workspace_name.clone(), self.0.id.clone());
-        let list = loader(ctx)?.load_one(key).await?.unwrap_or_default();
+        let list = access.loader().load_one(key).await?.unwrap_or_default();
         Ok(list.into_iter().map(Message).collect())
     }
 
@@ -199,7 +206,9 @@ impl Conclusion {
         #[graphql(default)] direction: TreeDirection,
         #[graphql(default = 5)] max_depth: i32,
     ) -> ApiResult<ReasoningTree> {
-        let tree = store(ctx)?
+        let access = guard::require(ctx, rule!(Conclusion.reasoningTree), On::nothing()).await?;
+        let tree = access
+            .store()
             .reasoning_tree(
                 &self.0.workspace_name,
                 &self.0.id,
@@ -208,7 +217,7 @@ impl Conclusion {
             )
             .await?;
         let nodes: Vec<sc::Conclusion> = tree.nodes.into_iter().map(|n| n.conclusion).collect();
-        prefetch::conclusions(ctx, &nodes, [ctx.look_ahead().field("nodes")]).await?;
+        prefetch::conclusions(&access, &nodes, [ctx.look_ahead().field("nodes")]).await?;
         Ok(ReasoningTree {
             nodes: nodes.into_iter().map(Conclusion).collect(),
             edges: tree

@@ -6,7 +6,7 @@ use super::{Peer, Session};
 use crate::graphql::error::ApiResult;
 use crate::graphql::guard::{self, On, rule};
 use crate::graphql::loaders::{PeerKey, RangeKey, SessionKey};
-use crate::graphql::{loader, prefetch};
+use crate::graphql::prefetch;
 use crate::store::message::SeqRange;
 
 pub const DEFAULT_CONTEXT_SIDE: i64 = 2;
@@ -28,8 +28,9 @@ impl Message {
     }
 
     async fn peer(&self, ctx: &Context<'_>) -> ApiResult<Option<Peer>> {
+        let access = guard::require(ctx, rule!(Message.peer), On::nothing()).await?;
         let key = PeerKey(self.0.workspace_name.clone(), self.0.peer_name.clone());
-        Ok(loader(ctx)?.load_one(key).await?.map(Peer))
+        Ok(access.loader().load_one(key).await?.map(Peer))
     }
 
     async fn session_id(&self) -> ID {
@@ -37,8 +38,9 @@ impl Message {
     }
 
     async fn session(&self, ctx: &Context<'_>) -> ApiResult<Option<Session>> {
+        let access = guard::require(ctx, rule!(Message.session), On::nothing()).await?;
         let key = SessionKey(self.0.workspace_name.clone(), self.0.session_name.clone());
-        Ok(loader(ctx)?.load_one(key).await?.map(Session))
+        Ok(access.loader().load_one(key).await?.map(Session))
     }
 
     async fn workspace_id(&self) -> ID {
@@ -72,10 +74,10 @@ impl Message {
         #[graphql(default = 2)] after: i32,
     ) -> ApiResult<Vec<Message>> {
         let on = On::session(&self.0.workspace_name, &self.0.session_name);
-        guard::require(ctx, rule!(Message.context), on).await?;
+        let access = guard::require(ctx, rule!(Message.context), on).await?;
         let key = RangeKey(SeqRange::around(&self.0, before.into(), after.into())?);
-        let msgs = loader(ctx)?.load_one(key).await?.unwrap_or_default();
-        prefetch::messages(ctx, &msgs, &[ctx.look_ahead()]).await?;
+        let msgs = access.loader().load_one(key).await?.unwrap_or_default();
+        prefetch::messages(&access, &msgs, &[ctx.look_ahead()]).await?;
         Ok(msgs.into_iter().map(Message).collect())
     }
 }

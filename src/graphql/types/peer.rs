@@ -7,7 +7,7 @@ use super::{Conclusion, Message, Session};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
 use crate::graphql::error::ApiResult;
 use crate::graphql::guard::{self, On, rule};
-use crate::graphql::{prefetch, store};
+use crate::graphql::prefetch;
 use crate::store::message::MessageScope;
 
 pub struct Peer(pub crate::store::peer::Peer);
@@ -47,10 +47,11 @@ impl Peer {
         before: Option<String>,
     ) -> ApiResult<Conn<Session>> {
         let on = On::peer(&self.0.workspace_name, &self.0.name);
-        guard::require(ctx, rule!(Peer.sessions), on).await?;
+        let access = guard::require(ctx, rule!(Peer.sessions), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
-        let page = store(ctx)?
+        let page = access
+            .store()
             .list_peer_sessions(
                 &self.0.workspace_name,
                 &self.0.name,
@@ -75,9 +76,10 @@ impl Peer {
         #[graphql(default_with = "Some(2)")] context_window: Option<i32>,
     ) -> ApiResult<SearchResult> {
         let on = On::peer(&self.0.workspace_name, &self.0.name);
-        guard::require(ctx, rule!(Peer.search), on).await?;
+        let access = guard::require(ctx, rule!(Peer.search), on).await?;
         search::search(
             ctx,
+            &access,
             MessageScope::Peer(&self.0.workspace_name, &self.0.name),
             SearchArgs {
                 query,
@@ -103,10 +105,11 @@ impl Peer {
         before: Option<String>,
     ) -> ApiResult<Conn<Message>> {
         let on = On::peer(&self.0.workspace_name, &self.0.name);
-        guard::require(ctx, rule!(Peer.messages), on).await?;
+        let access = guard::require(ctx, rule!(Peer.messages), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
-        let page = store(ctx)?
+        let page = access
+            .store()
             .list_messages(
                 MessageScope::Peer(&self.0.workspace_name, &self.0.name),
                 &filters,
@@ -114,7 +117,7 @@ impl Peer {
                 slice,
             )
             .await?;
-        prefetch::messages(ctx, &page.items, &prefetch::nodes(ctx.look_ahead())).await?;
+        prefetch::messages(&access, &page.items, &prefetch::nodes(ctx.look_ahead())).await?;
         Ok(connection(page, Message))
     }
 
@@ -132,10 +135,11 @@ impl Peer {
     ) -> ApiResult<Conn<Conclusion>> {
         // Conclusions are workspace-key data (Honcho's conclusions router), also a peer's own.
         let on = On::workspace(&self.0.workspace_name);
-        guard::require(ctx, rule!(Peer.conclusions), on).await?;
+        let access = guard::require(ctx, rule!(Peer.conclusions), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
-        let page = store(ctx)?
+        let page = access
+            .store()
             .list_conclusions(
                 &self.0.workspace_name,
                 Some(&self.0.name),
@@ -144,7 +148,7 @@ impl Peer {
                 slice,
             )
             .await?;
-        prefetch::conclusions(ctx, &page.items, prefetch::nodes(ctx.look_ahead())).await?;
+        prefetch::conclusions(&access, &page.items, prefetch::nodes(ctx.look_ahead())).await?;
         Ok(connection(page, Conclusion))
     }
 }

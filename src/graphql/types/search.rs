@@ -8,9 +8,9 @@ use serde_json::Value;
 
 use super::Message;
 use crate::graphql::error::ApiResult;
-use crate::graphql::guard::{self, On, rule};
+use crate::graphql::guard::{self, Access, On, rule};
 use crate::graphql::loaders::RangeKey;
-use crate::graphql::{loader, prefetch, store};
+use crate::graphql::prefetch;
 use crate::store::message::Message as Row;
 use crate::store::search::{
     DEFAULT_CONTEXT_WINDOW, DEFAULT_SEARCH_LIMIT, SearchScope, Snippet, assemble_snippets,
@@ -98,6 +98,7 @@ pub struct SearchArgs {
 /// and everything the selection asks of the messages is prefetched in one batch per kind.
 pub async fn search(
     ctx: &Context<'_>,
+    access: &Access<'_>,
     scope: SearchScope<'_>,
     args: SearchArgs,
 ) -> ApiResult<SearchResult> {
@@ -112,14 +113,15 @@ pub async fn search(
     check_context_window(window)?;
     let include_context = args.include_context.unwrap_or(false);
     let filters = args.filters.map(|f| f.0).unwrap_or(Value::Null);
-    let results = store(ctx)?
+    let results = access
+        .store()
         .search(scope, &args.query, &filters, limit)
         .await?;
 
     let look = ctx.look_ahead();
     let results_sel = look.field("results");
     if !include_context {
-        prefetch::messages(ctx, &results, &[results_sel]).await?;
+        prefetch::messages(access, &results, &[results_sel]).await?;
         return Ok(SearchResult::MessageHits(MessageHits { results }));
     }
 
@@ -129,7 +131,8 @@ pub async fn search(
         let windows = if window == 0 || plans.is_empty() {
             Default::default()
         } else {
-            loader(ctx)?
+            access
+                .loader()
                 .load_many(plans.iter().map(|p| RangeKey(p.range.clone())))
                 .await?
         };
@@ -151,7 +154,7 @@ pub async fn search(
         .cloned()
         .collect();
     prefetch::messages(
-        ctx,
+        access,
         &shown,
         &[
             results_sel,

@@ -8,7 +8,7 @@ use crate::graphql::connection::{Conn, SortOrder, connection, slice};
 use crate::graphql::error::ApiResult;
 use crate::graphql::guard::{self, On, rule};
 use crate::graphql::loaders::{MembersKey, PeerKey};
-use crate::graphql::{loader, prefetch, store};
+use crate::graphql::prefetch;
 use crate::store::message::MessageScope;
 
 pub struct Session(pub crate::store::session::Session);
@@ -42,9 +42,9 @@ impl Session {
     /// Active members with their per-session configuration, in join order.
     async fn peers(&self, ctx: &Context<'_>) -> ApiResult<Vec<SessionPeer>> {
         let on = On::session(&self.0.workspace_name, &self.0.name);
-        guard::require(ctx, rule!(Session.peers), on).await?;
+        let access = guard::require(ctx, rule!(Session.peers), on).await?;
         let key = MembersKey(self.0.workspace_name.clone(), self.0.name.clone());
-        let loader = loader(ctx)?;
+        let loader = access.loader();
         let members = loader.load_one(key).await?.unwrap_or_default();
         if ctx.look_ahead().field("peer").exists() {
             loader
@@ -71,9 +71,10 @@ impl Session {
         #[graphql(default_with = "Some(2)")] context_window: Option<i32>,
     ) -> ApiResult<SearchResult> {
         let on = On::session(&self.0.workspace_name, &self.0.name);
-        guard::require(ctx, rule!(Session.search), on).await?;
+        let access = guard::require(ctx, rule!(Session.search), on).await?;
         search::search(
             ctx,
+            &access,
             MessageScope::Session(&self.0.workspace_name, &self.0.name),
             SearchArgs {
                 query,
@@ -99,10 +100,11 @@ impl Session {
         before: Option<String>,
     ) -> ApiResult<Conn<Message>> {
         let on = On::session(&self.0.workspace_name, &self.0.name);
-        guard::require(ctx, rule!(Session.messages), on).await?;
+        let access = guard::require(ctx, rule!(Session.messages), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
-        let page = store(ctx)?
+        let page = access
+            .store()
             .list_messages(
                 MessageScope::Session(&self.0.workspace_name, &self.0.name),
                 &filters,
@@ -110,7 +112,7 @@ impl Session {
                 slice,
             )
             .await?;
-        prefetch::messages(ctx, &page.items, &prefetch::nodes(ctx.look_ahead())).await?;
+        prefetch::messages(&access, &page.items, &prefetch::nodes(ctx.look_ahead())).await?;
         Ok(connection(page, Message))
     }
 }
@@ -131,8 +133,9 @@ impl SessionPeer {
     }
 
     async fn peer(&self, ctx: &Context<'_>) -> ApiResult<Option<Peer>> {
+        let access = guard::require(ctx, rule!(SessionPeer.peer), On::nothing()).await?;
         let key = PeerKey(self.0.workspace_name.clone(), self.0.peer_name.clone());
-        Ok(loader(ctx)?.load_one(key).await?.map(Peer))
+        Ok(access.loader().load_one(key).await?.map(Peer))
     }
 
     async fn session_id(&self) -> ID {

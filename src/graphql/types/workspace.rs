@@ -8,7 +8,7 @@ use crate::graphql::connection::{Conn, SortOrder, connection, slice};
 use crate::graphql::error::{ApiResult, bad_input};
 use crate::graphql::guard::{self, On, rule};
 use crate::graphql::loaders::{ConclusionKey, PeerKey, SessionKey};
-use crate::graphql::{loader, prefetch, store};
+use crate::graphql::prefetch;
 use crate::store::message::MessageScope;
 
 pub struct Workspace(pub crate::store::workspace::Workspace);
@@ -36,31 +36,35 @@ impl Workspace {
     /// All zero when no LLM is configured (nothing is queued).
     async fn deriver_status(&self, ctx: &Context<'_>) -> ApiResult<super::deriver::DeriverStatus> {
         let on = On::workspace(&self.0.name);
-        guard::require(ctx, rule!(Workspace.deriverStatus), on).await?;
-        Ok(store(ctx)?.deriver_status(&self.0.name).await?.into())
+        let access = guard::require(ctx, rule!(Workspace.deriverStatus), on).await?;
+        Ok(access.store().deriver_status(&self.0.name).await?.into())
     }
 
     /// The peer with this id, or null.
     async fn peer(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Peer>> {
-        guard::require(ctx, rule!(Workspace.peer), On::peer(&self.0.name, &id)).await?;
+        let access =
+            guard::require(ctx, rule!(Workspace.peer), On::peer(&self.0.name, &id)).await?;
         let key = PeerKey(self.0.name.clone(), id.0);
-        Ok(loader(ctx)?.load_one(key).await?.map(Peer))
+        Ok(access.loader().load_one(key).await?.map(Peer))
     }
 
     /// The session with this id, or null.
     async fn session(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Session>> {
         let on = On::session(&self.0.name, &id);
-        guard::require(ctx, rule!(Workspace.session), on).await?;
+        let access = guard::require(ctx, rule!(Workspace.session), on).await?;
         let key = SessionKey(self.0.name.clone(), id.0);
-        Ok(loader(ctx)?.load_one(key).await?.map(Session))
+        Ok(access.loader().load_one(key).await?.map(Session))
     }
 
     /// The message with this id, or null.
     async fn message(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Message>> {
-        let message = store(ctx)?.message(&self.0.name, &id).await?;
+        // Twice: any key that may read some message of the workspace may learn whether this one
+        // exists; only a key that may read its session gets it.
+        let field = rule!(Workspace.message);
+        let lookup = guard::require(ctx, field, On::message(&self.0.name, None)).await?;
+        let message = lookup.store().message(&self.0.name, &id).await?;
         let session = message.as_ref().map(|m| m.session_name.as_str());
-        let on = On::message(&self.0.name, session);
-        guard::require(ctx, rule!(Workspace.message), on).await?;
+        guard::require(ctx, field, On::message(&self.0.name, session)).await?;
         Ok(message.map(Message))
     }
 
@@ -77,10 +81,11 @@ impl Workspace {
         before: Option<String>,
     ) -> ApiResult<Conn<Peer>> {
         let on = On::workspace(&self.0.name);
-        guard::require(ctx, rule!(Workspace.peers), on).await?;
+        let access = guard::require(ctx, rule!(Workspace.peers), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
-        let page = store(ctx)?
+        let page = access
+            .store()
             .list_peers(&self.0.name, &filters, order.into(), slice)
             .await?;
         Ok(connection(page, Peer))
@@ -99,10 +104,11 @@ impl Workspace {
         before: Option<String>,
     ) -> ApiResult<Conn<Session>> {
         let on = On::workspace(&self.0.name);
-        guard::require(ctx, rule!(Workspace.sessions), on).await?;
+        let access = guard::require(ctx, rule!(Workspace.sessions), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
-        let page = store(ctx)?
+        let page = access
+            .store()
             .list_sessions(&self.0.name, &filters, order.into(), slice)
             .await?;
         Ok(connection(page, Session))
@@ -121,9 +127,10 @@ impl Workspace {
         #[graphql(default_with = "Some(2)")] context_window: Option<i32>,
     ) -> ApiResult<SearchResult> {
         let on = On::workspace(&self.0.name);
-        guard::require(ctx, rule!(Workspace.search), on).await?;
+        let access = guard::require(ctx, rule!(Workspace.search), on).await?;
         search::search(
             ctx,
+            &access,
             MessageScope::Workspace(&self.0.name),
             SearchArgs {
                 query,
@@ -149,10 +156,11 @@ impl Workspace {
         before: Option<String>,
     ) -> ApiResult<Conn<Message>> {
         let on = On::workspace(&self.0.name);
-        guard::require(ctx, rule!(Workspace.messages), on).await?;
+        let access = guard::require(ctx, rule!(Workspace.messages), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
-        let page = store(ctx)?
+        let page = access
+            .store()
             .list_messages(
                 MessageScope::Workspace(&self.0.name),
                 &filters,
@@ -160,22 +168,23 @@ impl Workspace {
                 slice,
             )
             .await?;
-        prefetch::messages(ctx, &page.items, &prefetch::nodes(ctx.look_ahead())).await?;
+        prefetch::messages(&access, &page.items, &prefetch::nodes(ctx.look_ahead())).await?;
         Ok(connection(page, Message))
     }
 
     /// The live conclusion with this id, or null (absent or deleted).
     async fn conclusion(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Conclusion>> {
         let on = On::workspace(&self.0.name);
-        guard::require(ctx, rule!(Workspace.conclusion), on).await?;
+        let access = guard::require(ctx, rule!(Workspace.conclusion), on).await?;
         let key = ConclusionKey(self.0.name.clone(), id.0);
-        let list: Vec<_> = loader(ctx)?
+        let list: Vec<_> = access
+            .loader()
             .load_one(key)
             .await?
             .flatten()
             .into_iter()
             .collect();
-        prefetch::conclusions(ctx, &list, [ctx.look_ahead()]).await?;
+        prefetch::conclusions(&access, &list, [ctx.look_ahead()]).await?;
         Ok(list.into_iter().next().map(Conclusion))
     }
 
@@ -192,13 +201,14 @@ impl Workspace {
         before: Option<String>,
     ) -> ApiResult<Conn<Conclusion>> {
         let on = On::workspace(&self.0.name);
-        guard::require(ctx, rule!(Workspace.conclusions), on).await?;
+        let access = guard::require(ctx, rule!(Workspace.conclusions), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
-        let page = store(ctx)?
+        let page = access
+            .store()
             .list_conclusions(&self.0.name, None, &filters, order.into(), slice)
             .await?;
-        prefetch::conclusions(ctx, &page.items, prefetch::nodes(ctx.look_ahead())).await?;
+        prefetch::conclusions(&access, &page.items, prefetch::nodes(ctx.look_ahead())).await?;
         Ok(connection(page, Conclusion))
     }
 
@@ -215,14 +225,15 @@ impl Workspace {
         filters: Option<Json<Value>>,
     ) -> ApiResult<Vec<Conclusion>> {
         let on = On::workspace(&self.0.name);
-        guard::require(ctx, rule!(Workspace.queryConclusions), on).await?;
+        let access = guard::require(ctx, rule!(Workspace.queryConclusions), on).await?;
         let top_k = u64::try_from(top_k)
             .map_err(|_| bad_input(format!("topK must be between 1 and 100 (got {top_k})")))?;
         let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
-        let found = store(ctx)?
+        let found = access
+            .store()
             .query_conclusions(&self.0.name, &query, top_k, max_distance, &filters)
             .await?;
-        prefetch::conclusions(ctx, &found, [ctx.look_ahead()]).await?;
+        prefetch::conclusions(&access, &found, [ctx.look_ahead()]).await?;
         Ok(found.into_iter().map(Conclusion).collect())
     }
 }
