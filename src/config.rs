@@ -45,8 +45,9 @@ pub struct ServeConfig {
     #[arg(long, env = "HONCHO_MAX_DEPTH", default_value_t = 16)]
     pub max_depth: usize,
 
-    /// Most complex query accepted (async-graphql's complexity: one per field by default).
-    #[arg(long, env = "HONCHO_MAX_COMPLEXITY", default_value_t = 20_000)]
+    /// Most costly query accepted: every field counts one, and a list multiplies what is selected
+    /// under it by its page size or limit (graphql/cost.rs).
+    #[arg(long, env = "HONCHO_MAX_COMPLEXITY", default_value_t = 50_000)]
     pub max_complexity: usize,
 
     /// Deepest nesting of brackets (`{`, `[`, `(`) in a document, checked before parsing.
@@ -64,6 +65,31 @@ pub struct ServeConfig {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
               .range(1..=crate::graphql::limits::CEILING_FRAGMENTS as u64))]
     pub max_fragments: usize,
+
+    /// Most fields written under an alias in one request (fragments expanded).
+    #[arg(long, env = "HONCHO_MAX_ALIASES", default_value_t = 100)]
+    pub max_aliases: usize,
+
+    /// Most top-level fields in one operation (fragments expanded).
+    #[arg(long, env = "HONCHO_MAX_ROOT_FIELDS", default_value_t = 20)]
+    pub max_root_fields: usize,
+
+    /// Most texts one request may embed: searches (times the lists they sit in) and the
+    /// messages and conclusions it writes.
+    #[arg(long, env = "HONCHO_MAX_EMBEDDINGS", default_value_t = 200)]
+    pub max_embeddings: usize,
+
+    /// Most operations (subscriptions) open at once on one WebSocket.
+    #[arg(
+        long,
+        env = "HONCHO_MAX_SUBSCRIPTIONS_PER_CONNECTION",
+        default_value_t = 100
+    )]
+    pub max_subscriptions_per_connection: usize,
+
+    /// Most operations open at once over all WebSockets of one key (auth on).
+    #[arg(long, env = "HONCHO_MAX_SUBSCRIPTIONS_PER_KEY", default_value_t = 1000)]
+    pub max_subscriptions_per_key: usize,
 
     /// Connection for the event listener (one per instance, LISTEN needs a session of its own);
     /// defaults to DATABASE_URL. Point it at PostgreSQL itself (or a session-mode pool) when

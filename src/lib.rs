@@ -100,6 +100,11 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         max_nesting: cfg.max_nesting,
         max_tokens: cfg.max_tokens,
         max_fragments: cfg.max_fragments,
+        max_aliases: cfg.max_aliases,
+        max_root_fields: cfg.max_root_fields,
+        max_embeddings: cfg.max_embeddings,
+        max_subscriptions_per_connection: cfg.max_subscriptions_per_connection,
+        max_subscriptions_per_key: cfg.max_subscriptions_per_key,
         connection_init_timeout: std::time::Duration::from_millis(cfg.ws_init_timeout_ms),
     };
     let events_url = cfg
@@ -178,9 +183,9 @@ pub async fn derive(
     Ok(())
 }
 
-/// Connects to the database with the configured embedder (HONCHO_EMBEDDER); a fresh database's
-/// vector columns get the embedder's dimension.
-pub async fn open_store(db: &config::DbConfig) -> anyhow::Result<Store> {
+/// The configured embedder (HONCHO_EMBEDDER), None for `none`. Migrations that create the vector
+/// columns afterwards give them its dimension (the default's without an embedder).
+pub fn configured_embedder() -> anyhow::Result<Option<std::sync::Arc<dyn embed::Embedder>>> {
     let embedder = embed::build(&embed::EmbedConfig::from_env()?)?;
     match &embedder {
         Some(e) => {
@@ -189,6 +194,13 @@ pub async fn open_store(db: &config::DbConfig) -> anyhow::Result<Store> {
         }
         None => tracing::info!("no embedder: search is full-text only"),
     }
+    Ok(embedder)
+}
+
+/// Connects to the database with the configured embedder (HONCHO_EMBEDDER); a fresh database's
+/// vector columns get the embedder's dimension.
+pub async fn open_store(db: &config::DbConfig) -> anyhow::Result<Store> {
+    let embedder = configured_embedder()?;
     let timeout = (db.statement_timeout_ms > 0)
         .then(|| std::time::Duration::from_millis(db.statement_timeout_ms));
     let store = Store::connect(&db.database_url, db.db_pool, timeout)

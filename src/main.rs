@@ -101,6 +101,9 @@ async fn run() -> anyhow::Result<()> {
         Command::Serve(cfg) => honcho_graphql::serve(*cfg).await,
         Command::Deriver { db, llm, deriver } => honcho_graphql::derive(db, llm, deriver).await,
         Command::Migrate { action, db } => {
+            // A fresh database's vector columns take the configured embedder's dimension, as
+            // `serve` would give them.
+            honcho_graphql::configured_embedder()?;
             let store = Store::connect(&db.database_url, 2, None).await?;
             let conn = store.db();
             match action {

@@ -362,7 +362,7 @@ const Q_WS_SEARCH: &str = "query($w: ID!, $q: String!) { workspace(id: $w) { \
   ... on SnippetHits { results { id content sessionId } snippets { sessionId matched { id } context { id content seqInSession } } } } } }";
 
 const Q_TREE: &str = "query($w: ID!, $c: ID!) { workspace(id: $w) { conclusion(id: $c) { \
-  reasoningTree(direction: SOURCES, maxDepth: 10) { nodes { id content level } edges { from to } truncated } } } }";
+  reasoningTree(direction: SOURCES, maxDepth: 10, maxNodes: 5000) { nodes { id content level } edges { from to } truncated } } } }";
 
 const M_CREATE: &str = "mutation($w: ID!, $s: ID!, $m: [MessageInput!]!) { \
   createMessages(workspaceId: $w, sessionId: $s, messages: $m) { id seqInSession } }";

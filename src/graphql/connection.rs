@@ -7,7 +7,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use super::error::{ApiResult, bad_input};
-use crate::store::page::{MAX_PAGE, Order, Page, Slice};
+use crate::store::page::{MAX_OFFSET, MAX_PAGE, Order, Page, Slice};
 
 /// Opaque cursor: the position of an item in the ordered, filtered list.
 pub struct OffsetCursor(pub u64);
@@ -20,6 +20,7 @@ impl CursorType for OffsetCursor {
         let text = std::str::from_utf8(&bytes).map_err(|_| "invalid cursor")?;
         text.strip_prefix("o:")
             .and_then(|n| n.parse().ok())
+            .filter(|n| *n <= MAX_OFFSET)
             .map(OffsetCursor)
             .ok_or("invalid cursor")
     }

@@ -93,8 +93,19 @@ impl From<Error> for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
+        if let Some((limit, max)) = err.limit() {
+            return ApiError(
+                Code::BadUserInput
+                    .error(err.to_string())
+                    .0
+                    .extend_with(|_, e| {
+                        e.set("limit", limit);
+                        e.set("max", max as u64);
+                    }),
+            );
+        }
         match &err {
-            StoreError::InvalidInput(_) | StoreError::Filter(_) => {
+            StoreError::InvalidInput(_) | StoreError::Filter(_) | StoreError::TooLarge { .. } => {
                 Code::BadUserInput.error(err.to_string())
             }
             StoreError::NotFound { .. } => Code::NotFound.error(err.to_string()),

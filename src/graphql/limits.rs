@@ -9,6 +9,7 @@
 
 use async_graphql::{ErrorExtensions, ServerError};
 
+use super::cost::Tally;
 use super::error::Code;
 
 /// The per-request limits, set from the environment (README, "Configuration").
@@ -23,6 +24,16 @@ pub struct Limits {
     pub max_tokens: usize,
     /// Most fragment definitions in the document.
     pub max_fragments: usize,
+    /// Most fields written under an alias ([`super::cost`]).
+    pub max_aliases: usize,
+    /// Most fields at the top of the operation.
+    pub max_root_fields: usize,
+    /// Most texts one request may embed (searches, written messages and conclusions).
+    pub max_embeddings: usize,
+    /// Most operations open at once on one WebSocket.
+    pub max_subscriptions_per_connection: usize,
+    /// Most operations open at once over all WebSockets authenticated with one key (auth on).
+    pub max_subscriptions_per_key: usize,
     /// How long a WebSocket may stay open without sending `connection_init`.
     pub connection_init_timeout: std::time::Duration,
 }
@@ -38,11 +49,16 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_depth: 16,
-            max_complexity: 20_000,
+            max_complexity: 50_000,
             introspection: true,
             max_nesting: 64,
             max_tokens: 20_000,
             max_fragments: 100,
+            max_aliases: 100,
+            max_root_fields: 20,
+            max_embeddings: 200,
+            max_subscriptions_per_connection: 100,
+            max_subscriptions_per_key: 1000,
             connection_init_timeout: std::time::Duration::from_secs(10),
         }
     }
@@ -54,6 +70,12 @@ pub enum Exceeded {
     Nesting { max: usize },
     Tokens { max: usize },
     Fragments { max: usize },
+    Complexity { max: usize, got: u64 },
+    Aliases { max: usize, got: u64 },
+    RootFields { max: usize, got: u64 },
+    Embeddings { max: usize, got: u64 },
+    SubscriptionsPerConnection { max: usize },
+    SubscriptionsPerKey { max: usize },
 }
 
 impl Exceeded {
@@ -63,14 +85,28 @@ impl Exceeded {
             Exceeded::Nesting { .. } => "HONCHO_MAX_NESTING",
             Exceeded::Tokens { .. } => "HONCHO_MAX_TOKENS",
             Exceeded::Fragments { .. } => "HONCHO_MAX_FRAGMENTS",
+            Exceeded::Complexity { .. } => "HONCHO_MAX_COMPLEXITY",
+            Exceeded::Aliases { .. } => "HONCHO_MAX_ALIASES",
+            Exceeded::RootFields { .. } => "HONCHO_MAX_ROOT_FIELDS",
+            Exceeded::Embeddings { .. } => "HONCHO_MAX_EMBEDDINGS",
+            Exceeded::SubscriptionsPerConnection { .. } => {
+                "HONCHO_MAX_SUBSCRIPTIONS_PER_CONNECTION"
+            }
+            Exceeded::SubscriptionsPerKey { .. } => "HONCHO_MAX_SUBSCRIPTIONS_PER_KEY",
         }
     }
 
     pub fn limit(self) -> usize {
         match self {
-            Exceeded::Nesting { max } | Exceeded::Tokens { max } | Exceeded::Fragments { max } => {
-                max
-            }
+            Exceeded::Nesting { max }
+            | Exceeded::Tokens { max }
+            | Exceeded::Fragments { max }
+            | Exceeded::SubscriptionsPerConnection { max }
+            | Exceeded::SubscriptionsPerKey { max } => max,
+            Exceeded::Complexity { max, .. }
+            | Exceeded::Aliases { max, .. }
+            | Exceeded::RootFields { max, .. }
+            | Exceeded::Embeddings { max, .. } => max,
         }
     }
 
@@ -84,6 +120,24 @@ impl Exceeded {
             Exceeded::Fragments { max } => {
                 format!("the document defines more than {max} fragments")
             }
+            Exceeded::Complexity { max, got } => {
+                format!("the query costs {got}, more than {max} (lists count their page size)")
+            }
+            Exceeded::Aliases { max, got } => {
+                format!("the query has {got} aliased fields, more than {max}")
+            }
+            Exceeded::RootFields { max, got } => {
+                format!("the operation has {got} top-level fields, more than {max}")
+            }
+            Exceeded::Embeddings { max, got } => {
+                format!("the request would embed {got} texts, more than {max}")
+            }
+            Exceeded::SubscriptionsPerConnection { max } => {
+                format!("this connection already has {max} operations open")
+            }
+            Exceeded::SubscriptionsPerKey { max } => {
+                format!("this key already has {max} operations open")
+            }
         };
         let (variable, max) = (self.variable(), self.limit());
         let error = async_graphql::Error::new(message).extend_with(|_, e| {
@@ -93,6 +147,37 @@ impl Exceeded {
         });
         error.into_server_error(Default::default())
     }
+}
+
+/// Checks a parsed operation's [`Tally`] against the cost, alias, root-field and embedding
+/// limits.
+pub fn check(tally: &Tally, limits: &Limits) -> Result<(), Exceeded> {
+    let over = |got: u64, max: usize| got > max as u64;
+    if over(tally.cost, limits.max_complexity) {
+        return Err(Exceeded::Complexity {
+            max: limits.max_complexity,
+            got: tally.cost,
+        });
+    }
+    if over(tally.aliases, limits.max_aliases) {
+        return Err(Exceeded::Aliases {
+            max: limits.max_aliases,
+            got: tally.aliases,
+        });
+    }
+    if over(tally.root_fields, limits.max_root_fields) {
+        return Err(Exceeded::RootFields {
+            max: limits.max_root_fields,
+            got: tally.root_fields,
+        });
+    }
+    if over(tally.embeddings, limits.max_embeddings) {
+        return Err(Exceeded::Embeddings {
+            max: limits.max_embeddings,
+            got: tally.embeddings,
+        });
+    }
+    Ok(())
 }
 
 /// Checks a raw GraphQL document against the nesting, token and fragment limits without parsing

@@ -13,6 +13,8 @@ use prometheus::{
 /// Distinct operation names get their own label up to this many; later ones count as "other",
 /// so clients cannot blow up the number of series.
 const MAX_OPERATION_LABELS: usize = 200;
+/// Longest operation name used as a label; longer ones count as "other".
+const MAX_LABEL_LEN: usize = 64;
 
 struct Metrics {
     registry: Registry,
@@ -59,15 +61,21 @@ fn metrics() -> &'static Metrics {
     })
 }
 
-fn label(operation: Option<&str>) -> String {
+/// The label of an operation: its name once an operation of that name has succeeded (a name
+/// that only ever fails, from a client probing or a typo, never becomes a series), at most
+/// [`MAX_LABEL_LEN`] bytes and [`MAX_OPERATION_LABELS`] distinct names; "other" otherwise.
+fn label(operation: Option<&str>, ok: bool) -> String {
     let Some(name) = operation.filter(|n| !n.is_empty()) else {
         return "anonymous".into();
     };
+    if name.len() > MAX_LABEL_LEN {
+        return "other".into();
+    }
     let mut seen = metrics().seen.lock().unwrap_or_else(|e| e.into_inner());
     if seen.contains(name) {
         return name.to_owned();
     }
-    if seen.len() < MAX_OPERATION_LABELS {
+    if ok && seen.len() < MAX_OPERATION_LABELS {
         seen.insert(name.to_owned());
         return name.to_owned();
     }
@@ -94,7 +102,7 @@ pub fn encode(families: &[prometheus::proto::MetricFamily]) -> String {
 /// async-graphql resolves every field on a slower path (a registry lookup and the extension chain
 /// per field), which cost 20-30% of the CPU of requests with many fields (bench/README.md).
 pub fn observe(operation: Option<&str>, ok: bool, elapsed: Duration) {
-    let op = label(operation);
+    let op = label(operation, ok);
     let outcome = if ok { "ok" } else { "error" };
     let m = metrics();
     m.requests.with_label_values(&[op.as_str(), outcome]).inc();
@@ -121,5 +129,25 @@ pub fn operation(
             Some((Some(name.to_string()), op.node.ty))
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_names_seen_to_succeed_and_short_enough_become_labels() {
+        let failing = "OnlyEverFailsProbe";
+        observe(Some(failing), false, Duration::ZERO);
+        let long = "L".repeat(MAX_LABEL_LEN + 1);
+        observe(Some(&long), true, Duration::ZERO);
+        let text = render();
+        assert!(!text.contains(failing), "a failing name is no label");
+        assert!(!text.contains(&long), "a long name is no label");
+        observe(Some("SucceedsThenFails"), true, Duration::ZERO);
+        observe(Some("SucceedsThenFails"), false, Duration::ZERO);
+        let text = render();
+        assert!(text.contains(r#"operation="SucceedsThenFails",outcome="error""#));
     }
 }

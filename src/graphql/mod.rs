@@ -2,6 +2,7 @@
 //! SQL.
 
 pub mod connection;
+pub mod cost;
 pub mod error;
 pub mod guard;
 pub mod limits;
@@ -68,8 +69,8 @@ pub fn build_schema_with(
         .data(guard::Sealed::new(store))
         .data(auth)
         .data(limits.clone())
-        .limit_depth(limits.max_depth)
-        .limit_complexity(limits.max_complexity);
+        // Complexity is [`cost`]'s, checked in [`admit`] before validation.
+        .limit_depth(limits.max_depth);
     if let Some(bus) = events {
         builder = builder.data(bus);
     }
@@ -137,14 +138,26 @@ pub fn admit(schema: &AppSchema, mut request: Request) -> Result<Admitted, limit
         return Err(exceeded);
     }
     let operation_name = request.operation_name.clone();
-    let (name, ty) = match request.parsed_query() {
-        Ok(doc) => match metrics::operation(doc, operation_name.as_deref()) {
-            Some((name, ty)) => (name, Some(ty)),
-            None => (operation_name, None),
-        },
-        Err(_) => (operation_name, None),
+    let variables = std::mem::take(&mut request.variables);
+    let checked = match request.parsed_query() {
+        Ok(doc) => {
+            let tally = cost::tally(doc, operation_name.as_deref(), &variables);
+            let named = match metrics::operation(doc, operation_name.as_deref()) {
+                Some((name, ty)) => (name, Some(ty)),
+                None => (operation_name.clone(), None),
+            };
+            limits::check(&tally, limits).map(|()| named)
+        }
+        Err(_) => Ok((operation_name.clone(), None)),
     };
-    Ok(Admitted { request, name, ty })
+    request.variables = variables;
+    match checked {
+        Ok((name, ty)) => Ok(Admitted { request, name, ty }),
+        Err(exceeded) => {
+            metrics::observe(operation_name.as_deref(), false, Default::default());
+            Err(exceeded)
+        }
+    }
 }
 
 /// The response to a refused request: one coded error, nothing executed.

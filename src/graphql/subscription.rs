@@ -17,10 +17,13 @@
 //!
 //! [`execute_stream`]: super::execute_stream
 
-use std::sync::Arc;
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use async_graphql::dataloader::{DataLoader, HashMapCache};
-use async_graphql::futures_util::stream::BoxStream;
+use async_graphql::futures_util::stream::{self, BoxStream, StreamExt};
 use async_graphql::{
     Context, Data, ErrorExtensions, Executor, ID, Request, Response, Subscription,
 };
@@ -29,6 +32,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::error::{ApiError, ApiResult, Code};
 use super::guard::{self, On, rule};
+use super::limits::{Exceeded, Limits};
 use super::loaders::Loaders;
 use super::types::{Conclusion, Message};
 use super::{AppSchema, RequestLoader, loaders, prefetch};
@@ -298,9 +302,92 @@ pub fn connection_data(
     let caller = super::authenticate_connection_init(schema, &payload);
     let expires_at = caller.expires_at();
     let mut data = Data::default();
+    // Only an authenticated key has operations counted against it: with auth off every client
+    // would share one count.
+    let key = caller
+        .principal()
+        .is_ok()
+        .then(|| payload.get("Authorization").and_then(|v| v.as_str()))
+        .flatten()
+        .filter(|_| {
+            schema
+                .data::<crate::auth::Auth>()
+                .is_some_and(|a| a.enabled())
+        })
+        .map(str::to_owned);
     data.insert(caller);
+    data.insert(OpenOperations {
+        on_connection: Arc::default(),
+        key,
+    });
     data.insert(ConnectionInit(payload));
     (data, expires_at)
+}
+
+/// The operations open on one WebSocket, and the key they also count against. Fan-out within a
+/// socket is quadratic in its subscriptions (20,000 took 91 s to deliver one event), so both are
+/// capped ([`Limits`]).
+pub struct OpenOperations {
+    on_connection: Arc<AtomicUsize>,
+    key: Option<String>,
+}
+
+fn open_per_key() -> &'static Mutex<HashMap<String, usize>> {
+    static OPEN: OnceLock<Mutex<HashMap<String, usize>>> = OnceLock::new();
+    OPEN.get_or_init(Default::default)
+}
+
+/// One open operation; dropping it (the stream ended or was stopped) frees its place.
+struct Slot {
+    on_connection: Arc<AtomicUsize>,
+    key: Option<String>,
+}
+
+impl OpenOperations {
+    fn open(&self, limits: &Limits) -> Result<Slot, Exceeded> {
+        let max = limits.max_subscriptions_per_connection;
+        let taken = self
+            .on_connection
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
+            });
+        if taken.is_err() {
+            return Err(Exceeded::SubscriptionsPerConnection { max });
+        }
+        // Dropped on the way out when the key is over its cap, giving the place back.
+        let mut slot = Slot {
+            on_connection: self.on_connection.clone(),
+            key: None,
+        };
+        let Some(key) = &self.key else {
+            return Ok(slot);
+        };
+        let mut open = open_per_key().lock().unwrap_or_else(|e| e.into_inner());
+        let n = open.entry(key.clone()).or_default();
+        if *n >= limits.max_subscriptions_per_key {
+            return Err(Exceeded::SubscriptionsPerKey {
+                max: limits.max_subscriptions_per_key,
+            });
+        }
+        *n += 1;
+        slot.key = Some(key.clone());
+        Ok(slot)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.on_connection.fetch_sub(1, Ordering::SeqCst);
+        if let Some(key) = &self.key {
+            let mut open = open_per_key().lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(n) = open.get_mut(key) {
+                *n -= 1;
+                if *n == 0 {
+                    open.remove(key);
+                }
+            }
+        }
+    }
 }
 
 /// The schema as an [`Executor`] whose every operation gets its own loader, for the WebSocket
@@ -318,6 +405,24 @@ impl Executor for LoaderExecutor {
         request: Request,
         session_data: Option<Arc<Data>>,
     ) -> BoxStream<'static, Response> {
+        let open = session_data
+            .as_deref()
+            .and_then(|d| d.get(&TypeId::of::<OpenOperations>()))
+            .and_then(|o| o.downcast_ref::<OpenOperations>());
+        let defaults = Limits::default();
+        let limits = self.0.data::<Limits>().unwrap_or(&defaults);
+        let slot = match open.map(|o| o.open(limits)).transpose() {
+            Ok(slot) => slot,
+            Err(exceeded) => {
+                let refusal = super::refusal(exceeded);
+                return stream::once(async move { refusal }).boxed();
+            }
+        };
         super::execute_stream(&self.0, request, session_data)
+            .map(move |response| {
+                let _open = &slot;
+                response
+            })
+            .boxed()
     }
 }

@@ -41,6 +41,9 @@ pub const MAX_DISTANCE: f64 = 2.0;
 pub const MAX_SOURCES: usize = 100;
 /// `maxDepth` of a reasoning tree: 1..=20.
 pub const MAX_TREE_DEPTH: i32 = 20;
+/// Most nodes one reasoning tree returns, and its default.
+pub const MAX_TREE_NODES: i32 = 10_000;
+pub const DEFAULT_TREE_NODES: i32 = 2_000;
 
 /// The conclusion columns (everything but the embedding), for hand-written SELECT/RETURNING.
 const COLUMNS: &str = "id, workspace_name, observer, observed, session_name, content, level, \
@@ -123,8 +126,9 @@ pub struct ReasoningTree {
     /// Every citation between two nodes of the tree, grouped by citing node in node order, each
     /// group in the citing node's sourceIds order.
     pub edges: Vec<Edge>,
-    /// Some node at `max_depth` has a live neighbour outside the tree: one more level would add
-    /// nodes. When false, nodes and edges are the whole reachable graph.
+    /// The tree is not the whole reachable graph: some node at `max_depth` has a live neighbour
+    /// outside it (one more level would add nodes), or more than `max_nodes` were reachable.
+    /// When false, nodes and edges are the whole reachable graph.
     pub truncated: bool,
 }
 
@@ -207,6 +211,14 @@ impl Store {
                 None => json!({}),
             };
             prepared.push((c, content, metadata));
+        }
+        let contents = prepared
+            .iter_mut()
+            .map(|p| std::mem::take(&mut p.1))
+            .collect();
+        let contents = within_token_limit("conclusions[{}].content", contents).await?;
+        for (p, content) in prepared.iter_mut().zip(contents) {
+            p.1 = content;
         }
         let peers: Vec<String> = prepared
             .iter()
@@ -364,18 +376,14 @@ impl Store {
                 "maxDistance must be between 0 and {MAX_DISTANCE} (cosine distance; got {d})"
             )));
         }
+        super::search::check_query(query)?;
         let filter = filter::parse(Resource::Conclusion, filters)?;
         let Some(embedder) = self.embedder() else {
             return Err(StoreError::invalid(
                 "a semantic query needs an embedder, and this server has none (HONCHO_EMBEDDER=none)",
             ));
         };
-        let tokens = tokens::count(query);
-        if tokens > MAX_EMBEDDING_TOKENS {
-            return Err(StoreError::invalid(format!(
-                "query is {tokens} tokens long; the limit is {MAX_EMBEDDING_TOKENS}"
-            )));
-        }
+        within_token_limit("query", vec![query.to_owned()]).await?;
         let vector = embed_non_blank(embedder.as_ref(), &[query.to_owned()])
             .await
             .map_err(|e| StoreError::Internal(format!("embedding the query failed: {e}")))?
@@ -431,6 +439,10 @@ impl Store {
             ));
         }
         let content = conclusion_content("content", &input.content)?;
+        let content = within_token_limit("content", vec![content])
+            .await?
+            .pop()
+            .unwrap_or_default();
         let mut seen = HashSet::new();
         let sources: Vec<String> = input
             .source_ids
@@ -487,7 +499,8 @@ impl Store {
     }
 
     /// The live conclusions reachable from `root` in `direction` within `max_depth` (1..20)
-    /// steps, with the citations between them, from ONE recursive statement.
+    /// steps, at most `max_nodes` (1..10,000) of them, nearest first, with the citations between
+    /// them, from ONE recursive statement.
     ///
     /// The walk is breadth-first, one row per level carrying the level's frontier and everything
     /// visited so far: a node is expanded once, at its smallest depth, however many paths
@@ -500,17 +513,28 @@ impl Store {
         root: &str,
         direction: TreeDirection,
         max_depth: i32,
+        max_nodes: i32,
     ) -> StoreResult<ReasoningTree> {
         if !(1..=MAX_TREE_DEPTH).contains(&max_depth) {
             return Err(StoreError::invalid(format!(
                 "maxDepth must be between 1 and {MAX_TREE_DEPTH} (got {max_depth})"
             )));
         }
+        if !(1..=MAX_TREE_NODES).contains(&max_nodes) {
+            return Err(StoreError::invalid(format!(
+                "maxNodes must be between 1 and {MAX_TREE_NODES} (got {max_nodes})"
+            )));
+        }
         let rows = self
             .db()
             .query_all_raw(stmt(
                 &tree_sql(direction),
-                [workspace.into(), root.into(), max_depth.into()],
+                [
+                    workspace.into(),
+                    root.into(),
+                    max_depth.into(),
+                    max_nodes.into(),
+                ],
             ))
             .await?;
         if rows.is_empty() {
@@ -638,13 +662,24 @@ pub(crate) fn conclusion_content(field: &str, content: &str) -> StoreResult<Stri
             "{field} is empty once NUL bytes are removed"
         )));
     }
-    let tokens = tokens::count(&content);
-    if tokens > MAX_EMBEDDING_TOKENS {
+    Ok(content)
+}
+
+/// Refuses a text over [`MAX_EMBEDDING_TOKENS`], naming its field (`field` with `{}` replaced by
+/// the text's index). Counted off the runtime's workers ([`tokens::count_all`]).
+async fn within_token_limit(field: &str, texts: Vec<String>) -> StoreResult<Vec<String>> {
+    let (texts, counts) = tokens::count_all(texts).await?;
+    if let Some((i, n)) = counts
+        .iter()
+        .enumerate()
+        .find(|(_, n)| **n > MAX_EMBEDDING_TOKENS)
+    {
+        let field = field.replace("{}", &i.to_string());
         return Err(StoreError::invalid(format!(
-            "{field} is {tokens} tokens long; the limit is {MAX_EMBEDDING_TOKENS}"
+            "{field} is {n} tokens long; the limit is {MAX_EMBEDDING_TOKENS}"
         )));
     }
-    Ok(content)
+    Ok(texts)
 }
 
 /// Checks that every peer and session named exists in the workspace (sessions: active), and
@@ -727,16 +762,18 @@ fn neighbours(direction: TreeDirection, frontier: &str) -> (String, String) {
     }
 }
 
-/// The reasoning-tree statement; parameters: $1 workspace, $2 root id, $3 max depth.
+/// The reasoning-tree statement; parameters: $1 workspace, $2 root id, $3 max depth, $4 max
+/// nodes.
 ///
 /// `bfs` has one row per level: `frontier` holds the nodes first reached at that depth and
 /// `visited` every node reached so far; the next frontier is the frontier's live neighbours not
 /// yet visited (a hash anti-join against `visited`), looked up through the primary key (sources)
 /// or the GIN index on `source_ids` (derived). The walk stops when a level adds nothing, so
-/// cycles end, and otherwise one level past $3: that probe level is not returned, it only says
+/// cycles end; when more than $4 nodes are reached, so a wide graph costs at most one level past
+/// the cap; and otherwise one level past $3: that probe level is not returned, it only says
 /// whether $3 cut the tree (`truncated`), and computing it like every other level keeps the plan
-/// on the indexes. Each returned node carries `cites`: its source ids that are tree nodes, in
-/// sourceIds order (the edges).
+/// on the indexes. The first $4 nodes in the returned order are kept. Each returned node carries
+/// `cites`: its source ids that are tree nodes, in sourceIds order (the edges).
 fn tree_sql(direction: TreeDirection) -> String {
     let (from, cond) = neighbours(direction, "b.frontier");
     format!(
@@ -750,11 +787,15 @@ fn tree_sql(direction: TreeDirection) -> String {
              LEFT JOIN unnest(b.visited) AS v(id) ON v.id = n.id \
              WHERE {cond} AND v.id IS NULL \
            ) nxt \
-           WHERE b.depth <= $3 AND nxt.ids IS NOT NULL \
+           WHERE b.depth <= $3 AND cardinality(b.visited) <= $4 AND nxt.ids IS NOT NULL \
          ), \
-         tree AS ( \
+         reached AS ( \
            SELECT u.id, b.depth FROM bfs b CROSS JOIN LATERAL unnest(b.frontier) AS u(id) \
            WHERE b.depth <= $3 \
+         ), \
+         tree AS ( \
+           SELECT r.id, r.depth FROM reached r JOIN conclusions c ON c.id = r.id \
+           ORDER BY r.depth, c.created_at, c.id LIMIT $4 \
          ), \
          cites AS ( \
            SELECT c.id, array_agg(s.id ORDER BY s.ord) AS ids \
@@ -763,7 +804,8 @@ fn tree_sql(direction: TreeDirection) -> String {
            JOIN tree t2 ON t2.id = s.id \
            GROUP BY c.id \
          ), \
-         beyond AS (SELECT EXISTS (SELECT 1 FROM bfs WHERE depth > $3) AS truncated) \
+         beyond AS (SELECT EXISTS (SELECT 1 FROM bfs WHERE depth > $3) \
+           OR (SELECT count(*) FROM reached) > $4 AS truncated) \
          SELECT {cols}, t.depth, COALESCE(ci.ids, '{{}}'::text[]) AS cites, beyond.truncated \
          FROM tree t JOIN conclusions c ON c.id = t.id \
          LEFT JOIN cites ci ON ci.id = t.id \

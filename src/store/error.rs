@@ -27,6 +27,13 @@ pub enum StoreError {
     /// PostgreSQL cancelled the statement (statement_timeout or lock_timeout).
     #[error("the request took too long and was cancelled")]
     Timeout(#[source] DbErr),
+    /// An input over one of the store's size limits: `limit` names it for clients.
+    #[error("{message}")]
+    TooLarge {
+        limit: &'static str,
+        max: usize,
+        message: String,
+    },
     /// PostgreSQL aborted the transaction to resolve a deadlock (40P01) or a serialization
     /// failure (40001) with a concurrent one. The store's transaction helper retries these; this
     /// reaches a client only after its retries ran out.
@@ -50,6 +57,15 @@ impl StoreError {
         StoreError::NotFound {
             what,
             id: id.into(),
+        }
+    }
+
+    /// The named limit an input went over, and its value (clients see both).
+    pub fn limit(&self) -> Option<(&'static str, usize)> {
+        match self {
+            StoreError::TooLarge { limit, max, .. } => Some((limit, *max)),
+            StoreError::Filter(e) => e.limit(),
+            _ => None,
         }
     }
 

@@ -124,8 +124,11 @@ impl Store {
                 Some(v) => validate::metadata(&format!("messages[{i}].metadata"), v)?,
                 None => json!({}),
             };
-            let token_count = tokens::count(&content);
-            prepared.push((m.peer, content, metadata, m.created_at, token_count));
+            prepared.push((m.peer, content, metadata, m.created_at, 0));
+        }
+        let (_, counts) = tokens::count_all(prepared.iter().map(|p| p.1.clone()).collect()).await?;
+        for (p, n) in prepared.iter_mut().zip(counts) {
+            p.4 = n;
         }
         // One timestamp for the batch, as PostgreSQL's now() would give.
         let now = Utc::now();

@@ -39,23 +39,25 @@ impl Store {
                 embedder.dims()
             )));
         }
-        match self.meta("embedding_model").await? {
-            None => {
-                self.db()
-                    .execute_raw(stmt(
-                        "INSERT INTO honcho_meta (key, value) VALUES ('embedding_model', $1) \
-                         ON CONFLICT (key) DO NOTHING",
-                        [embedder.model_id().into()],
-                    ))
-                    .await?;
-                Ok(())
-            }
-            Some(model) if model == embedder.model_id() => Ok(()),
-            Some(model) => Err(StoreError::Incompatible(format!(
-                "the stored embeddings come from {model} but the embedder is {}; run \
-                 `honcho-graphql reembed --all` to re-embed everything with it, or switch back to {model}",
-                embedder.model_id()
-            ))),
+        // Record the model unless one is recorded already, and read back whichever is: of two
+        // instances starting at once with different models, the second sees the first's.
+        let row = self
+            .db()
+            .query_one_raw(stmt(
+                "INSERT INTO honcho_meta (key, value) VALUES ('embedding_model', $1) \
+                 ON CONFLICT (key) DO UPDATE SET value = honcho_meta.value RETURNING value",
+                [embedder.model_id().into()],
+            ))
+            .await?
+            .ok_or_else(|| StoreError::Internal("honcho_meta returned no model".into()))?;
+        let model: String = row.try_get("", "value")?;
+        if model == embedder.model_id() {
+            return Ok(());
         }
+        Err(StoreError::Incompatible(format!(
+            "the stored embeddings come from {model} but the embedder is {}; run \
+             `honcho-graphql reembed --all` to re-embed everything with it, or switch back to {model}",
+            embedder.model_id()
+        )))
     }
 }

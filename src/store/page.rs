@@ -8,6 +8,9 @@ use super::error::{StoreError, StoreResult};
 
 pub const DEFAULT_PAGE: u64 = 50;
 pub const MAX_PAGE: u64 = 100;
+/// Largest position a cursor may name. PostgreSQL's OFFSET is a signed 64-bit integer; no list
+/// comes near this, so a larger one is not a cursor this server gave out.
+pub const MAX_OFFSET: u64 = 1 << 62;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Order {
@@ -45,6 +48,13 @@ impl Slice {
             {
                 return Err(StoreError::invalid(format!(
                     "{name} must be between 1 and {MAX_PAGE} (got {n})"
+                )));
+            }
+        }
+        for (name, v) in [("after", self.after), ("before", self.before)] {
+            if v.is_some_and(|o| o > MAX_OFFSET) {
+                return Err(StoreError::invalid(format!(
+                    "{name} is not a cursor from this list"
                 )));
             }
         }

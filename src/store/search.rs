@@ -91,6 +91,43 @@ pub struct SnippetPlan {
     pub best: usize,
 }
 
+/// Longest search query, in characters. MiniLM reads at most 256 tokens (about this many
+/// characters of English) and full text gains nothing from more: past that a query only makes
+/// the full-text and substring legs slower.
+pub const MAX_QUERY_CHARS: usize = 1000;
+/// Most words (runs of letters and digits, which is what becomes a lexeme) in a search query:
+/// `plainto_tsquery` ANDs one term per word.
+pub const MAX_QUERY_WORDS: usize = 64;
+
+/// Refuses a query text longer than [`MAX_QUERY_CHARS`] or with more than [`MAX_QUERY_WORDS`]
+/// words (searches and `queryConclusions`).
+pub fn check_query(text: &str) -> StoreResult<()> {
+    let chars = if text.len() > MAX_QUERY_CHARS {
+        text.chars().count()
+    } else {
+        0
+    };
+    if chars > MAX_QUERY_CHARS {
+        return Err(StoreError::TooLarge {
+            limit: "searchQueryChars",
+            max: MAX_QUERY_CHARS,
+            message: format!("query is {chars} characters long; the limit is {MAX_QUERY_CHARS}"),
+        });
+    }
+    let words = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .count();
+    if words > MAX_QUERY_WORDS {
+        return Err(StoreError::TooLarge {
+            limit: "searchQueryWords",
+            max: MAX_QUERY_WORDS,
+            message: format!("query has {words} words; the limit is {MAX_QUERY_WORDS}"),
+        });
+    }
+    Ok(())
+}
+
 pub fn check_limit(limit: u64) -> StoreResult<()> {
     if !(1..=MAX_SEARCH_LIMIT).contains(&limit) {
         return Err(StoreError::invalid(format!(
@@ -120,6 +157,7 @@ impl Store {
         limit: u64,
     ) -> StoreResult<Vec<Message>> {
         check_limit(limit)?;
+        check_query(query)?;
         let filter = filter::parse(Resource::Message, filters)?;
         let text = query.replace('\0', "");
         if text.trim().is_empty() || filter.matches_nothing() {

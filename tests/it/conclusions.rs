@@ -995,6 +995,44 @@ async fn truncated_is_true_only_when_max_depth_cuts() {
 }
 
 #[tokio::test]
+async fn max_nodes_keeps_the_nearest_nodes_and_sets_truncated() {
+    let app = TestApp::new().await;
+    setup(&app).await;
+    // A is cited by B1..B4; each Bi by one Ci: 9 nodes in all.
+    let a = create_one(&app, "a").await;
+    let mut bs = Vec::new();
+    for i in 0..4 {
+        let b = derive_id(&app, &format!("b{i}"), &[&a]).await;
+        derive_id(&app, &format!("c{i}"), &[&b]).await;
+        bs.push(b);
+    }
+    let q = "query($id: ID!, $n: Int!) { workspace(id: \"ws\") { conclusion(id: $id) {
+               reasoningTree(direction: DERIVED, maxDepth: 5, maxNodes: $n) { nodes { id } edges { from to } truncated } } } }";
+    let cut = |d: &Value| d["workspace"]["conclusion"]["reasoningTree"].clone();
+    let t = cut(&app.ok(q, json!({"id": a, "n": 9})).await);
+    assert_eq!(ids(&t["nodes"]).len(), 9);
+    assert_eq!(t["truncated"], false, "exactly the whole graph");
+    let t = cut(&app.ok(q, json!({"id": a, "n": 5})).await);
+    let mut want = vec![a.clone()];
+    want.extend(bs.iter().cloned());
+    assert_eq!(
+        ids(&t["nodes"]),
+        want,
+        "the root, then the nearest level in creation order"
+    );
+    assert_eq!(t["truncated"], true);
+    // Edges only between returned nodes.
+    assert_eq!(t["edges"].as_array().unwrap().len(), 4);
+    let t = cut(&app.ok(q, json!({"id": a, "n": 1})).await);
+    assert_eq!(ids(&t["nodes"]), vec![a.clone()]);
+    assert_eq!(t["truncated"], true);
+    for bad in [0, 10_001] {
+        let (code, msg) = app.err(q, json!({"id": a, "n": bad})).await;
+        assert_eq!(code, "BAD_USER_INPUT", "{msg}");
+    }
+}
+
+#[tokio::test]
 async fn soft_deleted_conclusions_are_absent_from_trees_sources_and_derived() {
     let app = TestApp::new().await;
     setup(&app).await;

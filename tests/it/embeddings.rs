@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use honcho_graphql::store::Store;
 use migration::{Migrator, MigratorTrait};
 use sea_orm::{ConnectionTrait, Database};
@@ -26,11 +28,14 @@ async fn written_messages_get_embeddings_except_blank_ones() {
         .await,
         1
     );
-    // Unit length, as the model normalises: cosine distance to itself is 0.
+    // Unit length, as the model normalises (within 1e-4), and 384 dimensions.
     assert_eq!(
-        app.sql_i64("SELECT round((embedding <=> embedding)::numeric)::bigint FROM messages WHERE embedding IS NOT NULL")
-            .await,
-        0
+        app.sql_i64(
+            "SELECT count(*) FROM messages WHERE embedding IS NOT NULL \
+             AND abs(vector_norm(embedding) - 1) < 1e-4 AND vector_dims(embedding) = 384"
+        )
+        .await,
+        1
     );
 }
 
@@ -95,4 +100,50 @@ async fn reembed_fills_in_missing_embeddings() {
             .await,
         0
     );
+}
+
+/// An embedder that only names a model: enough for the start-up check.
+struct Named(&'static str);
+
+#[async_trait::async_trait]
+impl honcho_graphql::embed::Embedder for Named {
+    fn dims(&self) -> usize {
+        384
+    }
+    fn model_id(&self) -> &str {
+        self.0
+    }
+    async fn embed(
+        &self,
+        _texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, honcho_graphql::embed::EmbedError> {
+        unreachable!("the start-up check embeds nothing")
+    }
+}
+
+#[tokio::test]
+async fn of_two_instances_starting_at_once_with_different_models_one_is_refused() {
+    let app = TestApp::new().await;
+    for round in 0..10 {
+        app.store
+            .db()
+            .execute_unprepared("DELETE FROM honcho_meta WHERE key = 'embedding_model'")
+            .await
+            .unwrap();
+        let a = app
+            .store
+            .clone()
+            .with_embedder(Some(Arc::new(Named("model-a"))));
+        let b = app
+            .store
+            .clone()
+            .with_embedder(Some(Arc::new(Named("model-b"))));
+        let (ra, rb) = tokio::join!(a.check_embedder(), b.check_embedder());
+        assert!(
+            ra.is_ok() != rb.is_ok(),
+            "round {round}: exactly one starts ({ra:?}, {rb:?})"
+        );
+        let refused = ra.err().or(rb.err()).unwrap().to_string();
+        assert!(refused.contains("reembed --all"), "{refused}");
+    }
 }

@@ -207,7 +207,7 @@ fn as_postgres(bin: &std::path::Path, args: &[&str]) -> bool {
 #[tokio::test]
 async fn the_server_survives_postgresql_restarting() {
     let Some(bin) = pg_bin() else {
-        eprintln!("SKIPPED: no PostgreSQL server binaries under /usr/lib/postgresql");
+        crate::harness::skip("no PostgreSQL server binaries under /usr/lib/postgresql");
         return;
     };
     let dir = format!("/tmp/honcho-restart-{}", std::process::id());

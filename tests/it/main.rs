@@ -5,6 +5,7 @@ mod harness;
 mod auth;
 mod batching;
 mod conclusions;
+mod cost;
 mod deriver;
 mod embeddings;
 mod fake_llm;

@@ -148,6 +148,57 @@ async fn initial_schema_has_the_search_and_provenance_indexes() {
     db.close().await.unwrap();
 }
 
+/// `honcho-graphql migrate up` gives a fresh database's vector columns the configured embedder's
+/// dimension, as `serve` does (it used to create `vector(384)` whatever the embedder).
+#[tokio::test]
+async fn the_migrate_command_sizes_vectors_for_the_configured_embedder() {
+    for (env, dims) in [
+        (
+            vec![
+                ("HONCHO_EMBEDDER", "openai"),
+                ("HONCHO_OPENAI_DIMS", "1536"),
+                ("HONCHO_OPENAI_API_KEY", "unused"),
+            ],
+            "1536",
+        ),
+        (vec![("HONCHO_EMBEDDER", "none")], "384"),
+    ] {
+        let guard = blank_database().await;
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_honcho-graphql"))
+            .args(["migrate", "up"])
+            .env("DATABASE_URL", guard.url())
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let db = Database::connect(guard.url()).await.unwrap();
+        assert_eq!(
+            scalar(
+                &db,
+                "SELECT value FROM honcho_meta WHERE key = 'embedding_dims'"
+            )
+            .await,
+            Some(dims.to_owned())
+        );
+        for table in ["messages", "conclusions"] {
+            let ty = scalar(
+                &db,
+                &format!(
+                    "SELECT format_type(atttypid, atttypmod) FROM pg_attribute \
+                     WHERE attrelid = '{table}'::regclass AND attname = 'embedding'"
+                ),
+            )
+            .await;
+            assert_eq!(ty, Some(format!("vector({dims})")), "{table}");
+        }
+        db.close().await.unwrap();
+    }
+}
+
 #[tokio::test]
 async fn the_deriver_queue_migration_goes_down_and_up_with_the_rows_it_depends_on() {
     let guard = blank_database().await;

@@ -2,6 +2,7 @@
 //! (graphql-transport-ws and legacy graphql-ws, our client and the npm `graphql-ws` client), each
 //! server with its own LISTEN connection on the test's database.
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -91,10 +92,19 @@ impl Instance {
         buffer: usize,
         auth: Auth,
     ) -> Instance {
+        Self::with_limits(app, store, buffer, auth, &Limits::default()).await
+    }
+
+    async fn with_limits(
+        app: &TestApp,
+        store: Store,
+        buffer: usize,
+        auth: Auth,
+        limits: &Limits,
+    ) -> Instance {
         let url = app._db.url();
         let bus = EventBus::start(&url, buffer).await.unwrap();
-        let schema =
-            graphql::build_schema_with(store.clone(), &Limits::default(), auth, Some(bus.clone()));
+        let schema = graphql::build_schema_with(store.clone(), limits, auth, Some(bus.clone()));
         let router = honcho_graphql::http::router(schema.clone(), store.clone(), 1 << 20);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -855,6 +865,87 @@ async fn ws_result(ws: &mut Ws, id: &str) -> Result<Value, String> {
 }
 
 #[tokio::test]
+async fn subscriptions_are_capped_per_connection_and_per_key_and_freed_when_stopped() {
+    let app = TestApp::new().await;
+    let limits = Limits {
+        max_subscriptions_per_connection: 3,
+        max_subscriptions_per_key: 4,
+        ..Limits::default()
+    };
+    let store = Store::connect(&app._db.url(), 5, None).await.unwrap();
+    let a = Instance::with_limits(&app, store, 1024, crate::harness::auth(), &limits).await;
+    let admin = json!({"Authorization": crate::harness::bearer(KeySpec {
+        admin: true,
+        ..Default::default()
+    })});
+    let sub = |id: &str| {
+        json!({"id": id, "type": "subscribe", "payload": {"query": SUB,
+            "variables": {"w": "ws", "s": "s1"}}})
+    };
+    let limit_of = |m: &Value| {
+        let e = if m["type"] == "error" {
+            &m["payload"][0]
+        } else {
+            &m["payload"]["errors"][0]
+        };
+        (
+            e["extensions"]["code"].clone(),
+            e["extensions"]["limit"].clone(),
+        )
+    };
+    let mut one = ws_connect(a.addr, "graphql-transport-ws", admin.clone()).await;
+    for id in ["1", "2", "3"] {
+        ws_send(&mut one, sub(id)).await;
+    }
+    ws_send(&mut one, sub("4")).await;
+    let m = ws_next(&mut one).await;
+    assert_eq!(m["id"], "4", "{m}");
+    assert_eq!(
+        limit_of(&m),
+        (
+            json!("BAD_USER_INPUT"),
+            json!("HONCHO_MAX_SUBSCRIPTIONS_PER_CONNECTION")
+        ),
+        "{m}"
+    );
+    // Stopping one frees its place on the connection.
+    ws_send(&mut one, json!({"id": "1", "type": "complete"})).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    ws_send(&mut one, sub("5")).await;
+    // The key has 3 open; a second socket with the same key gets one more, then the key's cap.
+    let mut two = ws_connect(a.addr, "graphql-transport-ws", admin.clone()).await;
+    ws_send(&mut two, sub("6")).await;
+    ws_send(&mut two, sub("7")).await;
+    let m = ws_next(&mut two).await;
+    assert_eq!(m["id"], "7", "{m}");
+    assert_eq!(
+        limit_of(&m),
+        (
+            json!("BAD_USER_INPUT"),
+            json!("HONCHO_MAX_SUBSCRIPTIONS_PER_KEY")
+        ),
+        "{m}"
+    );
+    // Closing the first socket frees its three.
+    drop(one);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    ws_send(&mut two, sub("8")).await;
+    ws_send(&mut two, sub("9")).await;
+    write_one(&app.store, "s1", "alice", "hello").await;
+    let mut seen = HashSet::new();
+    while seen.len() < 3 {
+        let m = ws_next(&mut two).await;
+        if m["type"] == "complete" {
+            continue; // the end of the refused one
+        }
+        assert_eq!(m["type"], "next", "{m}");
+        assert!(m["payload"].get("errors").is_none(), "{m}");
+        seen.insert(m["id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(seen, HashSet::from(["6".into(), "8".into(), "9".into()]));
+}
+
+#[tokio::test]
 async fn keys_from_connection_init_scope_subscriptions_as_queries() {
     let app = TestApp::new().await;
     let a = Instance::with_auth(&app).await;
@@ -1074,7 +1165,7 @@ async fn the_npm_graphql_ws_client_receives_events() {
         .output()
         .is_err()
     {
-        eprintln!("SKIPPED: node is not installed");
+        crate::harness::skip("node is not installed");
         return;
     }
     if !std::path::Path::new(node_dir)
@@ -1090,7 +1181,9 @@ async fn the_npm_graphql_ws_client_receives_events() {
                 .join("node_modules/graphql-ws")
                 .exists()
         {
-            eprintln!("SKIPPED: could not install the npm graphql-ws client (run {setup})");
+            crate::harness::skip(&format!(
+                "could not install the npm graphql-ws client (run {setup})"
+            ));
             return;
         }
     }
@@ -1165,7 +1258,7 @@ async fn the_npm_graphql_ws_client_receives_events() {
 #[ignore = "needs a PgBouncer (HONCHO_PGBOUNCER_URL)"]
 async fn through_pgbouncer_in_transaction_mode() {
     let Ok(bouncer) = std::env::var("HONCHO_PGBOUNCER_URL") else {
-        eprintln!("SKIPPED: HONCHO_PGBOUNCER_URL is not set");
+        crate::harness::skip("HONCHO_PGBOUNCER_URL is not set");
         return;
     };
     let suffix = std::env::var("HONCHO_PGBOUNCER_PARAMS").unwrap_or_default();

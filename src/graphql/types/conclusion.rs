@@ -78,8 +78,9 @@ pub struct ReasoningTree {
     /// Every citation between two nodes, grouped by citing node in node order, each group in
     /// the citing node's sourceIds order.
     pub edges: Vec<ReasoningEdge>,
-    /// True when maxDepth cut the tree: a node at maxDepth has neighbours that are not in it.
-    /// When false, nodes and edges are everything reachable.
+    /// True when maxDepth cut the tree (a node at maxDepth has neighbours that are not in it)
+    /// or more than maxNodes were reachable. When false, nodes and edges are everything
+    /// reachable.
     pub truncated: bool,
 }
 
@@ -199,12 +200,14 @@ impl Conclusion {
 
     /// The reasoning graph around this conclusion, from one recursive query: every live
     /// conclusion reachable in `direction` within `maxDepth` (1 to 20) steps, each once
-    /// (diamonds and cycles included), with the citations between them.
+    /// (diamonds and cycles included), nearest first and at most `maxNodes` (1 to 10,000) of
+    /// them, with the citations between them. `truncated` says either limit cut it.
     async fn reasoning_tree(
         &self,
         ctx: &Context<'_>,
         #[graphql(default)] direction: TreeDirection,
         #[graphql(default = 5)] max_depth: i32,
+        #[graphql(default = 2000)] max_nodes: i32,
     ) -> ApiResult<ReasoningTree> {
         let access = guard::require(ctx, rule!(Conclusion.reasoningTree), On::nothing()).await?;
         let tree = access
@@ -214,6 +217,7 @@ impl Conclusion {
                 &self.0.id,
                 direction.into(),
                 max_depth,
+                max_nodes,
             )
             .await?;
         let nodes: Vec<sc::Conclusion> = tree.nodes.into_iter().map(|n| n.conclusion).collect();

@@ -117,7 +117,7 @@ fn is_decimal_literal(s: &str) -> bool {
 }
 
 /// Longest numeric literal sent to PostgreSQL as a `numeric` (well within its limits).
-const MAX_NUMERIC_LEN: usize = 1000;
+pub(crate) const MAX_NUMERIC_LEN: usize = 1000;
 
 /// A metadata comparison operand as a numeric literal PostgreSQL's `numeric` accepts, if the
 /// operand is numeric: a JSON number, or a string shaped like a decimal number (exponent of at

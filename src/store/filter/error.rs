@@ -26,6 +26,8 @@ pub enum FilterErrorKind {
     TooDeep { max: usize },
     #[error("filter too large: more than {max} values")]
     TooLarge { max: usize },
+    #[error("a string in a filter may be at most {max} characters long (got {got})")]
+    ValueTooLong { max: usize, got: usize },
     #[error(
         "unknown filter key {key}; allowed keys: {allowed} (snake_case spellings are accepted too)"
     )]
@@ -60,6 +62,16 @@ pub enum FilterErrorKind {
 }
 
 impl FilterError {
+    /// The limit this error is about, named for clients (`extensions.limit`), and its value.
+    pub fn limit(&self) -> Option<(&'static str, usize)> {
+        match self.kind {
+            FilterErrorKind::TooDeep { max } => Some(("filterDepth", max)),
+            FilterErrorKind::TooLarge { max } => Some(("filterValues", max)),
+            FilterErrorKind::ValueTooLong { max, .. } => Some(("filterValueChars", max)),
+            _ => None,
+        }
+    }
+
     pub(crate) fn new(path: &str, kind: FilterErrorKind) -> Self {
         FilterError {
             path: path.to_owned(),

@@ -6,11 +6,14 @@
 use sea_orm::sea_query::extension::postgres::PgExpr;
 use sea_orm::sea_query::{Alias, BinOper, Condition, Expr, ExprTrait, LikeExpr, Value};
 
+use super::coerce::MAX_NUMERIC_LEN;
 use super::tree::{CmpOp, KeyTest, Node, Scalar};
 
 /// What `metadata ->> key` must look like to be cast to `numeric`: the shape jsonb prints numbers
-/// in, plus exponents (at most 3 digits, so the cast cannot overflow). Anything else is not
-/// compared numerically, and a non-numeric stored string never makes the query fail.
+/// in, plus exponents (at most 3 digits), and at most [`MAX_NUMERIC_LEN`] characters (checked
+/// apart: PostgreSQL's regular expressions cap repetition counts at 255), so the cast cannot
+/// overflow. Anything else is not compared numerically, and no stored value ever makes the query
+/// fail.
 pub(crate) const NUMERIC_TEXT_RE: &str = r"^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]{1,3})?$";
 
 /// The condition for a tree; `True` is the empty conjunction (`Cond::all()`).
@@ -101,7 +104,8 @@ fn expr(node: &Node, table: &str) -> Expr {
                 KeyTest::Numeric { op, value: v } => {
                     let guarded = Expr::cust_with_exprs(
                         format!(
-                            "CASE WHEN ($1) ~ '{NUMERIC_TEXT_RE}' THEN CAST(($1) AS numeric) END"
+                            "CASE WHEN length($1) <= {MAX_NUMERIC_LEN} AND ($1) ~ '{NUMERIC_TEXT_RE}' \
+                             THEN CAST(($1) AS numeric) END"
                         ),
                         [text],
                     );

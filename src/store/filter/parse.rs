@@ -14,6 +14,10 @@ pub const MAX_DEPTH: usize = 5;
 /// a search may use the filter in each of its legs; this keeps far below that.
 pub const MAX_VALUES: usize = 5000;
 
+/// Longest string (operand or key) in a filter, in characters. Ids are at most 512; longer
+/// operands only make `ILIKE` patterns and casts slower.
+pub const MAX_VALUE_CHARS: usize = 1000;
+
 /// The path every error starts from.
 pub(crate) const ROOT: &str = "filters";
 
@@ -68,6 +72,31 @@ fn find_nul(v: &Value, path: &str) -> Option<String> {
     }
 }
 
+/// The path and length of the first key or string longer than [`MAX_VALUE_CHARS`], if any.
+fn find_long(v: &Value, path: &str) -> Option<(String, usize)> {
+    let long = |s: &str| {
+        // Bytes bound characters from above: most strings are decided without counting.
+        (s.len() > MAX_VALUE_CHARS)
+            .then(|| s.chars().count())
+            .filter(|n| *n > MAX_VALUE_CHARS)
+    };
+    match v {
+        Value::String(s) => long(s).map(|n| (path.to_owned(), n)),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, item)| find_long(item, &index_path(path, i))),
+        Value::Object(obj) => obj.iter().find_map(|(k, item)| {
+            let kpath = key_path(path, k);
+            match long(k) {
+                Some(n) => Some((kpath, n)),
+                None => find_long(item, &kpath),
+            }
+        }),
+        _ => None,
+    }
+}
+
 /// A key as a JSON string, for messages.
 fn quote(key: &str) -> String {
     show(&Value::String(key.to_owned()))
@@ -82,6 +111,15 @@ pub(crate) fn parse_root(resource: Resource, json: &Value) -> Result<Node> {
     match json {
         Value::Null => Ok(Node::True),
         Value::Object(obj) => {
+            if let Some((path, got)) = find_long(json, ROOT) {
+                return err(
+                    &path,
+                    K::ValueTooLong {
+                        max: MAX_VALUE_CHARS,
+                        got,
+                    },
+                );
+            }
             let node = Parser { resource }.object(obj, ROOT, 0)?;
             if node.bound_values() > MAX_VALUES {
                 return err(ROOT, K::TooLarge { max: MAX_VALUES });

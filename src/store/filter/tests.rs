@@ -673,11 +673,12 @@ fn metadata_key_operators_sql() {
     let (w, v) = built(Message, json!({"metadata": {"score": {"gt": 4}}}));
     assert_eq!(
         w,
-        r#"(CASE WHEN ("messages"."metadata" ->> $1) ~ '^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]{1,3})?$' THEN CAST(("messages"."metadata" ->> $2) AS numeric) END) > (CAST($3 AS numeric))"#
+        r#"(CASE WHEN length("messages"."metadata" ->> $1) <= 1000 AND ("messages"."metadata" ->> $2) ~ '^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]{1,3})?$' THEN CAST(("messages"."metadata" ->> $3) AS numeric) END) > (CAST($4 AS numeric))"#
     );
     assert_eq!(
         v,
         vec![
+            SqlValue::String(Some("score".into())),
             SqlValue::String(Some("score".into())),
             SqlValue::String(Some("score".into())),
             SqlValue::String(Some("4".into())),
