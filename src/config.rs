@@ -1,7 +1,7 @@
 //! Server configuration, from the environment (every variable is listed in the README).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 
@@ -115,8 +115,8 @@ pub struct ServeConfig {
     #[arg(long, env = "HONCHO_REQUEST_TIMEOUT_MS", default_value_t = 60_000)]
     pub request_timeout_ms: u64,
 
-    /// The built playground (a directory with index.html) to serve at `/`. Default:
-    /// `playground/dist` under the working directory, else under the source tree.
+    /// A built playground (a directory with index.html) to serve at `/` instead of the one
+    /// built into the binary (for playground development).
     #[arg(long, env = "HONCHO_PLAYGROUND_DIR")]
     pub playground_dir: Option<PathBuf>,
 
@@ -124,6 +124,14 @@ pub struct ServeConfig {
     /// commas (`https://app.example.com,http://localhost:5173`), or `*` (auth on only).
     #[arg(long, env = "HONCHO_CORS_ORIGINS", default_value = "")]
     pub cors_origins: String,
+
+    /// Strict mode: a manifest (JSON, sha256 → document) of the only documents that run.
+    #[arg(long, env = "HONCHO_TRUSTED_DOCUMENTS")]
+    pub trusted_documents: Option<PathBuf>,
+
+    /// In strict mode, admin keys may still send any document.
+    #[arg(long, env = "HONCHO_TRUSTED_DOCUMENTS_ADMIN", default_value_t = false, action = clap::ArgAction::Set)]
+    pub trusted_documents_admin: bool,
 
     #[command(flatten)]
     pub auth: AuthConfig,
@@ -133,24 +141,6 @@ pub struct ServeConfig {
 
     #[command(flatten)]
     pub deriver: DeriverConfig,
-}
-
-impl ServeConfig {
-    /// The playground directory to serve: the configured one, or the first default that has an
-    /// index.html. `None` when there is nothing to serve (`/` then says how to build it).
-    pub fn playground(&self) -> Option<PathBuf> {
-        let candidates = match &self.playground_dir {
-            Some(dir) => vec![dir.clone()],
-            None => vec![
-                PathBuf::from("playground/dist"),
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("playground/dist"),
-            ],
-        };
-        candidates
-            .into_iter()
-            .find(|dir| dir.join("index.html").is_file())
-            .map(|dir| std::path::absolute(&dir).unwrap_or(dir))
-    }
 }
 
 #[derive(Args, Clone)]

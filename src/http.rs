@@ -10,10 +10,13 @@
 //! open.
 
 mod origins;
+pub mod persisted;
+mod playground;
 pub mod transport;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
@@ -24,7 +27,7 @@ use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
@@ -34,7 +37,6 @@ use tokio::sync::watch;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::services::{ServeDir, ServeFile};
 use tower_http::trace::TraceLayer;
 
 use crate::graphql::error::Code;
@@ -42,6 +44,8 @@ use crate::graphql::subscription::{LoaderExecutor, connection_data};
 use crate::graphql::{AppSchema, Limits};
 use crate::store::Store;
 pub use origins::{Origins, OriginsError};
+pub use persisted::Persisted;
+pub use playground::Playground;
 use transport::{HttpError, MediaType, Params};
 
 /// What the HTTP layer needs besides the schema and the store.
@@ -53,8 +57,10 @@ pub struct HttpOptions {
     pub request_timeout: Option<Duration>,
     /// Browser origins allowed besides the server's own (CORS and WebSocket upgrades).
     pub origins: Origins,
-    /// A built playground directory served at `/`.
-    pub playground: Option<PathBuf>,
+    /// What `/` serves.
+    pub playground: Playground,
+    /// Persisted documents (APQ) and, in strict mode, the trusted ones.
+    pub persisted: Arc<Persisted>,
 }
 
 impl Default for HttpOptions {
@@ -63,7 +69,8 @@ impl Default for HttpOptions {
             max_body_bytes: 16 * 1024 * 1024,
             request_timeout: None,
             origins: Origins::None,
-            playground: None,
+            playground: Playground::Missing,
+            persisted: Arc::default(),
         }
     }
 }
@@ -74,6 +81,7 @@ struct AppState {
     store: Store,
     max_body_bytes: usize,
     origins: Origins,
+    persisted: Arc<Persisted>,
 }
 
 pub fn router(schema: AppSchema, store: Store, max_body_bytes: usize) -> Router {
@@ -100,7 +108,10 @@ pub fn router_with_playground(
         store,
         HttpOptions {
             max_body_bytes,
-            playground: playground.map(Path::to_path_buf),
+            playground: match playground {
+                Some(dir) => Playground::Dir(dir.to_path_buf()),
+                None => Playground::Missing,
+            },
             ..HttpOptions::default()
         },
     )
@@ -113,16 +124,13 @@ pub fn router_with(schema: AppSchema, store: Store, options: HttpOptions) -> Rou
         .route("/health", get(health))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics));
-    let app = match &options.playground {
-        Some(dir) => api
-            .fallback_service(ServeDir::new(dir).fallback(ServeFile::new(dir.join("index.html")))),
-        None => api.route("/", get(index)),
-    };
+    let app = options.playground.route(api);
     let app = app.with_state(AppState {
         schema,
         store,
         max_body_bytes: options.max_body_bytes,
         origins: options.origins.clone(),
+        persisted: options.persisted.clone(),
     });
     layers(app, &options)
 }
@@ -202,18 +210,35 @@ async fn graphql(State(app): State<AppState>, request: Request<Body>) -> Respons
         Ok(params) => params,
         Err(refused) => return refused.respond(media),
     };
-    let Some(query) = params.query.take() else {
-        return HttpError::BadParameters(
-            "the request has no `query` (the GraphQL document, a string)".into(),
-        )
-        .respond(media);
-    };
     // A header that is not visible ASCII is as good as a bad key (the guards say UNAUTHENTICATED).
     let authorization = parts
         .headers
         .get(header::AUTHORIZATION)
         .map(|v| v.to_str().unwrap_or("?"));
     let caller = crate::graphql::authenticate(&app.schema, authorization);
+    let admin = matches!(caller.principal(), Ok(crate::auth::Principal::Admin));
+    let query = match app
+        .persisted
+        .resolve(params.query.take(), params.extensions.as_ref(), admin)
+    {
+        Ok(Some(query)) => query,
+        Ok(None) => {
+            return HttpError::BadParameters(
+                "the request has no `query` (the GraphQL document, a string)".into(),
+            )
+            .respond(media);
+        }
+        Err(refused) => {
+            // An unknown hash is a request error like any other: the client's APQ link reads it
+            // and sends the document.
+            let not_found = refused == persisted::PersistedError::NotFound;
+            let mut resp = transport::graphql_response(refused.into_response(), media);
+            if !not_found {
+                *resp.status_mut() = StatusCode::BAD_REQUEST;
+            }
+            return resp;
+        }
+    };
     let request = params.into_request(query).data(caller);
     match crate::graphql::admit(&app.schema, request) {
         Ok(admitted) => {
@@ -401,7 +426,7 @@ async fn graphql_ws(
         // Clients send little (init, subscribe, pings); tungstenite's 128 KiB default read buffer
         // was most of an idle subscriber's memory. Larger messages still grow it as needed.
         .read_buffer_size(WS_READ_BUFFER)
-        .on_upgrade(move |socket| serve_ws(socket, app.schema, protocol))
+        .on_upgrade(move |socket| serve_ws(socket, app.schema, protocol, app.persisted))
 }
 
 /// Close code for a connection whose `connection_init` did not come in time (graphql-ws's).
@@ -413,7 +438,12 @@ const CLOSE_KEY_EXPIRED: u16 = 4401;
 /// deadlines of its own: `connection_init` must come within the configured time, and the socket
 /// is closed when the key it authenticated with expires (operations and events check the expiry
 /// too, so nothing is served in between).
-async fn serve_ws(socket: WebSocket, schema: AppSchema, protocol: WebSocketProtocols) {
+async fn serve_ws(
+    socket: WebSocket,
+    schema: AppSchema,
+    protocol: WebSocketProtocols,
+    persisted: Arc<Persisted>,
+) {
     let init_timeout = schema.data::<Limits>().map_or_else(
         || Limits::default().connection_init_timeout,
         |l| l.connection_init_timeout,
@@ -430,12 +460,17 @@ async fn serve_ws(socket: WebSocket, schema: AppSchema, protocol: WebSocketProto
     // None until connection_init has been handled; then the key's expiry, if it has one.
     let (initialised, mut expiry) = watch::channel::<Option<Option<DateTime<Utc>>>>(None);
     let init_schema = schema.clone();
-    let output = async_graphql::http::WebSocket::new(LoaderExecutor(schema), input, protocol)
-        .on_connection_init(move |payload| async move {
+    let executor = TrustedOnly {
+        inner: LoaderExecutor(schema),
+        persisted,
+    };
+    let output = async_graphql::http::WebSocket::new(executor, input, protocol).on_connection_init(
+        move |payload| async move {
             let (data, expires_at) = connection_data(&init_schema, payload);
             initialised.send_replace(Some(expires_at));
             Ok(data)
-        });
+        },
+    );
     futures::pin_mut!(output);
     let opened = tokio::time::Instant::now();
     loop {
@@ -501,6 +536,62 @@ async fn sleep_until_or_never(at: Option<tokio::time::Instant>) {
     }
 }
 
+/// The WebSocket's executor: in strict mode each operation's document must be trusted, as over
+/// HTTP (the connection's key decides the admin exemption).
+#[derive(Clone)]
+struct TrustedOnly {
+    inner: LoaderExecutor,
+    persisted: Arc<Persisted>,
+}
+
+impl TrustedOnly {
+    fn check(
+        &self,
+        mut request: async_graphql::Request,
+        session_data: Option<&async_graphql::Data>,
+    ) -> Result<async_graphql::Request, persisted::PersistedError> {
+        if !self.persisted.strict() {
+            return Ok(request);
+        }
+        let admin = session_data
+            .and_then(|d| d.get(&std::any::TypeId::of::<crate::auth::Caller>()))
+            .and_then(|c| c.downcast_ref::<crate::auth::Caller>())
+            .is_some_and(|c| matches!(c.principal(), Ok(crate::auth::Principal::Admin)));
+        let extensions = serde_json::to_value(&request.extensions).unwrap_or_default();
+        let query = std::mem::take(&mut request.query);
+        let query = (!query.is_empty()).then_some(query);
+        match self.persisted.resolve(query, extensions.as_object(), admin) {
+            Ok(Some(query)) => {
+                request.query = query;
+                Ok(request)
+            }
+            Ok(None) => Err(persisted::PersistedError::NotTrusted),
+            Err(refused) => Err(refused),
+        }
+    }
+}
+
+impl async_graphql::Executor for TrustedOnly {
+    async fn execute(&self, request: async_graphql::Request) -> async_graphql::Response {
+        match self.check(request, None) {
+            Ok(request) => self.inner.execute(request).await,
+            Err(refused) => refused.into_response(),
+        }
+    }
+
+    fn execute_stream(
+        &self,
+        request: async_graphql::Request,
+        session_data: Option<Arc<async_graphql::Data>>,
+    ) -> futures::stream::BoxStream<'static, async_graphql::Response> {
+        use futures::StreamExt;
+        match self.check(request, session_data.as_deref()) {
+            Ok(request) => self.inner.execute_stream(request, session_data),
+            Err(refused) => futures::stream::once(async move { refused.into_response() }).boxed(),
+        }
+    }
+}
+
 /// The process is up.
 async fn health() -> Json<serde_json::Value> {
     Json(json!({"status": "ok"}))
@@ -515,15 +606,6 @@ async fn ready(State(app): State<AppState>) -> impl IntoResponse {
             Json(json!({"status": "database unavailable"})),
         ),
     }
-}
-
-async fn index() -> Html<&'static str> {
-    Html(
-        "<!doctype html><title>honcho-graphql</title>\
-         <p>honcho-graphql is running. POST GraphQL requests to <code>/graphql</code>.</p>\
-         <p>The playground (GraphiQL, reasoning trees, search) is not built: run \
-         <code>make playground</code> and reload, or set <code>HONCHO_PLAYGROUND_DIR</code>.</p>",
-    )
 }
 
 #[cfg(test)]

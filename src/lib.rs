@@ -45,6 +45,20 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         );
     }
     let origins = http::Origins::parse(&cfg.cors_origins, auth.enabled())?;
+    let trusted = match &cfg.trusted_documents {
+        Some(path) => {
+            let manifest = http::Persisted::load_manifest(path)?;
+            tracing::info!(
+                documents = manifest.len(),
+                admin_exempt = cfg.trusted_documents_admin,
+                "strict mode: only the trusted documents of {} run",
+                path.display()
+            );
+            Some(manifest)
+        }
+        None => None,
+    };
+    let persisted = std::sync::Arc::new(http::Persisted::new(trusted, cfg.trusted_documents_admin));
     let llm = llm::build(&cfg.llm)?;
     let store = open_store(&cfg.db).await?.with_derivation(llm.is_some());
     if !cfg.no_migrate {
@@ -101,20 +115,26 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening for events on {}", redact(events_url)))?;
     let schema = graphql::build_schema_with(store.clone(), &limits, auth, Some(events));
-    let playground = cfg.playground();
+    let playground = http::Playground::resolve(cfg.playground_dir.clone());
     match (&playground, &cfg.playground_dir) {
-        (Some(dir), _) => tracing::info!("serving the playground from {}", dir.display()),
-        (None, Some(dir)) => tracing::warn!(
+        (http::Playground::Dir(dir), _) => {
+            tracing::info!("serving the playground from {}", dir.display())
+        }
+        (http::Playground::Embedded, _) => tracing::info!("serving the built-in playground"),
+        (http::Playground::Missing, Some(dir)) => tracing::warn!(
             "HONCHO_PLAYGROUND_DIR={} has no index.html; `/` says how to build the playground",
             dir.display()
         ),
-        (None, None) => tracing::info!("no playground built (make playground); `/` says so"),
+        (http::Playground::Missing, None) => {
+            tracing::info!("no playground built (make playground); `/` says so")
+        }
     }
     let options = http::HttpOptions {
         max_body_bytes: cfg.max_body_bytes,
         request_timeout: Some(std::time::Duration::from_millis(cfg.request_timeout_ms)),
         origins,
         playground: playground.clone(),
+        persisted,
     };
     let app = http::router_with(schema, store, options);
     let listener = tokio::net::TcpListener::bind(cfg.listen)
@@ -124,7 +144,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         "serving GraphQL on http://{0}/graphql (subscriptions: ws://{0}/graphql/ws)",
         cfg.listen
     );
-    if playground.is_some() {
+    if playground != http::Playground::Missing {
         tracing::info!("playground on http://{}/", cfg.listen);
     }
     axum::serve(listener, app)

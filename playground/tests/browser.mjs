@@ -195,10 +195,11 @@ async function main() {
         HONCHO_LISTEN: `127.0.0.1:${port}`,
         HONCHO_EMBEDDER: 'none',
         HONCHO_DB_POOL: '5',
-        HONCHO_PLAYGROUND_DIR: `${repo}playground/dist`,
         HONCHO_CORS_ORIGINS: allowedApp,
         RUST_LOG: 'warn',
       },
+      // From another directory, without HONCHO_PLAYGROUND_DIR: the binary serves its own playground.
+      cwd: '/',
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     server.stdout.on('data', (d) => (serverLog += d));

@@ -29,6 +29,10 @@ pub enum Code {
     NotAcceptable,
     /// A body above `HONCHO_MAX_BODY_BYTES`.
     PayloadTooLarge,
+    /// A persisted-query hash the server does not know (yet): send the document with it.
+    PersistedQueryNotFound,
+    /// Strict mode (`HONCHO_TRUSTED_DOCUMENTS`): the document is not in the manifest.
+    DocumentNotTrusted,
 }
 
 impl Code {
@@ -47,6 +51,8 @@ impl Code {
             Code::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
             Code::NotAcceptable => "NOT_ACCEPTABLE",
             Code::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            Code::PersistedQueryNotFound => "PERSISTED_QUERY_NOT_FOUND",
+            Code::DocumentNotTrusted => "DOCUMENT_NOT_TRUSTED",
         }
     }
 
@@ -125,9 +131,8 @@ pub fn bad_input(message: impl Into<String>) -> ApiError {
     Code::BadUserInput.error(message)
 }
 
-/// Errors async-graphql raises itself before any resolver runs (syntax, validation, unknown
-/// fields or arguments, depth and complexity limits) carry no code; they are the client's.
-pub fn code_request_errors(errors: &mut [async_graphql::ServerError]) {
+/// Gives every error without a code this one.
+pub fn code_errors(errors: &mut [async_graphql::ServerError], code: Code) {
     for e in errors {
         let has_code = e
             .extensions
@@ -136,7 +141,13 @@ pub fn code_request_errors(errors: &mut [async_graphql::ServerError]) {
         if !has_code {
             e.extensions
                 .get_or_insert_with(Default::default)
-                .set("code", Code::BadUserInput.as_str());
+                .set("code", code.as_str());
         }
     }
+}
+
+/// Errors async-graphql raises itself before any resolver runs (syntax, validation, unknown
+/// fields or arguments, depth and complexity limits) carry no code; they are the client's.
+pub fn code_request_errors(errors: &mut [async_graphql::ServerError]) {
+    code_errors(errors, Code::BadUserInput)
 }

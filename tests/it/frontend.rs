@@ -400,3 +400,194 @@ async fn result_fields_keep_the_order_the_query_asked_for() {
         r#"{"data":{"zz":"QueryRoot","aa":"QueryRoot","mm":"QueryRoot"}}"#
     );
 }
+
+/// Runs `queries` through urql's persisted-queries exchange (tests/node-ws/persisted.mjs).
+async fn urql(server: &ServerProcess, queries: &[&str]) -> Value {
+    let dir = node_clients();
+    let out = tokio::process::Command::new("node")
+        .current_dir(dir)
+        .arg("persisted.mjs")
+        .arg(server.url("/graphql"))
+        .args(queries)
+        .output()
+        .await
+        .expect("run node");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "urql failed: {stderr}");
+    serde_json::from_slice(&out.stdout).expect("one JSON line")
+}
+
+#[tokio::test]
+async fn urql_registers_a_persisted_query_once_then_sends_only_its_hash() {
+    let app = TestApp::new().await;
+    let server = ServerProcess::start(&app._db, &[]).await;
+    let q = "query Hello { __typename }";
+    let report = urql(&server, &[q, q]).await;
+    let hello = json!({"data": {"__typename": "QueryRoot"}});
+    assert_eq!(report["results"], json!([hello, hello]), "{report}");
+    // The hash alone (unknown: 400 PERSISTED_QUERY_NOT_FOUND), then with the document; the
+    // second time the hash alone is enough. All by GET: a query's hash is a cacheable URL.
+    assert_eq!(
+        report["requests"],
+        json!([
+            {"method": "GET", "withDocument": false, "status": 400},
+            {"method": "GET", "withDocument": true, "status": 200},
+            {"method": "GET", "withDocument": false, "status": 200},
+        ]),
+        "{report}"
+    );
+    // A document that does not match its hash is refused, and not registered.
+    let http = reqwest::Client::new();
+    let forged = json!({"query": "{ workspaces { totalCount } }",
+        "extensions": {"persistedQuery": {"version": 1, "sha256Hash": sha256(q)}}});
+    let resp = http
+        .post(server.url("/graphql"))
+        .json(&forged)
+        .send()
+        .await
+        .unwrap();
+    let (status, headers, body) = parts(resp).await;
+    assert_eq!(status, 400);
+    assert_coded("hash mismatch", &headers, &body, "BAD_REQUEST");
+    assert_eq!(urql(&server, &[q]).await["results"][0], hello);
+}
+
+fn sha256(doc: &str) -> String {
+    honcho_graphql::http::persisted::sha256_hex(doc)
+}
+
+#[tokio::test]
+async fn strict_mode_runs_the_manifest_documents_only() {
+    let app = TestApp::new().await;
+    let trusted = "query Trusted { __typename }";
+    let manifest = std::env::temp_dir().join(format!("honcho-trusted-{}.json", nanoid::nanoid!()));
+    // The manifest as a client's build writes it: the documents exactly as urql sends them.
+    let out = std::process::Command::new("node")
+        .current_dir(node_clients())
+        .args(["persisted.mjs", "--manifest", trusted])
+        .output()
+        .expect("run node");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(&manifest, &out.stdout).unwrap();
+    let server = ServerProcess::start(
+        &app._db,
+        &[
+            ("HONCHO_TRUSTED_DOCUMENTS", manifest.to_str().unwrap()),
+            ("HONCHO_TRUSTED_DOCUMENTS_ADMIN", "true"),
+        ],
+    )
+    .await;
+    let untrusted = "query Untrusted { __typename }";
+    let report = urql(&server, &[trusted, untrusted]).await;
+    assert_eq!(
+        report["results"],
+        json!([
+            {"data": {"__typename": "QueryRoot"}},
+            {"errors": ["DOCUMENT_NOT_TRUSTED"], "network": null},
+        ]),
+        "{report}"
+    );
+    // The trusted document runs from its hash at once: no registration round trip.
+    assert_eq!(
+        report["requests"][0],
+        json!({"method": "GET", "withDocument": false, "status": 200})
+    );
+
+    // A full document outside the manifest: refused for other keys, run for an admin key (the
+    // exemption is on here).
+    let http = reqwest::Client::new();
+    let send = |authorization: Option<String>| {
+        let mut req = http
+            .post(server.url("/graphql"))
+            .json(&json!({"query": untrusted}));
+        if let Some(a) = authorization {
+            req = req.header("authorization", a);
+        }
+        req.send()
+    };
+    let workspace_key = crate::harness::bearer(honcho_graphql::auth::KeySpec {
+        admin: false,
+        workspace: Some("w".into()),
+        peer: None,
+        session: None,
+        expires_at: None,
+    });
+    for authorization in [None, Some(workspace_key)] {
+        let (status, headers, body) = parts(send(authorization).await.unwrap()).await;
+        assert_eq!(status, 400, "{body}");
+        assert_coded("untrusted", &headers, &body, "DOCUMENT_NOT_TRUSTED");
+    }
+    let admin_key = crate::harness::bearer(honcho_graphql::auth::KeySpec {
+        admin: true,
+        workspace: None,
+        peer: None,
+        session: None,
+        expires_at: None,
+    });
+    let (status, _, body) = parts(send(Some(admin_key)).await.unwrap()).await;
+    assert_eq!(
+        (status, &body["data"]["__typename"]),
+        (200, &json!("QueryRoot"))
+    );
+
+    // The WebSocket runs the same documents only.
+    let trusted_doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    let trusted_doc = trusted_doc
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap()
+        .clone();
+    let mut req = format!("ws://{}/graphql/ws", server.addr)
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert(
+        "sec-websocket-protocol",
+        "graphql-transport-ws".parse().unwrap(),
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    let text = |v: Value| tokio_tungstenite::tungstenite::Message::Text(v.to_string().into());
+    use futures::{SinkExt, StreamExt};
+    ws.send(text(json!({"type": "connection_init", "payload": {}})))
+        .await
+        .unwrap();
+    let mut replies = Vec::new();
+    while replies.len() < 4 {
+        let msg = tokio::time::timeout(std::time::Duration::from_secs(10), ws.next())
+            .await
+            .expect("a message within 10 s")
+            .expect("open")
+            .unwrap();
+        if let tokio_tungstenite::tungstenite::Message::Text(t) = msg {
+            let v: Value = serde_json::from_str(&t).unwrap();
+            if v["type"] == "connection_ack" {
+                for (id, query) in [("1", json!(untrusted)), ("2", trusted_doc.clone())] {
+                    let subscribe =
+                        json!({"type": "subscribe", "id": id, "payload": {"query": query}});
+                    ws.send(text(subscribe)).await.unwrap();
+                }
+            } else if v["type"] != "ping" && v["type"] != "pong" {
+                replies.push(v);
+            }
+        }
+    }
+    let of = |id: &str| {
+        replies
+            .iter()
+            .filter(|r| r["id"] == id && r["type"] != "complete")
+            .map(Value::to_string)
+            .collect::<String>()
+    };
+    assert!(of("1").contains("DOCUMENT_NOT_TRUSTED"), "{replies:?}");
+    assert!(
+        of("2").contains(r#""__typename":"QueryRoot""#),
+        "{replies:?}"
+    );
+    std::fs::remove_file(&manifest).unwrap();
+}

@@ -332,6 +332,15 @@ impl ServerProcess {
     /// Serves `db` with auth on (keys from [`bearer`]), no embedder, and these extra variables
     /// (an empty value unsets one: `("HONCHO_AUTH_SECRET", "")` turns auth off).
     pub async fn start(db: &DbGuard, env: &[(&str, &str)]) -> ServerProcess {
+        Self::start_in(db, env, std::path::Path::new(env!("CARGO_MANIFEST_DIR"))).await
+    }
+
+    /// As [`Self::start`], with this working directory.
+    pub async fn start_in(
+        db: &DbGuard,
+        env: &[(&str, &str)],
+        cwd: &std::path::Path,
+    ) -> ServerProcess {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -340,6 +349,7 @@ impl ServerProcess {
         let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_honcho-graphql"));
         command
+            .current_dir(cwd)
             .arg("serve")
             .env("DATABASE_URL", db.url())
             .env("HONCHO_LISTEN", addr.to_string())

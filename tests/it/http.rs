@@ -136,3 +136,19 @@ async fn serves_the_playground_with_an_index_fallback() {
     assert!(note.text().await.unwrap().contains("make playground"));
     server.abort();
 }
+
+#[tokio::test]
+async fn serve_from_any_directory_serves_the_built_in_playground() {
+    let app = TestApp::new().await;
+    let elsewhere = std::env::temp_dir();
+    let server = crate::harness::ServerProcess::start_in(&app._db, &[], &elsewhere).await;
+    let index = reqwest::get(server.url("/tree")).await.unwrap();
+    assert_eq!(index.status(), 200);
+    let page = index.text().await.unwrap();
+    // Debug builds read the source tree's playground/dist (release builds carry it inside).
+    let dist = concat!(env!("CARGO_MANIFEST_DIR"), "/playground/dist/index.html");
+    match std::fs::read_to_string(dist) {
+        Ok(built) => assert_eq!(page, built),
+        Err(_) => assert!(page.contains("make playground"), "{page}"),
+    }
+}
