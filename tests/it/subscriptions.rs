@@ -931,6 +931,14 @@ async fn subscriptions_are_capped_per_connection_and_per_key_and_freed_when_stop
     tokio::time::sleep(Duration::from_millis(300)).await;
     ws_send(&mut two, sub("8")).await;
     ws_send(&mut two, sub("9")).await;
+    // Subscribing is asynchronous: write only once 6, 8 and 9 listen (and the first socket's are
+    // gone), or the event can pass before a subscription exists.
+    wait_until(
+        "three subscribers on the bus",
+        Duration::from_secs(10),
+        || a.bus.subscribers() == 3,
+    )
+    .await;
     write_one(&app.store, "s1", "alice", "hello").await;
     let mut seen = HashSet::new();
     while seen.len() < 3 {
