@@ -58,7 +58,8 @@ run: model playground
 	exec $(CARGO) run --release --bin honcho-graphql -- serve
 
 # The test harness creates its own databases from this URL (one per test, from a template).
-test: model
+# The playground is built first: the server's tests serve the built playground/dist.
+test: model playground
 	if [ -z "$${DATABASE_URL:-}" ]; then
 	  base=$$(scripts/setup-postgres.sh)
 	  export DATABASE_URL="$$base/postgres"
