@@ -9,10 +9,10 @@ export const TREE_QUERY = `query ReasoningTree($workspaceId: ID!, $id: ID!, $max
   workspace(id: $workspaceId) {
     conclusion(id: $id) {
       ...C
-      premises: reasoningTree(direction: SOURCES, maxDepth: $maxDepth) {
+      premises: reasoningTree(direction: SOURCES, maxDepth: $maxDepth, maxNodes: 1000) {
         nodes { ...C } edges { from to } truncated
       }
-      consequences: reasoningTree(direction: DERIVED, maxDepth: $maxDepth) {
+      consequences: reasoningTree(direction: DERIVED, maxDepth: $maxDepth, maxNodes: 1000) {
         nodes { ...C } edges { from to } truncated
       }
     }
