@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use honcho_graphql::auth::KeySpec;
 
-use crate::harness::{ServerProcess, TestApp, bearer};
+use crate::harness::{ServerProcess, TestApp, bearer, seeded_w1};
 
 /// The first error's code and the limit it names.
 fn refusal(resp: &Value) -> (String, String) {
@@ -17,19 +17,6 @@ fn refusal(resp: &Value) -> (String, String) {
         e["code"].as_str().unwrap_or("").to_owned(),
         e["limit"].as_str().unwrap_or("").to_owned(),
     )
-}
-
-async fn seeded() -> TestApp {
-    let app = TestApp::new().await;
-    let m: Vec<Value> = (0..5)
-        .map(|i| json!({"peerId": "alice", "content": format!("message {i}")}))
-        .collect();
-    app.ok(
-        "mutation($m: [MessageInput!]!) { createMessages(workspaceId: \"W1\", sessionId: \"s\", messages: $m) { id } }",
-        json!({ "m": m }),
-    )
-    .await;
-    app
 }
 
 /// How long a refusal may take: 50 ms in an optimised build; an unoptimised one (as `make test`
@@ -60,7 +47,7 @@ fn aliases(n: usize, field: impl Fn(usize) -> String) -> String {
 
 #[tokio::test]
 async fn the_reported_costly_documents_are_refused_in_under_50_ms_naming_the_limit() {
-    let app = seeded().await;
+    let app = seeded_w1().await;
     let nested = "messages(first: 100) { nodes { session { messages(first: 100) { nodes { id content } } } } }";
     let mut bomb =
         String::from("{ workspace(id: \"W1\") { ...F40 } } fragment F0 on Workspace { id }");
@@ -140,7 +127,7 @@ async fn the_reported_costly_documents_are_refused_in_under_50_ms_naming_the_lim
 
 #[tokio::test]
 async fn twenty_searches_of_two_thousand_words_are_refused_by_their_length() {
-    let app = seeded().await;
+    let app = seeded_w1().await;
     // 2,000 words is over both limits (characters are checked first); 65 short words only over
     // the word count.
     for (words, limit, max) in [
@@ -175,7 +162,7 @@ async fn twenty_searches_of_two_thousand_words_are_refused_by_their_length() {
 
 #[tokio::test]
 async fn a_one_megabyte_search_string_is_bad_user_input_not_internal() {
-    let app = seeded().await;
+    let app = seeded_w1().await;
     let huge = "x".repeat(1 << 20);
     for q in [
         "{ workspace(id: \"W1\") { search(query: $q) { __typename } } }",
@@ -201,7 +188,7 @@ async fn a_one_megabyte_search_string_is_bad_user_input_not_internal() {
 
 #[tokio::test]
 async fn a_cursor_past_any_list_is_bad_user_input_not_a_500() {
-    let app = seeded().await;
+    let app = seeded_w1().await;
     let server = ServerProcess::start(&app._db, &[]).await;
     let key = bearer(KeySpec {
         workspace: Some("W1".into()),
@@ -258,7 +245,7 @@ async fn a_stored_number_of_200000_digits_does_not_break_numeric_filters() {
 
 #[tokio::test]
 async fn a_filter_string_over_the_limit_is_refused_naming_it() {
-    let app = seeded().await;
+    let app = seeded_w1().await;
     let long = "a".repeat(1001);
     for filters in [
         json!({"content": {"contains": long}}),

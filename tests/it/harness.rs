@@ -425,3 +425,17 @@ impl Drop for ServerProcess {
         let _ = child.wait();
     }
 }
+
+/// A fresh app whose session `s` of workspace `W1` holds five messages by `alice`.
+pub async fn seeded_w1() -> TestApp {
+    let app = TestApp::new().await;
+    let m: Vec<Value> = (0..5)
+        .map(|i| serde_json::json!({"peerId": "alice", "content": format!("message {i}")}))
+        .collect();
+    app.ok(
+        "mutation($m: [MessageInput!]!) { createMessages(workspaceId: \"W1\", sessionId: \"s\", messages: $m) { id } }",
+        serde_json::json!({ "m": m }),
+    )
+    .await;
+    app
+}

@@ -8,7 +8,7 @@ use honcho_graphql::auth::KeySpec;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use crate::harness::{ServerProcess, TestApp, bearer};
+use crate::harness::{ServerProcess, TestApp, bearer, seeded_w1};
 
 fn body(query: &str) -> String {
     json!({ "query": query }).to_string()
@@ -21,19 +21,6 @@ fn refusal(resp: &Value) -> (&str, &str) {
         e["code"].as_str().unwrap_or(""),
         e["limit"].as_str().unwrap_or(""),
     )
-}
-
-async fn seeded() -> TestApp {
-    let app = TestApp::new().await;
-    let m: Vec<Value> = (0..5)
-        .map(|i| json!({"peerId": "alice", "content": format!("message {i}")}))
-        .collect();
-    app.ok(
-        "mutation($m: [MessageInput!]!) { createMessages(workspaceId: \"W1\", sessionId: \"s\", messages: $m) { id } }",
-        json!({ "m": m }),
-    )
-    .await;
-    app
 }
 
 #[tokio::test]
@@ -120,7 +107,7 @@ async fn a_document_of_too_many_tokens_is_refused() {
 
 #[tokio::test]
 async fn a_peer_key_asking_for_a_huge_context_window_gets_an_error_not_an_abort() {
-    let app = seeded().await;
+    let app = seeded_w1().await;
     let server = ServerProcess::start(&app._db, &[]).await;
     let key = bearer(KeySpec {
         workspace: Some("W1".into()),
@@ -173,7 +160,7 @@ async fn configured_limits_above_their_ceilings_stop_the_server_at_start() {
 /// mutation returns.
 #[tokio::test]
 async fn every_path_to_a_context_window_refuses_one_out_of_range() {
-    let app = seeded().await;
+    let app = seeded_w1().await;
     // Just out of range, so the document's cost lets it through to the checks themselves.
     let ctx = "context(before: 0, after: 11) { id }";
     let queries = [
@@ -200,7 +187,7 @@ async fn every_path_to_a_context_window_refuses_one_out_of_range() {
 
 #[tokio::test]
 async fn create_messages_refuses_an_out_of_range_context_before_writing() {
-    let app = seeded().await;
+    let app = seeded_w1().await;
     let q = r#"mutation { createMessages(workspaceId: "W1", sessionId: "s",
         messages: [{peerId: "alice", content: "one more"}]) { id context(after: 2147483647) { id } } }"#;
     let (code, msg) = app.err(q, json!({})).await;
@@ -224,7 +211,7 @@ fn nested(depth: usize, open: &'static str, close: &'static str) -> String {
 fn fuzzed_documents_never_take_the_server_down() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (app, server) = rt.block_on(async {
-        let app = seeded().await;
+        let app = seeded_w1().await;
         let server = ServerProcess::start(&app._db, &[]).await;
         (app, server)
     });
