@@ -17,10 +17,11 @@ function ExamplesPane() {
     const existing = tabs.findIndex((t) => t.query === example.query);
     if (existing >= 0) return changeTab(existing);
     addTab();
-    // Setting the editors updates the new (active) tab's stored values too.
+    // Setting the editors updates the new (active) tab's stored values too. The operation name is
+    // cleared: a name left from the tab GraphiQL was on would run as "Unknown operation".
     queryEditor?.setValue(example.query);
     variableEditor?.setValue(example.variables);
-    updateActiveTabValues({ query: example.query, variables: example.variables });
+    updateActiveTabValues({ query: example.query, variables: example.variables, operationName: null });
   };
   return (
     <div className="examples">
