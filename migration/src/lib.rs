@@ -4,6 +4,8 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261130_000001_initial;
 mod m20261130_000002_conclusion_public_metadata;
+mod m20261201_000010_search_term_stats;
+mod m20261201_000011_author_in_search_text;
 mod m20261201_000040_deriver_queue;
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -32,6 +34,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261130_000001_initial::Migration),
             Box::new(m20261130_000002_conclusion_public_metadata::Migration),
             Box::new(m20261201_000040_deriver_queue::Migration),
+            Box::new(m20261201_000010_search_term_stats::Migration),
+            Box::new(m20261201_000011_author_in_search_text::Migration),
         ]
     }
 }

@@ -316,6 +316,41 @@ pub async fn embed_non_blank(
         .collect())
 }
 
+/// How many turns before a message its vector also represents.
+pub const CONTEXT_TURNS: usize = 1;
+/// Characters kept of each turn before the message (MiniLM reads 256 word pieces: the message
+/// itself keeps most of them).
+pub const CONTEXT_CHARS: usize = 200;
+
+/// The text a message is embedded as: the message in its conversation, each turn prefixed by its
+/// speaker, the turns before it (oldest first, each cut to [`CONTEXT_CHARS`]) and then the
+/// message. "Yes, last week!" alone means little; after "Melanie: Did you go to the pottery
+/// class?" it is about pottery, and the speaker's name is in the vector. A blank message stays
+/// blank (it gets no vector).
+pub fn message_text(before: &[(&str, &str)], peer: &str, content: &str) -> String {
+    if is_blank(content) {
+        return String::new();
+    }
+    let mut out = String::new();
+    for (p, c) in before {
+        if is_blank(c) {
+            continue;
+        }
+        let cut = c
+            .char_indices()
+            .nth(CONTEXT_CHARS)
+            .map_or(c.len(), |(i, _)| i);
+        out.push_str(p);
+        out.push_str(": ");
+        out.push_str(c[..cut].trim());
+        out.push('\n');
+    }
+    out.push_str(peer);
+    out.push_str(": ");
+    out.push_str(content);
+    out
+}
+
 /// Scales `v` to unit length in place (leaves an all-zero vector alone).
 pub(crate) fn l2_normalize(v: &mut [f32]) {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
@@ -415,6 +450,19 @@ mod tests {
         );
         assert!(msg.contains("make setup"), "{msg}");
         assert!(msg.contains("scripts/fetch-model.sh"), "{msg}");
+    }
+
+    #[test]
+    fn a_message_is_embedded_after_the_turns_before_it_with_speakers() {
+        let long = "x".repeat(CONTEXT_CHARS + 50);
+        assert_eq!(
+            message_text(&[("melanie", "Did you go?")], "caroline", "Yes, last week!"),
+            "melanie: Did you go?\ncaroline: Yes, last week!"
+        );
+        let text = message_text(&[("a", &long), ("b", "  ")], "c", "hi");
+        assert_eq!(text, format!("a: {}\nc: hi", "x".repeat(CONTEXT_CHARS)));
+        assert_eq!(message_text(&[("a", "context")], "c", "  "), "");
+        assert_eq!(message_text(&[], "c", "alone"), "c: alone");
     }
 
     #[test]

@@ -4,7 +4,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use sea_orm::ConnectionTrait;
 
 use super::{Store, StoreError, StoreResult, TxOptions, stmt, vector_literal};
-use crate::embed::embed_non_blank;
+use crate::embed::{CONTEXT_TURNS, embed_non_blank, message_text};
 
 /// Tables with an `embedding` column, and the type of their `id`.
 const TABLES: [(&str, &str); 2] = [("messages", "bigint"), ("conclusions", "text")];
@@ -78,12 +78,27 @@ impl Store {
             } else {
                 String::new()
             };
+            // A message is embedded with the turns before it (`embed::message_text`), read here
+            // newest first.
+            let context = if table == "messages" {
+                format!(
+                    ", peer_name, \
+                     ARRAY(SELECT p.peer_name FROM messages p WHERE p.workspace_name = t.workspace_name \
+                       AND p.session_name = t.session_name AND p.seq_in_session < t.seq_in_session \
+                       ORDER BY p.seq_in_session DESC LIMIT {CONTEXT_TURNS}) AS before_peers, \
+                     ARRAY(SELECT p.content FROM messages p WHERE p.workspace_name = t.workspace_name \
+                       AND p.session_name = t.session_name AND p.seq_in_session < t.seq_in_session \
+                       ORDER BY p.seq_in_session DESC LIMIT {CONTEXT_TURNS}) AS before_contents"
+                )
+            } else {
+                String::new()
+            };
             loop {
                 let rows = self
                     .db()
                     .query_all_raw(stmt(
                         &format!(
-                            "SELECT id::text AS id, content FROM {table} \
+                            "SELECT id::text AS id, content {context} FROM {table} t \
                              WHERE btrim(content) <> '' {only_missing} {soft_delete} AND id > $1::{id_type} \
                              ORDER BY id LIMIT 64"
                         ),
@@ -97,7 +112,20 @@ impl Store {
                 let mut texts = Vec::with_capacity(rows.len());
                 for r in &rows {
                     ids.push(r.try_get::<String>("", "id")?);
-                    texts.push(r.try_get::<String>("", "content")?);
+                    let content = r.try_get::<String>("", "content")?;
+                    texts.push(if table == "messages" {
+                        let peers: Vec<String> = r.try_get("", "before_peers")?;
+                        let contents: Vec<String> = r.try_get("", "before_contents")?;
+                        let before: Vec<(&str, &str)> = peers
+                            .iter()
+                            .zip(&contents)
+                            .rev()
+                            .map(|(p, c)| (p.as_str(), c.as_str()))
+                            .collect();
+                        message_text(&before, &r.try_get::<String>("", "peer_name")?, &content)
+                    } else {
+                        content
+                    });
                 }
                 let vectors = embedder
                     .embed(&texts)

@@ -12,6 +12,7 @@ use super::workspace::ensure_workspace;
 use super::{
     Store, StoreError, StoreResult, TxOptions, new_id, stmt, tokens, validate, vector_literal,
 };
+use crate::embed::{CONTEXT_TURNS, message_text};
 use crate::entity::{message, session};
 
 pub type Message = message::Model;
@@ -156,7 +157,34 @@ impl Store {
             times.push(created_at.unwrap_or(now));
         }
         // Embedded before the transaction so the session lock is never held during inference.
-        let embeddings = self.embed_texts(&contents).await;
+        // Each message in its conversation: the turns before it come from this batch or, for
+        // the first ones, from the session as it is now (a concurrent batch may land between
+        // them and this one; its turns are then missing from these vectors, nothing else).
+        let embeddings = if self.embedder().is_some() {
+            let earlier = self
+                .last_turns(workspace, session_name, CONTEXT_TURNS)
+                .await?;
+            let turns: Vec<(&str, &str)> = earlier
+                .iter()
+                .map(|(p, c)| (p.as_str(), c.as_str()))
+                .chain(
+                    peers
+                        .iter()
+                        .map(String::as_str)
+                        .zip(contents.iter().map(String::as_str)),
+                )
+                .collect();
+            let texts: Vec<String> = (0..n)
+                .map(|i| {
+                    let at = earlier.len() + i;
+                    let (peer, content) = turns[at];
+                    message_text(&turns[at.saturating_sub(CONTEXT_TURNS)..at], peer, content)
+                })
+                .collect();
+            self.embed_texts(&texts).await
+        } else {
+            vec![None; n]
+        };
         // '' stands for "no vector" (a blank message, or the embedder failed).
         let vectors: Vec<String> = embeddings
             .iter()
@@ -234,6 +262,30 @@ impl Store {
             Ok(created)
         })
         .await
+    }
+
+    /// The last `n` messages of a session as (peer, content), oldest first.
+    async fn last_turns(
+        &self,
+        workspace: &str,
+        session: &str,
+        n: usize,
+    ) -> StoreResult<Vec<(String, String)>> {
+        let rows = self
+            .db()
+            .query_all_raw(stmt(
+                "SELECT peer_name, content FROM messages \
+                 WHERE workspace_name = $1 AND session_name = $2 \
+                 ORDER BY seq_in_session DESC LIMIT $3",
+                [workspace.into(), session.into(), (n as i64).into()],
+            ))
+            .await?;
+        let mut turns = rows
+            .iter()
+            .map(|r| Ok((r.try_get("", "peer_name")?, r.try_get("", "content")?)))
+            .collect::<StoreResult<Vec<_>>>()?;
+        turns.reverse();
+        Ok(turns)
     }
 
     /// Replaces a message's metadata; `None` leaves it as it is.

@@ -45,7 +45,7 @@
 use std::collections::HashMap;
 
 use sea_orm::sea_query::{
-    Alias, CommonTableExpression, Condition, Expr, ExprTrait, JoinType, Order,
+    Alias, CommonTableExpression, Condition, Expr, ExprTrait, Func, JoinType, Order,
     PostgresQueryBuilder, Query, SelectStatement, UnionType, Value as SqlValue, WithClause,
     WithQuery,
 };
@@ -66,9 +66,6 @@ pub const DEFAULT_CONTEXT_WINDOW: i64 = 2;
 pub const MAX_CONTEXT_WINDOW: i64 = super::message::MAX_CONTEXT_SIDE;
 /// Reciprocal Rank Fusion constant (Honcho's, spec §4.4).
 pub const RRF_K: u32 = 60;
-
-/// Characters that make Honcho's full-text leg a plain substring match (spec §4.2).
-const PUNCTUATION: &str = "~`!@#$%^&*()_+=[]{};':\"\\|,.<>/?-";
 
 /// Matched messages of one session with the messages around them.
 #[derive(Clone, Debug, PartialEq)]
@@ -313,11 +310,6 @@ pub fn assemble_snippets(
         .collect()
 }
 
-/// Whether Honcho would search `text` as a plain substring only.
-pub fn has_punctuation(text: &str) -> bool {
-    text.chars().any(|c| PUNCTUATION.contains(c))
-}
-
 /// `%text%` for ILIKE, with the pattern characters of `text` escaped (backslash is the default
 /// escape character).
 pub fn like_pattern(text: &str) -> String {
@@ -331,6 +323,14 @@ pub fn like_pattern(text: &str) -> String {
     }
     out.push('%');
     out
+}
+
+fn scope_workspace(scope: SearchScope<'_>) -> &str {
+    match scope {
+        MessageScope::Workspace(ws) | MessageScope::Session(ws, _) | MessageScope::Peer(ws, _) => {
+            ws
+        }
+    }
 }
 
 fn m() -> Alias {
@@ -374,6 +374,71 @@ fn cte(name: &str, query: SelectStatement, materialized: bool) -> CommonTableExp
     c
 }
 
+/// BM25's term-frequency saturation and length normalisation (the usual values).
+const BM25_K1: f64 = 1.2;
+const BM25_B: f64 = 0.75;
+
+/// `"terms"`: the query's lexemes (english configuration: stemmed, stop words dropped), each with
+/// its inverse document frequency in the workspace, `ln(1 + (N − df + 0.5) / (df + 0.5))` (never
+/// negative), and the workspace's mean document length, from the statistics the triggers keep.
+fn terms(workspace: &str, text: &str) -> SelectStatement {
+    let mut q = Query::select();
+    q.expr_as(Expr::cust(r#""t"."t""#), a("lexeme"))
+        .expr_as(
+            Expr::cust(
+                r#"ln(1 + (GREATEST(COALESCE("c"."docs", 0) - COALESCE("s"."docs", 0), 0) + 0.5) / (COALESCE("s"."docs", 0) + 0.5))"#,
+            ),
+            a("idf"),
+        )
+        .expr_as(
+            Expr::cust(r#"COALESCE("c"."lexemes"::float8 / NULLIF("c"."docs", 0), 1)"#),
+            a("avgdl"),
+        )
+        .from_function(
+            Func::cust("unnest").arg(Expr::cust_with_values(
+                "tsvector_to_array(to_tsvector('english', $1))",
+                [text.to_owned()],
+            )),
+            a("t"),
+        )
+        .join_as(
+            JoinType::LeftJoin,
+            a("search_corpus"),
+            a("c"),
+            Expr::cust_with_values(r#""c"."workspace_name" = $1"#, [workspace.to_owned()]),
+        )
+        .join_as(
+            JoinType::LeftJoin,
+            a("search_terms"),
+            a("s"),
+            Expr::cust_with_values(
+                r#""s"."workspace_name" = $1 AND "s"."lexeme" = "t"."t""#,
+                [workspace.to_owned()],
+            ),
+        );
+    q
+}
+
+/// The query has at least one lexeme (a query of stop words and punctuation only finds nothing).
+const HAS_TERMS: &str = r#"EXISTS (SELECT 1 FROM "terms")"#;
+
+/// The OR of the query's lexemes as one tsquery (each quoted, so no lexeme is read as an
+/// operator): a constant of the statement, so the GIN index serves `@@` with it.
+const ANY_TERM: &str = r#"(SELECT string_agg('''' || replace(replace("lexeme", E'\\', E'\\\\'), '''', '''''') || '''', ' | ')::tsquery FROM "terms")"#;
+
+/// BM25 of the message `m` for the query's lexemes: for each lexeme it holds,
+/// `idf · tf · (k1 + 1) / (tf + k1 · (1 − b + b · |m| / avgdl))`, |m| its number of lexemes.
+fn bm25() -> String {
+    format!(
+        r#"COALESCE((SELECT sum("t"."idf" * "u"."tf" * {k1p1} / ("u"."tf" + {k1} * (1 - {b} + {b} * length("m"."content_tsv") / "t"."avgdl")))
+          FROM (SELECT "lexeme", cardinality("positions") AS "tf" FROM unnest("m"."content_tsv")) AS "u"
+          JOIN "terms" AS "t" ON "t"."lexeme" = "u"."lexeme"), 0)"#,
+        k1 = BM25_K1,
+        k1p1 = BM25_K1 + 1.0,
+        b = BM25_B,
+    )
+}
+
 /// The whole search as one statement (see the module documentation for its shape).
 pub fn hybrid_query(
     scope: SearchScope<'_>,
@@ -385,13 +450,16 @@ pub fn hybrid_query(
     let pool = limit * 2;
     let mut with = WithClause::new();
     let mut ranked: Vec<SelectStatement> = Vec::new();
+    with.cte(cte("terms", terms(scope_workspace(scope), text), true));
 
     if let Some(v) = vector {
         let q = SqlValue::from(pgvector::Vector::from(v));
         let mut hits = leg(
             scope,
             filter,
-            Condition::all().add(Expr::col((m(), a("embedding"))).is_not_null()),
+            Condition::all()
+                .add(Expr::col((m(), a("embedding"))).is_not_null())
+                .add(Expr::cust(HAS_TERMS)),
         );
         hits.column((m(), message::Column::Id))
             .expr_as(
@@ -411,36 +479,21 @@ pub fn hybrid_query(
         ranked.push(r);
     }
 
-    let pattern = like_pattern(text);
-    let mut hits = if has_punctuation(text) {
-        let mut q = leg(
-            scope,
-            filter,
-            Condition::all().add(Expr::cust_with_values(
-                r#""m"."content" ILIKE $1"#,
-                [pattern],
-            )),
-        );
-        q.expr_as(Expr::cust("0::real"), a("score"));
-        q
-    } else {
-        let mut q = leg(
-            scope,
-            filter,
-            Condition::all().add(Expr::cust_with_values(
-                r#"("m"."content_tsv" @@ plainto_tsquery('english', $1) OR "m"."content" ILIKE $2)"#,
-                [text.to_owned(), pattern],
-            )),
-        );
-        q.expr_as(
-            Expr::cust_with_values(
-                r#"ts_rank("m"."content_tsv", plainto_tsquery('english', $1))"#,
-                [text.to_owned()],
-            ),
-            a("score"),
-        );
-        q
-    };
+    // Any of the query's lexemes, or the whole query as a case-insensitive substring (phrases,
+    // e-mail addresses, code); ranked by BM25, which is 0 for a substring-only match.
+    let mut hits = leg(
+        scope,
+        filter,
+        Condition::all().add(Expr::cust(HAS_TERMS)).add(
+            Condition::any()
+                .add(Expr::cust(format!(r#""m"."content_tsv" @@ {ANY_TERM}"#)))
+                .add(Expr::cust_with_values(
+                    r#""m"."content" ILIKE $1"#,
+                    [like_pattern(text)],
+                )),
+        ),
+    );
+    hits.expr_as(Expr::cust(bm25()), a("score"));
     hits.column((m(), message::Column::Id))
         .column((m(), message::Column::CreatedAt))
         .order_by(a("score"), Order::Desc)
@@ -611,10 +664,7 @@ mod tests {
     }
 
     #[test]
-    fn punctuation_and_like_escaping() {
-        assert!(has_punctuation("what colours do you like?"));
-        assert!(has_punctuation("bob@example.com"));
-        assert!(!has_punctuation("favorite color"));
+    fn like_escaping() {
         assert_eq!(like_pattern(r"100%_a\b"), r"%100\%\_a\\b%");
     }
 
@@ -635,8 +685,10 @@ mod tests {
             r#""m"."embedding" <=> $1 AS "dist""#,
             r#""m"."embedding" IS NOT NULL"#,
             r#"ORDER BY "dist" ASC LIMIT"#,
+            r#""terms" AS MATERIALIZED (SELECT"#,
             r#""fts_hits" AS (SELECT"#,
-            "plainto_tsquery('english',",
+            "tsvector_to_array(to_tsvector('english',",
+            "::tsquery",
             "ILIKE",
             "UNION ALL",
             "SUM(1.0::float8 / (60 + \"rank\"))",
@@ -648,9 +700,12 @@ mod tests {
         assert!(!sql.contains("'ws'") && !sql.contains("favorite"), "{sql}");
         assert!(values.0.len() >= 8, "{values:?}");
 
+        // Without an embedder: the full-text leg alone.
         let (sql, _) = hybrid_query(MessageScope::Workspace("ws"), "a.b", None, &f, 10)
             .build(PostgresQueryBuilder);
-        assert!(!sql.contains("vec_hits") && !sql.contains("plainto_tsquery"));
-        assert!(sql.contains("ILIKE"), "{sql}");
+        assert!(
+            !sql.contains("vec_hits") && sql.contains("fts_hits"),
+            "{sql}"
+        );
     }
 }

@@ -147,3 +147,89 @@ async fn of_two_instances_starting_at_once_with_different_models_one_is_refused(
         assert!(refused.contains("reembed --all"), "{refused}");
     }
 }
+
+/// Cosine similarity of the stored vector of the message at `seq` in session `s` with `v`.
+async fn stored_cosine(app: &TestApp, seq: i64, v: &[f32]) -> f64 {
+    let literal = format!(
+        "[{}]",
+        v.iter().map(f32::to_string).collect::<Vec<_>>().join(",")
+    );
+    let row = app
+        .store
+        .db()
+        .query_one_raw(sea_orm::Statement::from_sql_and_values(
+            sea_orm::DbBackend::Postgres,
+            "SELECT 1 - (embedding <=> $1::vector) AS c FROM messages \
+             WHERE session_name = 's' AND seq_in_session = $2",
+            [literal.into(), seq.into()],
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    row.try_get("", "c").unwrap()
+}
+
+#[tokio::test]
+async fn a_message_vector_holds_the_turn_before_it_and_reembed_recomputes_it() {
+    use honcho_graphql::embed::message_text;
+    let app = TestApp::with_embedder().await;
+    let create = "mutation($m: [MessageInput!]!) { createMessages(workspaceId: \"ws\", sessionId: \"s\", messages: $m) { id } }";
+    app.ok(
+        create,
+        json!({"m": [{"peerId": "melanie", "content": "Did you finally go to the pottery class?"},
+                     {"peerId": "caroline", "content": "Yes, last week!"}]}),
+    )
+    .await;
+    // The next batch's first message takes its context from the stored session.
+    app.ok(
+        create,
+        json!({"m": [{"peerId": "melanie", "content": "Wow, how was it?"}]}),
+    )
+    .await;
+    let texts = [
+        message_text(&[], "melanie", "Did you finally go to the pottery class?"),
+        message_text(
+            &[("melanie", "Did you finally go to the pottery class?")],
+            "caroline",
+            "Yes, last week!",
+        ),
+        message_text(
+            &[("caroline", "Yes, last week!")],
+            "melanie",
+            "Wow, how was it?",
+        ),
+        "Yes, last week!".to_owned(),
+    ];
+    let v = minilm().embed(&texts).await.unwrap();
+    for seq in 1..=3 {
+        let c = stored_cosine(&app, seq, &v[seq as usize - 1]).await;
+        assert!(c > 0.999, "seq {seq}: cosine {c}");
+    }
+    assert!(
+        stored_cosine(&app, 2, &v[3]).await < 0.95,
+        "not the reply alone"
+    );
+
+    // Vectors of another scheme (the reply alone), as an older server wrote them: reembed --all
+    // puts the contextual ones back.
+    let alone = format!(
+        "[{}]",
+        v[3].iter()
+            .map(f32::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    app.store
+        .db()
+        .execute_unprepared(&format!(
+            "UPDATE messages SET embedding = '{alone}' WHERE seq_in_session = 2"
+        ))
+        .await
+        .unwrap();
+    assert!(stored_cosine(&app, 2, &v[3]).await > 0.999);
+    app.store.reembed(true, false, false).await.unwrap();
+    for seq in 1..=3 {
+        let c = stored_cosine(&app, seq, &v[seq as usize - 1]).await;
+        assert!(c > 0.999, "after reembed, seq {seq}: cosine {c}");
+    }
+}

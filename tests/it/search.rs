@@ -401,14 +401,12 @@ async fn full_text_alone_without_an_embedder() {
         ],
     )
     .await;
-    // English stemming: "colours" is not "color", but "colors" is; a substring match adds
-    // "Colorful" (case-insensitive).
+    // English stemming: "colours" is not "color", but "colors" and "Colorful" are.
+    // Any word of the query matches; the message with both ranks first.
     let hits = in_session(&app, "favorite colors", false, 2).await;
-    assert_eq!(
-        seqs(&hits["results"]),
-        [1],
-        "plainto_tsquery ANDs the words"
-    );
+    let found = seqs(&hits["results"]);
+    assert_eq!(found[0], 1, "{found:?}");
+    assert_eq!(sorted(found), [1, 2, 4]);
     let hits = in_session(&app, "color", false, 2).await;
     assert_eq!(sorted(seqs(&hits["results"])), [1, 2, 4]);
     let hits = in_session(&app, "colours", false, 2).await;
@@ -437,7 +435,9 @@ async fn queries_with_punctuation_match_as_substrings() {
         ("e_c", vec![4]),
         ("a_b", vec![]),
         ("do you like?", vec![5]),
-        ("like?!", vec![]),
+        // The word "like" (the punctuation is no longer a reason to look for a substring only).
+        ("like?!", vec![5]),
+        ("?!", vec![]),
     ] {
         let hits = in_session(&app, q, false, 2).await;
         assert_eq!(seqs(&hits["results"]), want, "query {q:?}");
@@ -755,4 +755,82 @@ async fn hybrid_ranking_is_deterministic_and_keeps_full_text_hits() {
         .map(|m| m.seq_in_session)
         .collect();
     assert_eq!(sorted(top), [3, 9, 17, 25]);
+}
+
+#[tokio::test]
+async fn natural_language_questions_hit_the_full_text_leg() {
+    let app = TestApp::new().await;
+    write(
+        &app,
+        "chat",
+        &[
+            ("melanie", "Hey! How have you been?"),
+            (
+                "caroline",
+                "I started learning pottery last month, it's harder than it looks!",
+            ),
+            ("melanie", "Wow, that's awesome!"),
+            ("caroline", "The weather has been crazy this week."),
+            ("melanie", "My cousin went camping at the lake."),
+        ],
+    )
+    .await;
+    // Full text alone (no embedder): the question shares two words with the evidence, not all.
+    let hits = in_session(&app, "What did Caroline start learning?", false, 2).await;
+    assert_eq!(seqs(&hits["results"])[0], 2, "{hits}");
+    let hits = in_session(&app, "When did Melanie's cousin go camping?", false, 2).await;
+    assert_eq!(seqs(&hits["results"])[0], 5, "{hits}");
+}
+
+#[tokio::test]
+async fn rare_words_outweigh_common_ones() {
+    let app = TestApp::new().await;
+    // "weather" is in every message, "zebra" in one: BM25 weighs a word by its rarity.
+    let contents: Vec<String> = (1..=12)
+        .map(|i| match i {
+            7 => "a zebra crossed, nice weather".to_owned(),
+            i => format!("weather weather report number {i}"),
+        })
+        .collect();
+    let m: Vec<(&str, &str)> = contents.iter().map(|c| ("alice", c.as_str())).collect();
+    write(&app, "chat", &m).await;
+    let hits = in_session(&app, "weather zebra", false, 2).await;
+    assert_eq!(seqs(&hits["results"])[0], 7, "{hits}");
+}
+
+#[tokio::test]
+async fn a_query_of_stop_words_only_finds_nothing() {
+    let app = TestApp::with_embedder().await;
+    write(
+        &app,
+        "chat",
+        &[("alice", "What is it?"), ("bob", "It is what it is.")],
+    )
+    .await;
+    for q in ["What is it?", "it", "?!"] {
+        let hits = in_session(&app, q, true, 2).await;
+        assert_eq!(hits["results"], json!([]), "{q:?}");
+        assert_eq!(hits["snippets"], json!([]), "{q:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_speakers_name_finds_their_turns() {
+    let app = TestApp::new().await;
+    write(
+        &app,
+        "chat",
+        &[
+            ("caroline", "I went to a pottery class yesterday"),
+            ("melanie", "I tried pottery once, not for me"),
+            ("caroline", "The weather is lovely"),
+            ("melanie", "Lunch was great"),
+        ],
+    )
+    .await;
+    let hits = in_session(&app, "Caroline", false, 2).await;
+    assert_eq!(sorted(seqs(&hits["results"])), [1, 3]);
+    // Name and topic together: Caroline's pottery turn before Melanie's.
+    let hits = in_session(&app, "What did Caroline say about pottery?", false, 2).await;
+    assert_eq!(seqs(&hits["results"])[..2], [1, 2], "{hits}");
 }
