@@ -1,4 +1,4 @@
-//! API keys: Honcho's JWTs (spec §6). HS256, the key is the secret's bytes; claims `ad` (admin),
+//! API keys: Honcho's JWTs (README, Security). HS256, the key is the secret's bytes; claims `ad` (admin),
 //! `w` (workspace), `p` (peer), `s` (session), `t` (creation time, informational) and `exp`
 //! (expiry, seconds since the epoch). A key decodes to a [`Principal`]; what a principal may reach
 //! is decided per field in [`crate::graphql::guard`].

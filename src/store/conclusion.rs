@@ -1,4 +1,4 @@
-//! Conclusions (Honcho's documents, spec §1.9 and §5.7, seed 002): facts one peer holds about
+//! Conclusions (Honcho's documents): facts one peer holds about
 //! another, with public metadata, read-only provenance (level, times_derived, source_ids) and the
 //! reasoning graph those source ids span.
 //!
@@ -646,7 +646,7 @@ fn prefixed(alias: &str) -> String {
         .join(", ")
 }
 
-/// Content rules (spec §5.7): 1..65535 characters counted before NUL bytes are stripped (as
+/// Content rules (Honcho's): 1..65535 characters counted before NUL bytes are stripped (as
 /// Honcho), not empty after stripping, at most 8192 tokens.
 pub(crate) fn conclusion_content(field: &str, content: &str) -> StoreResult<String> {
     let len = content.chars().count();

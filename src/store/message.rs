@@ -101,7 +101,7 @@ impl Store {
     }
 
     /// Appends messages to a session, creating workspace, session and authors as needed and
-    /// (re)joining authors as members (spec §2.2). Everything happens in one transaction: a batch
+    /// (re)joining authors as members (as Honcho does). Everything happens in one transaction: a batch
     /// with one bad message writes nothing.
     ///
     /// `seq_in_session` is assigned under the session's lock ([`lock_session`]), taken before

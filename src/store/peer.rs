@@ -34,7 +34,7 @@ impl Store {
     }
 
     /// Creates the peer (and its workspace) or, when it exists and `reach` allows, replaces the
-    /// metadata and configuration that were given (spec §5.5). With [`PeerReach::CreateOnly`] an
+    /// metadata and configuration that were given (Honcho's get-or-create). With [`PeerReach::CreateOnly`] an
     /// existing peer is FORBIDDEN: neither read nor changed.
     pub async fn get_or_create_peer(
         &self,

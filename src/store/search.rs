@@ -1,4 +1,4 @@
-//! Hybrid message search (DESIGN §6, spec §4) and the interleaved context snippets of seed 000.
+//! Hybrid message search and the interleaved context snippets (README, Search).
 //!
 //! One statement answers a search: a vector leg (pgvector cosine over the HNSW index, only when
 //! the store has an embedder and the query embeds) and a full-text leg (english tsvector or, for
@@ -39,8 +39,8 @@
 //!   here.
 //! - Ties of the fused score are broken by the message id (`Message.id`, ascending), so one
 //!   search always gives one order.
-//! - Snippets are ordered by the rank of their best match in `results`, not grouped by session
-//!   (seed open question 4).
+//! - Snippets are ordered by the rank of their best match in `results`, not grouped by session:
+//!   the best evidence comes first whichever conversation holds it.
 
 use std::collections::HashMap;
 
@@ -64,7 +64,7 @@ pub const DEFAULT_SEARCH_LIMIT: u64 = 10;
 pub const MAX_SEARCH_LIMIT: u64 = 100;
 pub const DEFAULT_CONTEXT_WINDOW: i64 = 2;
 pub const MAX_CONTEXT_WINDOW: i64 = super::message::MAX_CONTEXT_SIDE;
-/// Reciprocal Rank Fusion constant (Honcho's, spec §4.4).
+/// Reciprocal Rank Fusion constant (Honcho's value).
 pub const RRF_K: u32 = 60;
 
 /// Matched messages of one session with the messages around them.

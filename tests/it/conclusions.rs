@@ -1,4 +1,4 @@
-//! Conclusions (issue 5, seed 002 §8): public metadata, read-only provenance, semantic query,
+//! Conclusions: public metadata, read-only provenance, semantic query,
 //! reasoning graph. Tests whose names start with `filter_` need the real filter DSL.
 
 use std::collections::HashSet;
@@ -123,7 +123,7 @@ async fn list(app: &TestApp, filters: Value) -> Vec<String> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Seed 002 §8: create, update, read-only fields, list.
+// Create, update, read-only fields, list.
 
 #[tokio::test]
 async fn create_with_metadata_is_explicit_derived_once_without_sources() {
@@ -1304,7 +1304,7 @@ async fn filter_conclusions_by_created_at() {
 async fn filter_conclusions_with_a_compound_and() {
     let app = TestApp::new().await;
     let [_, _, ded, _] = filter_fixture(&app).await;
-    // Honcho's example (seed 002 §3): observer, level in a set, and a metadata tag.
+    // Honcho's documented example: observer, level in a set, and a metadata tag.
     let f = json!({"AND": [
         {"observer_id": "alice"},
         {"level": {"in": ["deductive", "inductive"]}},

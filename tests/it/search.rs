@@ -1,4 +1,4 @@
-//! Hybrid search and interleaved context snippets (seed 000 §8, DESIGN §5-6), through GraphQL.
+//! Hybrid search and interleaved context snippets, through GraphQL.
 
 use std::sync::Arc;
 

@@ -616,6 +616,14 @@ fn fill(template: &str, o: &str, q: &str, person: &str) -> String {
         .replace("{P}", person)
 }
 
+/// A question before its evidence is placed: (category, text, (session, episode) of each
+/// evidence).
+type Pending = (Category, String, Vec<(usize, usize)>);
+
+fn pick(rng: &mut Rng, xs: &[&'static str]) -> &'static str {
+    rng.pick::<&'static str>(xs)
+}
+
 /// Real turns mix topics: half the time a fact comes with small talk before or after it.
 fn chatty(rng: &mut Rng, fact: String) -> String {
     match rng.range(0, 3) {
@@ -658,7 +666,7 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
         }
         // Objects already used in this conversation, per relation (each fact is unique).
         let mut used: Vec<Vec<usize>> = vec![Vec::new(); RELATIONS.len()];
-        let mut pending: Vec<(usize, Category, String, Vec<(usize, usize)>)> = Vec::new();
+        let mut pending: Vec<Pending> = Vec::new();
         for i in 0..shape.questions {
             let category = match rng.range(0, 19) {
                 0..=7 => Category::SingleHop,
@@ -701,19 +709,19 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
             match category {
                 Category::SingleHop | Category::Temporal => {
                     let (o, q) = take(&mut rng);
-                    let tell = fill(*rng.pick(rel.tell), o, q, name);
+                    let tell = fill(pick(&mut rng, rel.tell), o, q, name);
                     let tell = chatty(&mut rng, tell);
                     let text = if category == Category::SingleHop {
-                        fill(*rng.pick(rel.what), o, q, name)
+                        fill(pick(&mut rng, rel.what), o, q, name)
                     } else {
-                        fill(*rng.pick(rel.when), o, q, name)
+                        fill(pick(&mut rng, rel.when), o, q, name)
                     };
                     let reaction = rng.pick(REACTIONS).to_string();
                     slots[session].push(Episode {
                         turns: vec![(person, tell), (other, reaction)],
                         evidence: vec![0],
                     });
-                    pending.push((i, category, text, vec![(session, slots[session].len() - 1)]));
+                    pending.push((category, text, vec![(session, slots[session].len() - 1)]));
                 }
                 Category::MultiHop => {
                     let mut refs = Vec::new();
@@ -724,7 +732,7 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
                     }
                     for s in [first, second] {
                         let (o, q) = take(&mut rng);
-                        let tell = fill(*rng.pick(rel.tell), o, q, name);
+                        let tell = fill(pick(&mut rng, rel.tell), o, q, name);
                         let tell = chatty(&mut rng, tell);
                         let reaction = rng.pick(REACTIONS).to_string();
                         slots[s].push(Episode {
@@ -733,8 +741,8 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
                         });
                         refs.push((s, slots[s].len() - 1));
                     }
-                    let text = fill(*rng.pick(rel.both), "", "", name);
-                    pending.push((i, category, text, refs));
+                    let text = fill(pick(&mut rng, rel.both), "", "", name);
+                    pending.push((category, text, refs));
                 }
                 Category::Reply => {
                     let (o, q) = take(&mut rng);
@@ -752,7 +760,6 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
                         evidence: vec![1],
                     });
                     pending.push((
-                        i,
                         category,
                         fill(question, o, q, name),
                         vec![(session, slots[session].len() - 1)],
@@ -763,7 +770,7 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
             for _ in 0..rng.range(0, 2) {
                 let s = rng.range(0, shape.sessions - 1);
                 let (o, _) = rel.objects[rng.range(0, rel.objects.len() - 1)];
-                let line = fill(*rng.pick(DISTRACTORS), o, o, name);
+                let line = fill(pick(&mut rng, DISTRACTORS), o, o, name);
                 slots[s].push(Episode {
                     turns: vec![(rng.range(0, 1), line)],
                     evidence: vec![],
@@ -812,7 +819,7 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
             });
             placed.push(where_);
         }
-        for (_, category, text, refs) in pending {
+        for (category, text, refs) in pending {
             let evidence = refs
                 .iter()
                 .flat_map(|&(s, ep)| placed[s][ep].iter().map(move |&t| (s, t)))

@@ -109,7 +109,7 @@ impl ConclusionMutation {
     /// earlier conclusion is live reinforces it (timesDerived + 1, sources unioned) instead of
     /// inserting a duplicate; concurrent derivations are counted exactly.
     ///
-    /// Admin keys only (DESIGN §5, §8).
+    /// Admin keys only: provenance is written by the deriver, never by a client's peer key.
     async fn record_derived_conclusion(
         &self,
         ctx: &Context<'_>,

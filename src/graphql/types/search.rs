@@ -1,5 +1,5 @@
-//! `search` on Workspace, Peer and Session (DESIGN §5): `MessageHits`, or `SnippetHits` with the
-//! interleaved context of seed 000.
+//! `search` on Workspace, Peer and Session (README, Search): `MessageHits`, or `SnippetHits` with the
+//! matches' interleaved conversation windows.
 
 use std::collections::HashSet;
 

@@ -1,4 +1,4 @@
-//! Operand coercion (spec §3.4, §3.6): datetimes, exact integers, numeric strings, levels.
+//! Operand coercion (README, Filters › Operand types): datetimes, exact integers, numeric strings, levels.
 
 use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, NaiveTime, Utc};
 use serde_json::{Number, Value};
@@ -147,7 +147,7 @@ pub(crate) fn numeric_literal(v: &Value) -> Option<String> {
     }
 }
 
-/// Parse a datetime string (spec §3.6): control characters (NUL, CR, LF, ...) anywhere refused;
+/// Parse a datetime string: control characters (NUL, CR, LF, ...) anywhere refused;
 /// surrounding spaces ignored; RFC 3339 with `T`, `t` or a space between date and time, optional seconds and
 /// fraction, offset `Z`, `±HH:MM` or `±HHMM`, or none (UTC); or a date alone (midnight UTC).
 /// Years 1..=9999 as written (the UTC instant may fall just outside).

@@ -1,4 +1,4 @@
-//! JSON → typed filter tree (spec §3.1–3.6 with the decisions of issue 3). No SQL here.
+//! JSON → typed filter tree (the README's Filters grammar and decisions). No SQL here.
 
 use serde_json::{Map, Value};
 
@@ -209,7 +209,7 @@ impl Parser {
     }
 }
 
-/// `key: value` on a field (spec §3.3).
+/// `key: value` on a field.
 fn field_value(field: &Field, value: &Value, path: &str) -> Result<Node> {
     if is_wildcard(value) {
         return Ok(Node::True);
@@ -240,7 +240,7 @@ fn field_value(field: &Field, value: &Value, path: &str) -> Result<Node> {
     }
 }
 
-/// One operator on a real column (spec §3.4).
+/// One operator on a real column.
 fn column_operator(field: &Field, op: &'static str, operand: &Value, path: &str) -> Result<Node> {
     if is_wildcard(operand) {
         return Ok(Node::True);
@@ -443,7 +443,7 @@ fn operator_dict<'a>(obj: &'a Map<String, Value>, path: &str) -> Result<Option<O
         .map(Some)
 }
 
-/// The `metadata` field (spec §3.5).
+/// The `metadata` field (README, Filters › Metadata).
 fn metadata(column: &'static str, value: &Value, path: &str) -> Result<Node> {
     if let Some(at) = find_nul(value, path) {
         return err(&at, K::NulCharacter);

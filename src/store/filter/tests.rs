@@ -75,7 +75,7 @@ fn nest(levels: usize, inner: Value) -> Value {
     (0..levels).fold(inner, |acc, _| json!({"AND": [acc]}))
 }
 
-// ---------------------------------------------------------------- seeds (issue 3, seeds 000/002)
+// ---------------------------------------------------------------- the README's filter examples
 
 #[test]
 fn seed_seq_in_session_range() {
