@@ -64,8 +64,13 @@ pub const DEFAULT_SEARCH_LIMIT: u64 = 10;
 pub const MAX_SEARCH_LIMIT: u64 = 100;
 pub const DEFAULT_CONTEXT_WINDOW: i64 = 2;
 pub const MAX_CONTEXT_WINDOW: i64 = super::message::MAX_CONTEXT_SIDE;
-/// Reciprocal Rank Fusion constant (Honcho's value).
+/// Reciprocal Rank Fusion: a message's score is the sum over the legs that found it of
+/// `weight / (RRF_K + rank)`, ranks from 1, each leg cut to `POOL_PER_RESULT · limit` candidates.
+/// Chosen by measurement on `make eval` (bench/README.md, "Search quality").
 pub const RRF_K: u32 = 60;
+pub const POOL_PER_RESULT: u64 = 2;
+pub const VECTOR_WEIGHT: f64 = 1.0;
+pub const TEXT_WEIGHT: f64 = 1.0;
 
 /// Matched messages of one session with the messages around them.
 #[derive(Clone, Debug, PartialEq)]
@@ -447,7 +452,7 @@ pub fn hybrid_query(
     filter: &Filter,
     limit: u64,
 ) -> WithQuery {
-    let pool = limit * 2;
+    let pool = limit * POOL_PER_RESULT;
     let mut with = WithClause::new();
     let mut ranked: Vec<SelectStatement> = Vec::new();
     with.cte(cte("terms", terms(scope_workspace(scope), text), true));
@@ -475,6 +480,7 @@ pub fn hybrid_query(
                 Expr::cust(r#"ROW_NUMBER() OVER (ORDER BY "dist", "id")"#),
                 a("rank"),
             )
+            .expr_as(Expr::cust(format!("{VECTOR_WEIGHT:?}::float8")), a("w"))
             .from(a("vec_hits"));
         ranked.push(r);
     }
@@ -509,6 +515,7 @@ pub fn hybrid_query(
             ),
             a("rank"),
         )
+        .expr_as(Expr::cust(format!("{TEXT_WEIGHT:?}::float8")), a("w"))
         .from(a("fts_hits"));
     ranked.push(r);
 
@@ -523,7 +530,7 @@ pub fn hybrid_query(
     fused
         .column(a("id"))
         .expr_as(
-            Expr::cust(format!(r#"SUM(1.0::float8 / ({RRF_K} + "rank"))"#)),
+            Expr::cust(format!(r#"SUM("w" / ({RRF_K} + "rank"))"#)),
             a("score"),
         )
         .from(a("ranked"))
@@ -691,7 +698,7 @@ mod tests {
             "::tsquery",
             "ILIKE",
             "UNION ALL",
-            "SUM(1.0::float8 / (60 + \"rank\"))",
+            "SUM(\"w\" / (60 + \"rank\"))",
             r#"ORDER BY "f"."score" DESC, "m"."public_id" ASC LIMIT"#,
         ] {
             assert!(sql.contains(part), "{part} missing from {sql}");
