@@ -25,7 +25,7 @@ use super::{
     IterativeScan, Store, StoreError, StoreResult, TxOptions, new_id, stmt, tokens, validate,
     vector_literal,
 };
-use crate::embed::embed_non_blank;
+use crate::embed::{EmbedError, embed_non_blank};
 use crate::entity::conclusion;
 
 pub type Conclusion = conclusion::Model;
@@ -386,7 +386,10 @@ impl Store {
         within_token_limit("query", vec![query.to_owned()]).await?;
         let vector = embed_non_blank(embedder.as_ref(), &[query.to_owned()])
             .await
-            .map_err(|e| StoreError::Internal(format!("embedding the query failed: {e}")))?
+            .map_err(|e| match e {
+                EmbedError::Busy { .. } => StoreError::Busy(e.to_string()),
+                e => StoreError::Internal(format!("embedding the query failed: {e}")),
+            })?
             .pop()
             .flatten();
         let Some(vector) = vector else {
