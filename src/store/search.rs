@@ -1,31 +1,38 @@
 //! Hybrid message search and the interleaved context snippets (README, Search).
 //!
 //! One statement answers a search: a vector leg (pgvector cosine over the HNSW index, only when
-//! the store has an embedder and the query embeds) and a full-text leg (english tsvector or, for
-//! queries with punctuation, a case-insensitive substring match served by the trigram index), each
-//! scoped and filtered by the caller's filter DSL *inside* the leg, each cut to `2·limit`
-//! candidates, fused by Reciprocal Rank Fusion. The shape (sea_query builds the exact text, every
-//! value bound as a parameter; for a query with punctuation the text leg's condition is the ILIKE
-//! alone and its score 0, so it is ordered by recency):
+//! the store has an embedder and the query embeds) and a full-text leg (any of the query's
+//! english lexemes, or the whole query as a case-insensitive substring served by the trigram
+//! index, ranked by BM25 with document frequencies the triggers of `search_terms` keep per
+//! workspace), each scoped and filtered by the caller's filter DSL *inside* the leg, each cut to
+//! `POOL_PER_RESULT · limit` candidates, fused by weighted Reciprocal Rank Fusion. The shape
+//! (sea_query builds the exact text, every value bound as a parameter):
 //!
 //! ```sql
-//! WITH "vec_hits" AS MATERIALIZED (              -- only with an embedder
+//! WITH "terms" AS MATERIALIZED (                  -- the query's lexemes, their idf, avgdl
+//!        SELECT "t"."t" AS "lexeme", ln(1 + (N - df + 0.5) / (df + 0.5)) AS "idf", … AS "avgdl"
+//!        FROM unnest(tsvector_to_array(to_tsvector('english', $t))) AS "t"
+//!        LEFT JOIN "search_corpus" AS "c" … LEFT JOIN "search_terms" AS "s" …),
+//!      "vec_hits" AS MATERIALIZED (              -- only with an embedder
 //!        SELECT "m"."id", "m"."embedding" <=> $q AS "dist" FROM "messages" AS "m"
-//!        WHERE <scope> AND <filters> AND "m"."embedding" IS NOT NULL
-//!        ORDER BY "dist" ASC LIMIT 2·limit),
+//!        WHERE <scope> AND <filters> AND "m"."embedding" IS NOT NULL AND EXISTS (SELECT 1 FROM "terms")
+//!        ORDER BY "dist" ASC LIMIT pool),
 //!      "fts_hits" AS (
-//!        SELECT "m"."id", "m"."created_at", ts_rank("m"."content_tsv", plainto_tsquery('english', $t)) AS "score"
+//!        SELECT "m"."id", "m"."created_at", <BM25 of m over "terms"> AS "score"
 //!        FROM "messages" AS "m"
-//!        WHERE <scope> AND <filters>
-//!          AND ("m"."content_tsv" @@ plainto_tsquery('english', $t) OR "m"."content" ILIKE $pattern)
-//!        ORDER BY "score" DESC, "m"."created_at" DESC, "m"."id" DESC LIMIT 2·limit),
-//!      "ranked" AS (SELECT "id", ROW_NUMBER() OVER (ORDER BY "dist", "id") AS "rank" FROM "vec_hits"
+//!        WHERE <scope> AND <filters> AND EXISTS (SELECT 1 FROM "terms")
+//!          AND ("m"."content_tsv" @@ <the OR of "terms" as one tsquery> OR "m"."content" ILIKE $pattern)
+//!        ORDER BY "score" DESC, "m"."created_at" DESC, "m"."id" DESC LIMIT pool),
+//!      "ranked" AS (SELECT "id", ROW_NUMBER() OVER (ORDER BY "dist", "id") AS "rank", w_vec AS "w" FROM "vec_hits"
 //!        UNION ALL
-//!        SELECT "id", ROW_NUMBER() OVER (ORDER BY "score" DESC, "created_at" DESC, "id" DESC) AS "rank" FROM "fts_hits"),
-//!      "fused" AS (SELECT "id", SUM(1.0::float8 / (60 + "rank")) AS "score" FROM "ranked" GROUP BY "id")
+//!        SELECT "id", ROW_NUMBER() OVER (ORDER BY "score" DESC, "created_at" DESC, "id" DESC), w_text FROM "fts_hits"),
+//!      "fused" AS (SELECT "id", SUM("w" / (k + "rank")) AS "score" FROM "ranked" GROUP BY "id")
 //! SELECT "m".* FROM "fused" AS "f" INNER JOIN "messages" AS "m" ON "m"."id" = "f"."id"
 //! ORDER BY "f"."score" DESC, "m"."public_id" ASC LIMIT limit
 //! ```
+//!
+//! What the full-text leg indexes is the message's content and its author's peer id
+//! (`content_tsv`), so a question naming a speaker finds that speaker's turns.
 //!
 //! The vector leg runs in a transaction with `SET LOCAL hnsw.iterative_scan = relaxed_order`
 //! (pgvector 0.8), so that filters which reject most of the index's nearest neighbours make the
@@ -36,7 +43,11 @@
 //! - A blank query (empty or whitespace only, after NUL bytes are stripped) is allowed and finds
 //!   nothing: it runs no SQL (nor does a filter that can match nothing). Honcho answers 200 too,
 //!   but its `ILIKE '%%'` makes it list the newest messages; that list is `messages(order: DESC)`
-//!   here.
+//!   here. A query with no lexeme (only stop words and punctuation: "What is it?", "?!") finds
+//!   nothing either, in both legs: it names nothing to look for.
+//! - Punctuation does not turn the text leg into a substring match only (Honcho's rule): a
+//!   question ends with "?", and its words must count. The whole query as a substring is still
+//!   a way in, so `user@example.com`, `e_c` or `100%` find what they found before.
 //! - Ties of the fused score are broken by the message id (`Message.id`, ascending), so one
 //!   search always gives one order.
 //! - Snippets are ordered by the rank of their best match in `results`, not grouped by session:
@@ -686,19 +697,19 @@ mod tests {
             10,
         )
         .build(PostgresQueryBuilder);
+        let fusion = format!(r#"SUM("w" / ({RRF_K} + "rank"))"#);
         for part in [
-            r#"WITH "vec_hits" AS"#,
-            "MATERIALIZED (SELECT",
-            r#""m"."embedding" <=> $1 AS "dist""#,
+            r#"WITH "terms" AS  MATERIALIZED (SELECT"#,
+            r#""vec_hits" AS  MATERIALIZED (SELECT"#,
+            r#""m"."embedding" <=> $"#,
             r#""m"."embedding" IS NOT NULL"#,
             r#"ORDER BY "dist" ASC LIMIT"#,
-            r#""terms" AS MATERIALIZED (SELECT"#,
             r#""fts_hits" AS (SELECT"#,
             "tsvector_to_array(to_tsvector('english',",
             "::tsquery",
             "ILIKE",
             "UNION ALL",
-            "SUM(\"w\" / (60 + \"rank\"))",
+            fusion.as_str(),
             r#"ORDER BY "f"."score" DESC, "m"."public_id" ASC LIMIT"#,
         ] {
             assert!(sql.contains(part), "{part} missing from {sql}");
