@@ -42,7 +42,8 @@ use tower_http::trace::TraceLayer;
 use crate::graphql::error::Code;
 use crate::graphql::subscription::{LoaderExecutor, connection_data};
 use crate::graphql::{AppSchema, Limits};
-use crate::store::Store;
+use crate::store::replicas::ReadAfter;
+use crate::store::{Lsn, Store};
 pub use origins::{Origins, OriginsError};
 pub use persisted::Persisted;
 pub use playground::Playground;
@@ -239,7 +240,12 @@ async fn graphql(State(app): State<AppState>, request: Request<Body>) -> Respons
             return resp;
         }
     };
-    let request = params.into_request(query).data(caller);
+    let mut request = params.into_request(query).data(caller);
+    match read_after(&parts.headers) {
+        Ok(Some(after)) => request = request.data(after),
+        Ok(None) => {}
+        Err(refused) => return refused.respond(media),
+    }
     match crate::graphql::admit(&app.schema, request) {
         Ok(admitted) => {
             // GET is for reads: a link or an <img> must never write.
@@ -263,6 +269,28 @@ async fn graphql(State(app): State<AppState>, request: Request<Body>) -> Respons
             resp
         }
     }
+}
+
+/// The header by which a client asks to read its own writes: the `consistencyToken` of a
+/// mutation's `extensions`.
+pub const READ_AFTER_HEADER: &str = "x-honcho-after";
+
+/// The request's consistency token, if it sent one (400 when it is not one).
+fn read_after(headers: &HeaderMap) -> Result<Option<ReadAfter>, HttpError> {
+    let Some(value) = headers.get(READ_AFTER_HEADER) else {
+        return Ok(None);
+    };
+    let refused = |why: String| {
+        HttpError::BadParameters(format!(
+            "{READ_AFTER_HEADER} must be the consistencyToken of a mutation's extensions: {why}"
+        ))
+    };
+    let text = value
+        .to_str()
+        .map_err(|_| refused("it is not visible ASCII".into()))?;
+    text.parse::<Lsn>()
+        .map(|lsn| Some(ReadAfter(lsn)))
+        .map_err(|e| refused(e.to_string()))
 }
 
 /// The whole body, or 413 when it is longer than the limit (the body limit layer cuts the stream;
