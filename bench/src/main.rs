@@ -1,8 +1,10 @@
 //! honcho-bench: every workload through the real HTTP GraphQL endpoint, and the same SQL run directly
 //! against PostgreSQL (the floor) in the same run. See bench/README.md.
 
+mod mixed;
 mod plot;
 mod seed;
+mod sitting;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -42,7 +44,15 @@ struct Args {
     /// Concurrent clients for the read workloads.
     #[arg(long, default_value_t = 4)]
     clients: usize,
-    /// Small sizes for a smoke run: 5,000 messages, 5,000 conclusions, 300 pool, 60 requests.
+    /// Messages of the sitting (workload 8): one session from empty, as in the side-by-side
+    /// comparison with Honcho. Workload 9's mixed load reads the same session.
+    #[arg(long, default_value_t = 10_000)]
+    sitting_messages: usize,
+    /// Requests per concurrency level of the mixed load (workload 9).
+    #[arg(long, default_value_t = 3_000)]
+    mixed_requests: usize,
+    /// Small sizes for a smoke run: 5,000 messages, 5,000 conclusions, 300 pool, 60 requests,
+    /// a sitting of 1,000 messages and 300 mixed requests per level.
     #[arg(long)]
     quick: bool,
     /// Seed of every random choice.
@@ -283,6 +293,19 @@ impl Bench {
         scale: &str,
         reqs: Vec<Req>,
     ) -> anyhow::Result<ReadResult> {
+        self.read_with(url, workload, scale, reqs, self.args.clients)
+            .await
+    }
+
+    /// [`Bench::read_at`] with `clients` concurrent clients.
+    async fn read_with(
+        &self,
+        url: &str,
+        workload: &str,
+        scale: &str,
+        reqs: Vec<Req>,
+        clients: usize,
+    ) -> anyhow::Result<ReadResult> {
         let mut captured = Vec::with_capacity(reqs.len());
         for r in &reqs {
             self.capture.start();
@@ -300,7 +323,6 @@ impl Bench {
             }
         }
         let total = self.args.requests;
-        let clients = self.args.clients;
         let label = format!("{workload} {scale}");
 
         self.args.perf("enable")?;
@@ -396,6 +418,8 @@ async fn bench() -> anyhow::Result<()> {
         args.conclusions = args.conclusions.min(5_000);
         args.pool = args.pool.min(300);
         args.requests = args.requests.min(60);
+        args.sitting_messages = args.sitting_messages.min(1_000);
+        args.mixed_requests = args.mixed_requests.min(300);
     }
     let url = std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
@@ -615,8 +639,44 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
         throughput.extend(ingest(&b, &big, &mut rng, &minilm, batches).await?);
     }
 
+    // (8) the sitting's shape: one session from empty, batch times, single-client reads; (9) the
+    // mixed load over it at 8/64/256 clients.
+    let mut curve = None;
+    let mut mixed = Vec::new();
+    if args.runs(8) || args.runs(9) {
+        let (sit, tp, c) = sitting::ingest(&b, &mut rng, args.sitting_messages).await?;
+        // As the Honcho sitting does after ingest (this cluster runs without autovacuum).
+        b.floor.execute_unprepared("ANALYZE").await?;
+        throughput.push(tp);
+        curve = Some(c);
+        if args.runs(8) {
+            reads.extend(sitting::reads(&b, &mut rng, &sit).await?);
+        }
+        if args.runs(9) {
+            // The production default pool, not the 8 connections of the other workloads' server.
+            let url = serve(Store::new(connect(db_url, 20).await?)).await?;
+            mixed = mixed::run(
+                &b,
+                &url,
+                &mut rng,
+                args.sitting_messages,
+                args.mixed_requests,
+            )
+            .await?;
+        }
+    }
+
     let total = started.elapsed();
-    report(&reads, &throughput, &query_embedding, seeded, total, args)?;
+    let extra = Extra { curve, mixed };
+    report(
+        &reads,
+        &throughput,
+        &query_embedding,
+        &extra,
+        seeded,
+        total,
+        args,
+    )?;
     Ok(())
 }
 
@@ -794,10 +854,17 @@ async fn ingest(
     Ok(out)
 }
 
+/// The figures of workloads 8 and 9 that are neither reads nor plain throughput.
+struct Extra {
+    curve: Option<sitting::BatchCurve>,
+    mixed: Vec<mixed::MixedResult>,
+}
+
 fn report(
     reads: &[ReadResult],
     tp: &[ThroughputResult],
     query_embedding: &Stats,
+    extra: &Extra,
     seeded: Duration,
     total: Duration,
     args: &Args,
@@ -837,6 +904,33 @@ fn report(
             t.workload, t.detail, t.messages, t.seconds, t.messages_per_s
         );
     }
+    if let Some(c) = &extra.curve {
+        println!();
+        println!(
+            "8 sitting: {} batches of 100; first {:.0} ms, median of the first 10 {:.0} ms, of the last 10 {:.0} ms: growth {:.2}x",
+            c.batches, c.first_ms, c.first10_p50_ms, c.last10_p50_ms, c.growth
+        );
+    }
+    if !extra.mixed.is_empty() {
+        println!();
+        println!(
+            "| 9 mixed load (70% pages of 50, 30% workspace search +context, full text) | requests | errors | requests/s | p50 | p95 | p99 | RSS |"
+        );
+        println!("|---|---|---|---|---|---|---|---|");
+        for m in &extra.mixed {
+            println!(
+                "| {} clients | {} | {} | {:.0} | {:.1} ms | {:.1} ms | {:.1} ms | {:.0} MB |",
+                m.clients,
+                m.requests,
+                m.errors,
+                m.requests_per_s,
+                m.latency.p50_ms,
+                m.latency.p95_ms,
+                m.latency.p99_ms,
+                m.rss_mb
+            );
+        }
+    }
     println!();
     println!(
         "MiniLM embedding one search query alone (no database): p50 {:.2} ms, p95 {:.2} ms",
@@ -855,12 +949,15 @@ fn report(
     let json = json!({
         "args": {"messages": args.messages, "conclusions": args.conclusions, "pool": args.pool,
                  "sessions": args.sessions, "requests": args.requests, "clients": args.clients,
-                 "quick": args.quick, "seed": args.seed},
+                 "quick": args.quick, "seed": args.seed, "sitting_messages": args.sitting_messages,
+                 "mixed_requests": args.mixed_requests},
         "seed_seconds": seeded.as_secs_f64(),
         "total_seconds": total.as_secs_f64(),
         "reads": reads,
         "query_embedding": query_embedding,
         "throughput": tp,
+        "sitting_batches": extra.curve,
+        "mixed": extra.mixed,
     });
     std::fs::write(
         dir.join("results.json"),

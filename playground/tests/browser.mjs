@@ -260,14 +260,11 @@ async function main() {
       const tab = page.locator('.graphiql-tab', { hasText: 'SeqRange' });
       await tab.waitFor();
       const seqText = page.locator('.graphiql-query-editor').getByText('seqInSession: {gte: 2').first();
-      // Under load GraphiQL can switch to the new tab before its editor takes the tab's document
-      // (the tab is right, the editor still shows the previous one); selecting the tab again
-      // shows it. Whatever the timing, the example's own text must end up in the editor.
-      if (!(await seqText.waitFor({ timeout: 5_000 }).then(() => true, () => false))) {
-        await page.locator('.graphiql-tab', { hasText: 'untitled' }).first().click();
-        await tab.click();
-      }
-      await seqText.waitFor();
+      await seqText.waitFor().catch(async (e) => {
+        const shown = await editorText(page, '.graphiql-query-editor').catch(() => '?');
+        const tabs = await page.locator('.graphiql-tab').allInnerTexts();
+        throw new Error(`${e.message}\n  tabs: ${JSON.stringify(tabs)}\n  editor shows: ${shown.slice(0, 300)}`);
+      });
       await page.locator('.graphiql-execute-button').click();
       await page.locator('.graphiql-response').getByText('"totalCount": 3').waitFor();
       const text = await editorText(page, '.graphiql-response');

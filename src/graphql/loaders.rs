@@ -1,5 +1,7 @@
 //! Dataloaders: every nested lookup of a request is collected and answered with one statement per
-//! kind, so a list of N items never costs N round trips. No caching: a loader only batches.
+//! kind, so a list of N items never costs N round trips. Each request has its own loader
+//! (`graphql::request_loader`) whose cache lives as long as the request: a key asked for twice in
+//! one response is loaded once, and nothing is shared between requests, so no write is ever hidden.
 
 use std::collections::HashMap;
 

@@ -105,17 +105,6 @@ fn strip_nul(value: Value) -> Value {
     }
 }
 
-/// Shallow merge (top-level keys) used for configuration updates.
-pub fn merge_shallow(base: &Value, patch: Value) -> Value {
-    let mut out = base.as_object().cloned().unwrap_or_default();
-    if let Value::Object(patch) = patch {
-        for (k, v) in patch {
-            out.insert(k, v);
-        }
-    }
-    Value::Object(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
