@@ -22,7 +22,8 @@ BENCH_ARGS ?=
 # make test PLAYGROUND_TEST=0 skips the playground's tests (examples + headless Chromium).
 PLAYGROUND_TEST ?= 1
 
-PLAYGROUND_SRC := $(shell find playground -path playground/node_modules -prune -o -path playground/dist -prune -o -path playground/tests -prune -o -type f -print 2>/dev/null)
+# src/gql is generated (from schema.graphql, by the build) and not a source.
+PLAYGROUND_SRC := $(shell find playground -path playground/node_modules -prune -o -path playground/dist -prune -o -path playground/tests -prune -o -path playground/src/gql -prune -o -type f -print 2>/dev/null)
 
 .PHONY: help setup postgres model run test lint schema bench bench-derive playground playground-test
 
@@ -97,15 +98,16 @@ bench-derive: model
 
 ifneq ($(wildcard playground/package.json),)
 playground: playground/dist/index.html
-playground/dist/index.html: $(PLAYGROUND_SRC)
+playground/dist/index.html: $(PLAYGROUND_SRC) schema.graphql
 	scripts/build-playground.sh
 else
 playground:
 	@:
 endif
 
-# The playground's tests: every example and page query validates against schema.graphql
-# (node --test), then tests/browser.mjs drives the pages in headless Chromium against the debug
+# The playground's tests: the pages type-check against types generated from schema.graphql
+# (npm run typecheck: graphql-codegen, tsc --noEmit), every example and page query validates
+# against it (node --test), then tests/browser.mjs drives the pages in headless Chromium against the debug
 # server on a fresh database (screenshots in target/playground-screenshots/). Debian's chromium is
 # installed when missing; after the first run nothing is downloaded (npm ci reads npm's cache).
 ifneq ($(wildcard playground/package.json),)
@@ -125,6 +127,8 @@ playground-test: playground
 	export HONCHO_BIN="$(CURDIR)/target/playground-test/honcho-graphql"
 	cd playground
 	[ -d node_modules ] || npm ci --no-audit --no-fund --prefer-offline
+	# Types generated from schema.graphql, then tsc: a schema change that breaks a page fails here.
+	npm run typecheck
 	npm test
 	node tests/browser.mjs
 else

@@ -26,4 +26,5 @@ mod standby;
 mod subscriptions;
 mod survival;
 mod transactions;
+mod typed_where;
 mod workspaces_peers;
