@@ -19,13 +19,14 @@ export HONCHO_MODEL_DIR ?= $(CURDIR)/.data/models/all-MiniLM-L6-v2
 # Extra arguments for cargo test, e.g. make test TEST_ARGS='search -- --nocapture'
 TEST_ARGS ?=
 BENCH_ARGS ?=
+EVAL_ARGS ?=
 # make test PLAYGROUND_TEST=0 skips the playground's tests (examples + headless Chromium).
 PLAYGROUND_TEST ?= 1
 
 # src/gql is generated (from schema.graphql, by the build) and not a source.
 PLAYGROUND_SRC := $(shell find playground -path playground/node_modules -prune -o -path playground/dist -prune -o -path playground/tests -prune -o -path playground/src/gql -prune -o -type f -print 2>/dev/null)
 
-.PHONY: help setup postgres model run test lint schema bench bench-derive playground playground-test
+.PHONY: help setup postgres model run test lint schema bench bench-derive eval playground playground-test
 
 help:
 	@echo "make run         set up PostgreSQL (unless DATABASE_URL is set) and the model, serve on 127.0.0.1:8000"
@@ -35,6 +36,7 @@ help:
 	@echo "make setup       only the set-up (PostgreSQL + pgvector, model files)"
 	@echo "make bench       run the benchmark (when bench/ exists)"
 	@echo "make bench-derive  the deriver's throughput with an instant fake LLM"
+	@echo "make eval        search recall on generated conversational QA (EVAL_ARGS='--label x --sweep')"
 	@echo "make playground  build playground/dist (when playground/ has a package.json)"
 	@echo "make playground-test  examples validate against schema.graphql; browser test in headless Chromium"
 
@@ -95,6 +97,15 @@ bench-derive: model
 	  export DATABASE_URL="$$base/postgres"
 	fi
 	$(CARGO) run --release -p honcho-bench --bin honcho-bench-derive -- $(BENCH_ARGS)
+
+# Search recall on generated conversational QA, through the GraphQL API (bench/README.md,
+# "Search quality"); results in bench/results/eval/.
+eval: model
+	if [ -z "$${DATABASE_URL:-}" ]; then
+	  base=$$(scripts/setup-postgres.sh)
+	  export DATABASE_URL="$$base/postgres"
+	fi
+	$(CARGO) run --release -p honcho-bench --bin honcho-eval -- $(EVAL_ARGS)
 
 ifneq ($(wildcard playground/package.json),)
 playground: playground/dist/index.html
