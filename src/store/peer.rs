@@ -46,12 +46,7 @@ impl Store {
     ) -> StoreResult<Peer> {
         validate::name("workspace", workspace)?;
         validate::name("peer", name)?;
-        let metadata = metadata
-            .map(|m| validate::metadata("metadata", m))
-            .transpose()?;
-        let configuration = configuration
-            .map(|c| validate::configuration("configuration", c))
-            .transpose()?;
+        let (metadata, configuration) = validate::attributes(metadata, configuration)?;
         // Without the right to an existing row, the upsert becomes an insert that does nothing
         // on conflict, so the decision is taken by the same statement that writes.
         let on_conflict = match reach {
@@ -98,12 +93,7 @@ impl Store {
         metadata: Option<Value>,
         configuration: Option<Value>,
     ) -> StoreResult<Peer> {
-        let metadata = metadata
-            .map(|m| validate::metadata("metadata", m))
-            .transpose()?;
-        let configuration = configuration
-            .map(|c| validate::configuration("configuration", c))
-            .transpose()?;
+        let (metadata, configuration) = validate::attributes(metadata, configuration)?;
         peer::Entity::find()
             .from_raw_sql(stmt(
                 "UPDATE peers SET metadata = COALESCE($3, metadata), \
