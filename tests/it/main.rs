@@ -17,6 +17,7 @@ mod llm;
 mod messages;
 mod migrations;
 mod readme;
+mod rest;
 mod schema_file;
 mod search;
 mod sessions;
