@@ -111,6 +111,18 @@ pub struct ServeConfig {
     #[arg(long, env = "HONCHO_WS_INIT_TIMEOUT_MS", default_value_t = 10_000)]
     pub ws_init_timeout_ms: u64,
 
+    /// A connection must have sent a whole request head within this long of its accept, or of
+    /// the first byte after an idle spell (milliseconds); else it is closed.
+    #[arg(long, env = "HONCHO_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_read_timeout_ms: u64,
+
+    /// A connection with no request in flight and nothing received for this long is closed
+    /// (milliseconds).
+    #[arg(long, env = "HONCHO_IDLE_TIMEOUT_MS", default_value_t = 75_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout_ms: u64,
+
     /// Longest a request may take before it is answered with 503 (milliseconds).
     #[arg(long, env = "HONCHO_REQUEST_TIMEOUT_MS", default_value_t = 60_000)]
     pub request_timeout_ms: u64,

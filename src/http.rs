@@ -10,6 +10,8 @@
 //! guarded field answer UNAUTHENTICATED). `/health`, `/ready`, `/metrics` and the playground are
 //! open.
 
+mod connections;
+pub mod listener;
 mod origins;
 pub mod persisted;
 mod playground;
@@ -44,6 +46,7 @@ use crate::graphql::error::Code;
 use crate::graphql::subscription::{LoaderExecutor, connection_data};
 use crate::graphql::{AppSchema, Limits};
 use crate::store::Store;
+pub use connections::{ConnectionTimeouts, serve};
 pub use origins::{Origins, OriginsError};
 pub use persisted::Persisted;
 pub use playground::Playground;
@@ -181,9 +184,10 @@ async fn metrics() -> impl IntoResponse {
     (
         [("content-type", "text/plain; version=0.0.4")],
         format!(
-            "{}{}",
+            "{}{}{}",
             crate::graphql::metrics::render(),
-            crate::graphql::metrics::encode(&crate::deriver::metrics::gather())
+            crate::graphql::metrics::encode(&crate::deriver::metrics::gather()),
+            listener::render(),
         ),
     )
 }
@@ -599,15 +603,20 @@ async fn health() -> Json<serde_json::Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// The database answers; load balancers should route here only when this is 200.
+/// The database answers and the listener has file descriptors to spare; load balancers should
+/// route here only when this is 200. The body shows the listener's health either way.
 async fn ready(State(app): State<AppState>) -> impl IntoResponse {
-    match tokio::time::timeout(Duration::from_secs(2), app.store.ping()).await {
-        Ok(Ok(())) => (StatusCode::OK, Json(json!({"status": "ready"}))),
-        _ => (
+    let database = tokio::time::timeout(Duration::from_secs(2), app.store.ping()).await;
+    let listener = listener::Health::now();
+    let (status, text) = match database {
+        Ok(Ok(())) if listener.fds_ok() => (StatusCode::OK, "ready"),
+        Ok(Ok(())) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "database unavailable"})),
+            "file descriptors running out",
         ),
-    }
+        _ => (StatusCode::SERVICE_UNAVAILABLE, "database unavailable"),
+    };
+    (status, Json(json!({"status": text, "listener": listener})))
 }
 
 #[cfg(test)]

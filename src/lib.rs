@@ -148,9 +148,11 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     if playground != http::Playground::Missing {
         tracing::info!("playground on http://{}/", cfg.listen);
     }
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    let timeouts = http::ConnectionTimeouts {
+        header_read: std::time::Duration::from_millis(cfg.header_read_timeout_ms),
+        idle: std::time::Duration::from_millis(cfg.idle_timeout_ms),
+    };
+    http::serve(listener, app, timeouts, shutdown_signal()).await?;
     let _ = stop_workers.send(true);
     for w in workers {
         let _ = w.await;

@@ -386,6 +386,10 @@ impl ServerProcess {
         format!("http://{}{path}", self.addr)
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.lock().unwrap().id()
+    }
+
     /// The process has not exited.
     pub fn alive(&self) -> bool {
         let mut child = self.child.lock().unwrap();

@@ -5,6 +5,7 @@ mod harness;
 mod auth;
 mod batching;
 mod conclusions;
+mod connections;
 mod cost;
 mod deriver;
 mod embeddings;
