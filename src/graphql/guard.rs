@@ -329,13 +329,14 @@ async fn check(ctx: &Context<'_>, field: Field, on: On<'_>) -> ApiResult<()> {
         return Ok(());
     }
     let principal = principal(ctx)?;
-    let loader = &ctx.data::<Sealed<RequestLoader>>()?.0;
+    // Looked up only by the rules that ask about membership.
+    let loader = ctx.data_opt::<Sealed<RequestLoader>>().map(|l| &l.0);
     decide(loader, &principal, field, on).await
 }
 
 /// The one decision, for GraphQL fields and REST routes alike.
 async fn decide(
-    loader: &RequestLoader,
+    loader: Option<&RequestLoader>,
     principal: &Principal,
     field: Field,
     on: On<'_>,
@@ -364,7 +365,7 @@ pub async fn require_route<'a>(
         let principal = caller
             .principal()
             .map_err(|e| Code::Unauthenticated.error(e.to_string()))?;
-        decide(&loader.0, &principal, field, on).await?;
+        decide(Some(&loader.0), &principal, field, on).await?;
     }
     Ok(Access {
         store: &store.0,
@@ -372,7 +373,12 @@ pub async fn require_route<'a>(
     })
 }
 
-async fn allows(loader: &RequestLoader, p: &Principal, rule: Rule, on: On<'_>) -> ApiResult<bool> {
+async fn allows(
+    loader: Option<&RequestLoader>,
+    p: &Principal,
+    rule: Rule,
+    on: On<'_>,
+) -> ApiResult<bool> {
     use Principal as K;
     let w = match (rule, p) {
         (Inherit, _) | (_, K::Admin) => return Ok(true),
@@ -431,7 +437,7 @@ pub fn peer_reach(p: &Principal) -> PeerReach {
 
 /// Whether `peer` is an active member of the session (batched and cached per request).
 async fn member(
-    loader: &RequestLoader,
+    loader: Option<&RequestLoader>,
     workspace: &str,
     session: Option<&str>,
     peer: &str,
@@ -439,6 +445,7 @@ async fn member(
     let Some(session) = session else {
         return Ok(false);
     };
+    let loader = loader.ok_or_else(|| Code::Internal.error("no request loader"))?;
     let members = loader
         .load_one(MembersKey(workspace.to_owned(), session.to_owned()))
         .await?
