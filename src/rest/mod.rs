@@ -62,6 +62,18 @@ pub fn router(schema: AppSchema) -> axum::Router {
             "/v3/openapi.json",
             axum::routing::get(move || async move { Json(doc) }),
         )
+        // Where Honcho serves its API docs (and its SDK's tests look for a live server).
+        .route(
+            "/docs",
+            axum::routing::get(|| async {
+                axum::response::Html(
+                    "<!doctype html><title>Honcho REST API</title>\
+                     <p>The OpenAPI 3 document of this server's Honcho v3 REST API is at \
+                     <a href=\"/v3/openapi.json\">/v3/openapi.json</a>; GraphQL is at \
+                     <a href=\"/\">/</a>.</p>",
+                )
+            }),
+        )
         .with_state(schema)
 }
 
