@@ -19,12 +19,14 @@ export HONCHO_MODEL_DIR ?= $(CURDIR)/.data/models/all-MiniLM-L6-v2
 # Extra arguments for cargo test, e.g. make test TEST_ARGS='search -- --nocapture'
 TEST_ARGS ?=
 BENCH_ARGS ?=
+EVAL_ARGS ?=
 # make test PLAYGROUND_TEST=0 skips the playground's tests (examples + headless Chromium).
 PLAYGROUND_TEST ?= 1
 
-PLAYGROUND_SRC := $(shell find playground -path playground/node_modules -prune -o -path playground/dist -prune -o -path playground/tests -prune -o -type f -print 2>/dev/null)
+# src/gql is generated (from schema.graphql, by the build) and not a source.
+PLAYGROUND_SRC := $(shell find playground -path playground/node_modules -prune -o -path playground/dist -prune -o -path playground/tests -prune -o -path playground/src/gql -prune -o -type f -print 2>/dev/null)
 
-.PHONY: help setup postgres model run test lint schema bench bench-derive playground playground-test conformance
+.PHONY: help setup postgres model run test lint schema bench bench-derive eval playground playground-test conformance
 
 help:
 	@echo "make run         set up PostgreSQL (unless DATABASE_URL is set) and the model, serve on 127.0.0.1:8000"
@@ -35,6 +37,7 @@ help:
 	@echo "make conformance HONCHO_SDK=dir  Honcho's TypeScript SDK suite against this server"
 	@echo "make bench       run the benchmark (when bench/ exists)"
 	@echo "make bench-derive  the deriver's throughput with an instant fake LLM"
+	@echo "make eval        search recall on generated conversational QA (EVAL_ARGS='--label x --sweep')"
 	@echo "make playground  build playground/dist (when playground/ has a package.json)"
 	@echo "make playground-test  examples validate against schema.graphql; browser test in headless Chromium"
 
@@ -100,17 +103,27 @@ bench-derive: model
 	fi
 	$(CARGO) run --release -p honcho-bench --bin honcho-bench-derive -- $(BENCH_ARGS)
 
+# Search recall on generated conversational QA, through the GraphQL API (bench/README.md,
+# "Search quality"); results in bench/results/eval/.
+eval: model
+	if [ -z "$${DATABASE_URL:-}" ]; then
+	  base=$$(scripts/setup-postgres.sh)
+	  export DATABASE_URL="$$base/postgres"
+	fi
+	$(CARGO) run --release -p honcho-bench --bin honcho-eval -- $(EVAL_ARGS)
+
 ifneq ($(wildcard playground/package.json),)
 playground: playground/dist/index.html
-playground/dist/index.html: $(PLAYGROUND_SRC)
+playground/dist/index.html: $(PLAYGROUND_SRC) schema.graphql
 	scripts/build-playground.sh
 else
 playground:
 	@:
 endif
 
-# The playground's tests: every example and page query validates against schema.graphql
-# (node --test), then tests/browser.mjs drives the pages in headless Chromium against the debug
+# The playground's tests: the pages type-check against types generated from schema.graphql
+# (npm run typecheck: graphql-codegen, tsc --noEmit), every example and page query validates
+# against it (node --test), then tests/browser.mjs drives the pages in headless Chromium against the debug
 # server on a fresh database (screenshots in target/playground-screenshots/). Debian's chromium is
 # installed when missing; after the first run nothing is downloaded (npm ci reads npm's cache).
 ifneq ($(wildcard playground/package.json),)
@@ -130,6 +143,8 @@ playground-test: playground
 	export HONCHO_BIN="$(CURDIR)/target/playground-test/honcho-graphql"
 	cd playground
 	[ -d node_modules ] || npm ci --no-audit --no-fund --prefer-offline
+	# Types generated from schema.graphql, then tsc: a schema change that breaks a page fails here.
+	npm run typecheck
 	npm test
 	node tests/browser.mjs
 else

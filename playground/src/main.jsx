@@ -1,13 +1,13 @@
 import { StrictMode, Suspense, lazy, useState } from 'react';
 import { createRoot } from 'react-dom/client';
-import { getAuthorization, setAuthorization } from './api.js';
+import { getAuthorization, setAuthorization } from './api.ts';
 import { useRoute } from './route.js';
 import './styles.css';
 
 // GraphiQL brings Monaco (several MB): load it only on its page.
 const GraphiQLPage = lazy(() => import('./GraphiQLPage.jsx'));
-const TreePage = lazy(() => import('./TreePage.jsx'));
-const SearchPage = lazy(() => import('./SearchPage.jsx'));
+const TreePage = lazy(() => import('./TreePage.tsx'));
+const SearchPage = lazy(() => import('./SearchPage.tsx'));
 
 const PAGES = [
   { path: '/', title: 'GraphiQL', Component: GraphiQLPage },

@@ -1,12 +1,12 @@
 // Every saved example in playground/examples, and every operation the Reasoning tree and Search
-// pages send (src/queries.js), validates against the committed ../schema.graphql (the server's
-// contract; a Rust test keeps it equal to the code).
+// pages send (the graphql(`…`) documents of src/queries.ts), validates against the committed
+// ../schema.graphql (the server's contract; a Rust test keeps it equal to the code). `npm run
+// typecheck` goes further for the pages: types generated from the schema, checked by tsc.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync, existsSync } from 'node:fs';
-import { buildSchema, parse, validate, Kind } from 'graphql';
-import { LIST_QUERY, SEARCH_SCOPES, SEMANTIC_QUERY, TREE_QUERY, searchQuery } from '../src/queries.js';
+import { buildSchema, parse, validate, Kind, NoUnusedFragmentsRule, specifiedRules } from 'graphql';
 
 const examplesDir = new URL('../examples/', import.meta.url);
 // SCHEMA_FILE=path checks against another SDL (e.g. a branch's schema.graphql before it merges).
@@ -30,6 +30,7 @@ test('there are examples for every feature the playground shows', () => {
     'recordDerivedConclusion',
     'reasoningTree(direction: SOURCES',
     'reasoningTree(direction: DERIVED',
+    'where: {',
   ]) {
     assert.ok(all.includes(needle), `no example uses ${needle}`);
   }
@@ -55,14 +56,33 @@ for (const file of files) {
   });
 }
 
-const PAGE_QUERIES = {
-  'tree: ReasoningTree': TREE_QUERY,
-  'tree: Conclusions': LIST_QUERY,
-  'tree: FindConclusions': SEMANTIC_QUERY,
-  ...Object.fromEntries(SEARCH_SCOPES.map((scope) => [`search: ${scope}`, searchQuery(scope)])),
-};
-for (const [name, source] of Object.entries(PAGE_QUERIES)) {
-  test(`page query ${name} validates against schema.graphql`, () => checkValid(parse(source)));
+// The pages' documents; each operation is checked with every fragment (the generated client
+// appends the ones it uses).
+const pageSource = readFileSync(new URL('../src/queries.ts', import.meta.url), 'utf8');
+const pageDocs = [...pageSource.matchAll(/graphql\(`([^`]*)`\)/g)].map((m) => parse(m[1]));
+const fragments = pageDocs.flatMap((d) => d.definitions.filter((x) => x.kind === Kind.FRAGMENT_DEFINITION));
+const operations = pageDocs.flatMap((d) => d.definitions.filter((x) => x.kind === Kind.OPERATION_DEFINITION));
+
+test('the pages send the operations this test validates', () => {
+  assert.deepEqual(operations.map((o) => o.name.value).sort(), [
+    'Conclusions',
+    'FindConclusions',
+    'ReasoningTree',
+    'SearchPeer',
+    'SearchSession',
+    'SearchWorkspace',
+  ]);
+});
+
+const withoutUnusedFragments = specifiedRules.filter((r) => r !== NoUnusedFragmentsRule);
+for (const op of operations) {
+  test(`page query ${op.name.value} validates against schema.graphql`, () => {
+    const doc = { kind: Kind.DOCUMENT, definitions: [op, ...fragments] };
+    assert.deepEqual(
+      validate(schema, doc, withoutUnusedFragments).map((e) => e.message),
+      [],
+    );
+  });
 }
 
 /** Fails on any validation error, listing every message. */

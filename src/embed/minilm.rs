@@ -5,16 +5,20 @@
 //! [`MINILM_BATCH_SIZE`] (texts of similar length together, so little padding is computed), sends them to the
 //! thread one at a time and awaits the answers, so the async runtime never runs inference, concurrent callers
 //! interleave batch by batch, and at most one forward pass (which itself uses all cores) runs at a time.
+//!
+//! The queue to the thread is bounded ([`MINILM_QUEUE_BATCHES`]): a caller waits for room (back-pressure)
+//! up to [`MINILM_QUEUE_WAIT`], then gets [`EmbedError::Busy`], so under more load than the model keeps up
+//! with, work neither piles up without end nor makes every caller wait for all the work before it.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::time::Duration;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use super::{EmbedError, Embedder};
 
@@ -25,6 +29,10 @@ pub const MINILM_MODEL_ID: &str = "all-MiniLM-L6-v2";
 pub const MINILM_MAX_SEQ_LEN: usize = 256;
 /// Texts per forward pass.
 pub const MINILM_BATCH_SIZE: usize = 32;
+/// Batches waiting for the inference thread at most (about 3 s of work at full batches on 2 cores).
+pub const MINILM_QUEUE_BATCHES: usize = 64;
+/// Longest a caller waits for room in the queue before it is told the embedder is busy.
+pub const MINILM_QUEUE_WAIT: Duration = Duration::from_secs(5);
 
 const CONFIG_FILE: &str = "config.json";
 const TOKENIZER_FILE: &str = "tokenizer.json";
@@ -170,7 +178,7 @@ struct Job {
 /// [`MINILM_BATCH_SIZE`]; the job that did not fit is returned for the next round. A forward pass
 /// on a few short texts costs little more than on one (it is bound by reading the weights), so
 /// concurrent searches embed their queries together instead of queueing one pass each.
-fn gather(first: Job, queue: &mpsc::Receiver<Job>) -> (Vec<Job>, Option<Job>) {
+fn gather(first: Job, queue: &mut mpsc::Receiver<Job>) -> (Vec<Job>, Option<Job>) {
     let mut size = first.texts.len();
     let mut jobs = vec![first];
     while size < MINILM_BATCH_SIZE {
@@ -231,6 +239,7 @@ fn forward(model: &MiniLmModel, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedEr
 pub struct MiniLm {
     jobs: mpsc::Sender<Job>,
     dims: usize,
+    wait: Duration,
 }
 
 impl std::fmt::Debug for MiniLm {
@@ -248,14 +257,23 @@ impl MiniLm {
 
     /// Starts the inference thread for an already loaded model.
     pub fn from_model(model: MiniLmModel) -> Result<Self, EmbedError> {
+        Self::with_queue(model, MINILM_QUEUE_BATCHES, MINILM_QUEUE_WAIT)
+    }
+
+    /// As [`Self::from_model`], with a queue of `batches` and callers waiting up to `wait` for room.
+    pub fn with_queue(
+        model: MiniLmModel,
+        batches: usize,
+        wait: Duration,
+    ) -> Result<Self, EmbedError> {
         let dims = model.dims();
-        let (jobs, queue) = mpsc::channel::<Job>();
+        let (jobs, mut queue) = mpsc::channel::<Job>(batches.max(1));
         std::thread::Builder::new()
             .name("honcho-embed".into())
             .spawn(move || {
                 let mut carried: Option<Job> = None;
-                while let Some(first) = carried.take().or_else(|| queue.recv().ok()) {
-                    let (jobs, next) = gather(first, &queue);
+                while let Some(first) = carried.take().or_else(|| queue.blocking_recv()) {
+                    let (jobs, next) = gather(first, &mut queue);
                     carried = next;
                     run_jobs(&model, jobs);
                 }
@@ -263,14 +281,27 @@ impl MiniLm {
             .map_err(|e| {
                 EmbedError::Inference(format!("cannot start the inference thread: {e}"))
             })?;
-        Ok(Self { jobs, dims })
+        Ok(Self { jobs, dims, wait })
     }
 
     async fn run_batch(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
         let (reply, answer) = oneshot::channel();
-        self.jobs
-            .send(Job { texts, reply })
-            .map_err(|_| EmbedError::WorkerStopped)?;
+        match self
+            .jobs
+            .send_timeout(Job { texts, reply }, self.wait)
+            .await
+        {
+            Ok(()) => {}
+            Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
+                return Err(EmbedError::Busy {
+                    queued: self.jobs.max_capacity() - self.jobs.capacity(),
+                    waited_ms: self.wait.as_millis() as u64,
+                });
+            }
+            Err(mpsc::error::SendTimeoutError::Closed(_)) => {
+                return Err(EmbedError::WorkerStopped);
+            }
+        }
         answer.await.map_err(|_| EmbedError::WorkerStopped)?
     }
 }
@@ -356,15 +387,15 @@ mod tests {
 
     #[test]
     fn waiting_jobs_are_gathered_into_one_batch_up_to_its_size() {
-        let (send, queue) = mpsc::channel();
+        let (send, mut queue) = mpsc::channel(8);
         for n in [2, 20, 15, 5] {
-            send.send(job(n)).unwrap();
+            send.try_send(job(n)).unwrap();
         }
-        let (jobs, carried) = gather(job(1), &queue);
+        let (jobs, carried) = gather(job(1), &mut queue);
         let sizes: Vec<usize> = jobs.iter().map(|j| j.texts.len()).collect();
         assert_eq!(sizes, [1, 2, 20], "15 more would pass the batch size of 32");
         let carried = carried.expect("the job that did not fit is kept");
-        let (jobs, carried) = gather(carried, &queue);
+        let (jobs, carried) = gather(carried, &mut queue);
         let sizes: Vec<usize> = jobs.iter().map(|j| j.texts.len()).collect();
         assert_eq!(sizes, [15, 5], "an empty queue ends the gathering");
         assert!(carried.is_none());
@@ -489,6 +520,37 @@ mod tests {
         let direct = e.embed(&strings(&["blue", "red"])).await.unwrap();
         assert!(max_diff(some[1].as_ref().unwrap(), &direct[0]) < 1e-4);
         assert!(max_diff(some[3].as_ref().unwrap(), &direct[1]) < 1e-4);
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_makes_callers_wait_then_answers_busy() {
+        // One batch of room and callers that wait 20 ms for it, against 8 callers of full
+        // batches (each pass takes far longer than 20 ms).
+        let model = MiniLmModel::load(&model_dir()).unwrap();
+        let e = Arc::new(MiniLm::with_queue(model, 1, Duration::from_millis(20)).unwrap());
+        let long = "word ".repeat(60);
+        let mut handles = Vec::new();
+        for _ in 0..8 {
+            let (e, texts) = (e.clone(), vec![long.clone(); MINILM_BATCH_SIZE]);
+            handles.push(tokio::spawn(async move { e.embed(&texts).await }));
+        }
+        let (mut done, mut busy) = (0, 0);
+        for h in handles {
+            match h.await.unwrap() {
+                Ok(v) => {
+                    assert_eq!(v.len(), MINILM_BATCH_SIZE);
+                    done += 1;
+                }
+                Err(EmbedError::Busy { queued, waited_ms }) => {
+                    assert_eq!((queued, waited_ms), (1, 20));
+                    busy += 1;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(done >= 2 && busy >= 1, "{done} embedded, {busy} busy");
+        // Once the queue drains the embedder serves again.
+        assert_eq!(e.embed(&["after".into()]).await.unwrap().len(), 1);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

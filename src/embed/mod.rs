@@ -68,6 +68,10 @@ pub enum EmbedError {
     /// The inference worker thread is gone (it only stops when the embedder is dropped).
     #[error("the embedding worker has stopped")]
     WorkerStopped,
+    /// The in-process model's queue stayed full for as long as a caller may wait: more is being
+    /// embedded than the model keeps up with. Worth retrying.
+    #[error("the embedder is busy ({queued} batches queued, waited {waited_ms} ms); retry shortly")]
+    Busy { queued: usize, waited_ms: u64 },
     /// The HTTP provider failed: a non-retryable status, or retries exhausted on 429/5xx/connection errors.
     /// `status` is `None` for transport errors. The message never contains the API key.
     #[error("embedding request failed after {attempts} attempt(s){}: {message}",

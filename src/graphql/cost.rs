@@ -31,7 +31,7 @@ use async_graphql::{Name, Positioned, Value};
 /// Page size of a connection asked for without `first` or `last` (the store's default).
 pub const DEFAULT_PAGE: u64 = crate::store::page::DEFAULT_PAGE;
 /// Conclusions citing one conclusion, asked for without `first`.
-pub const DEFAULT_DERIVED: u64 = 20;
+pub const DEFAULT_DERIVED: u64 = crate::graphql::prefetch::DEFAULT_DERIVED;
 /// Nodes of a `reasoningTree` asked for without `maxNodes`.
 pub const DEFAULT_TREE_NODES: u64 = crate::store::conclusion::DEFAULT_TREE_NODES as u64;
 /// Premises counted per `sources` (a derivation cites 1 to 100; most cite a few).

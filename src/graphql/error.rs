@@ -117,6 +117,7 @@ impl From<StoreError> for ApiError {
                 tracing::warn!(error = %cause, "database unavailable or too slow");
                 Code::Unavailable.error(err.to_string())
             }
+            StoreError::Busy(_) => Code::Unavailable.error(err.to_string()),
             StoreError::Database(_) | StoreError::Internal(_) | StoreError::Incompatible(_) => {
                 let id = nanoid::nanoid!(10);
                 tracing::error!(error_id = %id, error = ?err, "internal error");

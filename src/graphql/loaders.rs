@@ -157,9 +157,16 @@ impl Loader<RangeKey> for Loaders {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ConclusionKey(pub String, pub String);
 
-/// Live conclusions citing (workspace, conclusion id), oldest first.
+/// One page of the live conclusions citing (workspace, conclusion id), oldest first.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct DerivedKey(pub String, pub String);
+pub struct DerivedKey(pub String, pub String, pub DerivedPage);
+
+/// `derived(first, after)`: at most `first` conclusions, after the one with id `after`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct DerivedPage {
+    pub first: u64,
+    pub after: Option<String>,
+}
 
 impl Loader<ConclusionKey> for Loaders {
     type Value = Option<Conclusion>;
@@ -192,18 +199,26 @@ impl Loader<DerivedKey> for Loaders {
         &self,
         keys: &[DerivedKey],
     ) -> Result<HashMap<DerivedKey, Vec<Conclusion>>, ApiError> {
-        let pairs: Vec<(String, String)> =
-            keys.iter().map(|k| (k.0.clone(), k.1.clone())).collect();
-        let rows = self.store.derived_by_source_ids(&pairs).await?;
         let mut out: HashMap<DerivedKey, Vec<Conclusion>> =
             keys.iter().map(|k| (k.clone(), Vec::new())).collect();
-        // Rows arrive oldest first; each goes to every requested key it cites.
-        for c in rows {
-            for source in c.source_ids.iter().flatten() {
-                if let Some(list) =
-                    out.get_mut(&DerivedKey(c.workspace_name.clone(), source.clone()))
-                {
-                    list.push(c.clone());
+        // One statement per distinct page: the keys of one field share theirs.
+        let mut pages: HashMap<&DerivedPage, Vec<(String, String)>> = HashMap::new();
+        for k in keys {
+            pages
+                .entry(&k.2)
+                .or_default()
+                .push((k.0.clone(), k.1.clone()));
+        }
+        for (page, pairs) in pages {
+            let rows = self
+                .store
+                .derived_by_source_ids(&pairs, page.first, page.after.as_deref())
+                .await?;
+            // Rows arrive oldest first, each with the key it was found for.
+            for (source, c) in rows {
+                let key = DerivedKey(c.workspace_name.clone(), source, page.clone());
+                if let Some(list) = out.get_mut(&key) {
+                    list.push(c);
                 }
             }
         }

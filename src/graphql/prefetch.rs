@@ -12,10 +12,13 @@ use futures::future::{try_join3, try_join4};
 use super::RequestLoader;
 use super::error::{ApiResult, bad_input};
 use super::guard::Access;
-use super::loaders::{ConclusionKey, DerivedKey, MembersKey, PeerKey, RangeKey, SessionKey};
+use super::loaders::{
+    ConclusionKey, DerivedKey, DerivedPage, MembersKey, PeerKey, RangeKey, SessionKey,
+};
 use super::types::message::DEFAULT_CONTEXT_SIDE;
 use crate::store::conclusion::Conclusion;
 use crate::store::message::{Message, SeqRange, check_context_sides};
+use crate::store::page::MAX_PAGE;
 use crate::store::path::{MAX_PATH_NAMES, PathNames};
 
 /// Selections of the node type under a connection (`nodes` and `edges.node`) or a plain list.
@@ -168,8 +171,11 @@ pub async fn conclusions_with<'a>(
     while !level.is_empty() {
         let (mut peers, mut sessions, mut sources, mut derived) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut level_pages = Vec::with_capacity(level.len());
         for (items, sel) in &level {
             let wants = |f: &str| any(sel, |s| s.field(f).exists());
+            // Out-of-range arguments are left to the field's resolver, which reports them.
+            let pages = derived_pages(sel);
             for c in items {
                 let ws = &c.workspace_name;
                 if wants("observer") {
@@ -188,10 +194,11 @@ pub async fn conclusions_with<'a>(
                         sources.push(ConclusionKey(ws.clone(), id.clone()));
                     }
                 }
-                if wants("derived") {
-                    derived.push(DerivedKey(ws.clone(), c.id.clone()));
+                for page in &pages {
+                    derived.push(DerivedKey(ws.clone(), c.id.clone(), page.clone()));
                 }
             }
+            level_pages.push(pages);
         }
         let (_, _, sources, derived) = try_join4(
             async {
@@ -211,7 +218,7 @@ pub async fn conclusions_with<'a>(
         )
         .await?;
         let mut next = Vec::new();
-        for (items, sel) in &level {
+        for ((items, sel), pages) in level.iter().zip(&level_pages) {
             let sub = |f: &str| -> Vec<Lookahead<'a>> {
                 sel.iter()
                     .map(|s| s.field(f))
@@ -243,10 +250,16 @@ pub async fn conclusions_with<'a>(
                 let list: Vec<Conclusion> = items
                     .iter()
                     .flat_map(|c| {
-                        derived
-                            .get(&DerivedKey(c.workspace_name.clone(), c.id.clone()))
-                            .cloned()
-                            .unwrap_or_default()
+                        pages.iter().flat_map(|page| {
+                            derived
+                                .get(&DerivedKey(
+                                    c.workspace_name.clone(),
+                                    c.id.clone(),
+                                    page.clone(),
+                                ))
+                                .cloned()
+                                .unwrap_or_default()
+                        })
                     })
                     .filter(|c| seen.insert(c.id.clone()))
                     .collect();
@@ -258,6 +271,51 @@ pub async fn conclusions_with<'a>(
         level = next;
     }
     Ok(())
+}
+
+/// Conclusions of one `derived` page asked for without `first`.
+pub const DEFAULT_DERIVED: u64 = 20;
+
+/// `derived(first, after)` checked, the default filled in.
+pub fn derived_page(first: Option<i32>, after: Option<String>) -> ApiResult<DerivedPage> {
+    let first = match first {
+        None => DEFAULT_DERIVED,
+        Some(n) if (1..=MAX_PAGE as i32).contains(&n) => n as u64,
+        Some(n) => {
+            return Err(bad_input(format!(
+                "first must be between 1 and {MAX_PAGE} (got {n})"
+            )));
+        }
+    };
+    Ok(DerivedPage { first, after })
+}
+
+/// The distinct pages that the `derived` children of these selections ask for (aliases may ask
+/// for different ones); those with arguments out of range are left out.
+fn derived_pages(sel: &[Lookahead<'_>]) -> Vec<DerivedPage> {
+    let mut pages = Vec::new();
+    for s in sel {
+        for field in s.selection_fields() {
+            for f in field.selection_set().filter(|f| f.name() == "derived") {
+                let Ok(args) = f.arguments() else { continue };
+                let arg = |name: &str| args.iter().find(|(n, _)| n == &Name::new(name));
+                let first = match arg("first") {
+                    Some((_, Value::Number(n))) => n.as_i64().map(|n| n as i32),
+                    _ => None,
+                };
+                let after = match arg("after") {
+                    Some((_, Value::String(s))) => Some(s.clone()),
+                    _ => None,
+                };
+                if let Ok(page) = derived_page(first, after)
+                    && !pages.contains(&page)
+                {
+                    pages.push(page);
+                }
+            }
+        }
+    }
+    pages
 }
 
 /// The ids that the `session(id:)`, `peer(id:)` and `conclusion(id:)` children of this field ask

@@ -6,6 +6,7 @@ use super::error::ApiResult;
 use super::guard::{self, On, rule};
 use super::prefetch;
 use super::types::Workspace;
+use super::types::filter::{WorkspaceWhere, filter_json};
 
 pub struct QueryRoot;
 
@@ -27,6 +28,7 @@ impl QueryRoot {
         &self,
         ctx: &Context<'_>,
         filters: Option<Json<Value>>,
+        #[graphql(name = "where")] where_: Option<WorkspaceWhere>,
         #[graphql(default)] order: SortOrder,
         first: Option<i32>,
         after: Option<String>,
@@ -35,7 +37,7 @@ impl QueryRoot {
     ) -> ApiResult<Conn<Workspace>> {
         let access = guard::require(ctx, rule!(QueryRoot.workspaces), On::nothing()).await?;
         let slice = slice(ctx, first, after, last, before)?;
-        let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
+        let filters = filter_json(filters, where_)?;
         let page = access
             .store()
             .list_workspaces(&filters, order.into(), slice)

@@ -25,7 +25,7 @@ use super::{
     IterativeScan, Store, StoreError, StoreResult, TxOptions, new_id, stmt, tokens, validate,
     vector_literal,
 };
-use crate::embed::embed_non_blank;
+use crate::embed::{EmbedError, embed_non_blank};
 use crate::entity::conclusion;
 
 pub type Conclusion = conclusion::Model;
@@ -165,31 +165,53 @@ impl Store {
             .await?)
     }
 
-    /// Live conclusions citing any of the (workspace, id) keys, in one statement (through the GIN
-    /// index on `source_ids`), oldest first. A row citing several keys comes back once.
+    /// One page of the live conclusions citing each of the (workspace, id) keys, oldest first, in
+    /// one statement (a lateral subquery per key through the GIN index on `source_ids`): at most
+    /// `first` per key, after the conclusion `after` (by creation time, then id; an `after` that
+    /// is no conclusion of the workspace gives an empty page). Each row comes with the id of the
+    /// key it was found for.
     pub async fn derived_by_source_ids(
         &self,
         keys: &[(String, String)],
-    ) -> StoreResult<Vec<Conclusion>> {
+        first: u64,
+        after: Option<&str>,
+    ) -> StoreResult<Vec<(String, Conclusion)>> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let mut workspaces: Vec<String> = keys.iter().map(|k| k.0.clone()).collect();
-        workspaces.sort();
-        workspaces.dedup();
+        let workspaces: Vec<String> = keys.iter().map(|k| k.0.clone()).collect();
         let ids: Vec<String> = keys.iter().map(|k| k.1.clone()).collect();
-        Ok(conclusion::Entity::find()
-            .from_raw_sql(stmt(
+        let rows = self
+            .db()
+            .query_all_raw(stmt(
                 &format!(
-                    "SELECT {COLUMNS} FROM conclusions \
-                     WHERE source_ids && $1::text[] AND workspace_name = ANY($2::text[]) \
-                       AND deleted_at IS NULL \
-                     ORDER BY created_at, id"
+                    "SELECT k.source AS derived_for, {} \
+                     FROM unnest($1::text[], $2::text[]) AS k(ws, source) \
+                     CROSS JOIN LATERAL ( \
+                       SELECT {COLUMNS} FROM conclusions \
+                       WHERE workspace_name = k.ws AND source_ids && ARRAY[k.source] \
+                         AND deleted_at IS NULL \
+                         AND ($4::text IS NULL OR (created_at, id) > ( \
+                           SELECT a.created_at, a.id FROM conclusions a \
+                           WHERE a.workspace_name = k.ws AND a.id = $4)) \
+                       ORDER BY created_at, id LIMIT $3) c \
+                     ORDER BY c.created_at, c.id",
+                    prefixed("c")
                 ),
-                [ids.into(), workspaces.into()],
+                [
+                    workspaces.into(),
+                    ids.into(),
+                    (first as i64).into(),
+                    after.map(str::to_owned).into(),
+                ],
             ))
-            .all(self.db())
-            .await?)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let source: String = row.try_get("", "derived_for")?;
+                Ok((source, conclusion::Model::from_query_result(row, "")?))
+            })
+            .collect()
     }
 
     /// Stores 1 to 100 explicit conclusions in one transaction: all or nothing. Observer, observed
@@ -386,7 +408,10 @@ impl Store {
         within_token_limit("query", vec![query.to_owned()]).await?;
         let vector = embed_non_blank(embedder.as_ref(), &[query.to_owned()])
             .await
-            .map_err(|e| StoreError::Internal(format!("embedding the query failed: {e}")))?
+            .map_err(|e| match e {
+                EmbedError::Busy { .. } => StoreError::Busy(e.to_string()),
+                e => StoreError::Internal(format!("embedding the query failed: {e}")),
+            })?
             .pop()
             .flatten();
         let Some(vector) = vector else {

@@ -39,6 +39,10 @@ pub enum StoreError {
     /// reaches a client only after its retries ran out.
     #[error("the request collided with concurrent writes; retry shortly")]
     Contention(#[source] DbErr),
+    /// A resource other than the database (the in-process embedder) is saturated; worth
+    /// retrying.
+    #[error("{0}")]
+    Busy(String),
     #[error("{0}")]
     Internal(String),
     /// The database does not fit this server's configuration (checked at start-up).

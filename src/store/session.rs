@@ -1,4 +1,4 @@
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
 
 use super::filter::{self, Resource};
@@ -276,33 +276,34 @@ impl Store {
             ))
             .await?;
             // Public ids must be fresh nanoids; the database has no nanoid function, so they are made
-            // here and paired with the source rows by seq.
-            let seqs: Vec<i64> = message::Entity::find()
-                .filter(message::Column::WorkspaceName.eq(workspace))
-                .filter(message::Column::SessionName.eq(name))
-                .filter(message::Column::SeqInSession.lte(cutoff))
-                .order_by_asc(message::Column::SeqInSession)
-                .all(&*txn)
+            // here, one per message counted, and paired with the rows in seq order by SQL (the
+            // messages themselves never leave the database).
+            let count = txn
+                .query_one_raw(stmt(
+                    "SELECT count(*) FROM messages \
+                     WHERE workspace_name = $1 AND session_name = $2 AND seq_in_session <= $3",
+                    [workspace.into(), name.into(), cutoff.into()],
+                ))
                 .await?
-                .into_iter()
-                .map(|m| m.seq_in_session)
-                .collect();
-            let ids: Vec<String> = seqs.iter().map(|_| new_id()).collect();
+                .map(|row| row.try_get_by_index::<i64>(0))
+                .transpose()?
+                .unwrap_or(0);
+            let ids: Vec<String> = (0..count).map(|_| new_id()).collect();
             txn.execute_raw(stmt(
                 "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, \
                    seq_in_session, content, metadata, token_count, created_at, embedding) \
                  SELECT k.id, m.workspace_name, $3, m.peer_name, m.seq_in_session, m.content, \
                    m.metadata, m.token_count, m.created_at, m.embedding \
-                 FROM unnest($4::bigint[], $5::text[]) AS k(seq, id) \
-                 JOIN messages m ON m.workspace_name = $1 AND m.session_name = $2 \
-                   AND m.seq_in_session = k.seq \
+                 FROM (SELECT *, row_number() OVER (ORDER BY seq_in_session) AS n FROM messages \
+                       WHERE workspace_name = $1 AND session_name = $2 AND seq_in_session <= $5) m \
+                 JOIN unnest($4::text[]) WITH ORDINALITY AS k(id, n) ON k.n = m.n \
                  ORDER BY m.seq_in_session",
                 [
                     workspace.into(),
                     name.into(),
                     clone_name.into(),
-                    seqs.into(),
                     ids.into(),
+                    cutoff.into(),
                 ],
             ))
             .await?;

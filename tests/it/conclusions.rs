@@ -1093,6 +1093,64 @@ async fn soft_deleted_conclusions_are_absent_from_trees_sources_and_derived() {
 // Batching.
 
 #[tokio::test]
+async fn derived_comes_a_page_at_a_time_oldest_first() {
+    let app = TestApp::new().await;
+    setup(&app).await;
+    let premise = create_one(&app, "the premise").await;
+    let mut derived = Vec::new();
+    for k in 0..25 {
+        derived.push(derive_id(&app, &format!("derived {k}"), &[&premise]).await);
+    }
+    let page = |first: Option<i64>, after: Option<&str>| {
+        let app = &app;
+        let premise = premise.clone();
+        let after = after.map(str::to_owned);
+        async move {
+            app.exec(
+                "query($p: ID!, $f: Int, $a: ID) { workspace(id: \"ws\") {
+                   conclusion(id: $p) { derived(first: $f, after: $a) { id } } } }",
+                json!({"p": premise, "f": first, "a": after}),
+            )
+            .await
+        }
+    };
+    // Without arguments: the first 20 (it was every one of them, however many).
+    let d = page(None, None).await;
+    assert_eq!(
+        ids(&d["data"]["workspace"]["conclusion"]["derived"]),
+        derived[..20]
+    );
+    let d = page(Some(10), Some(&derived[9])).await;
+    assert_eq!(
+        ids(&d["data"]["workspace"]["conclusion"]["derived"]),
+        derived[10..20]
+    );
+    let d = page(Some(10), Some(&derived[19])).await;
+    assert_eq!(
+        ids(&d["data"]["workspace"]["conclusion"]["derived"]),
+        derived[20..]
+    );
+    // The same pages in a list go through the batch (prefetch) path.
+    let d = app
+        .ok(
+            "query($a: ID) { workspace(id: \"ws\") { conclusions(first: 1, filters: {level: \"explicit\"}) {
+               nodes { first: derived(first: 3) { id } next: derived(first: 3, after: $a) { id } } } } }",
+            json!({"a": derived[2]}),
+        )
+        .await;
+    let node = &d["workspace"]["conclusions"]["nodes"][0];
+    assert_eq!(ids(&node["first"]), derived[..3]);
+    assert_eq!(ids(&node["next"]), derived[3..6]);
+    for bad in [0, 101] {
+        let d = page(Some(bad), None).await;
+        assert_eq!(
+            d["errors"][0]["extensions"]["code"], "BAD_USER_INPUT",
+            "{d}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn derived_on_fifty_conclusions_is_one_statement() {
     let app = TestApp::new().await;
     setup(&app).await;

@@ -66,6 +66,39 @@ async fn errors_never_leak_sql() {
         !msg.to_lowercase().contains("select") && !msg.contains("violates"),
         "{msg}"
     );
+
+    // Real database errors, on a read and on a write: a column the queries need is gone, and a
+    // trigger refuses inserts with a message full of SQL. The client sees a code and an id only.
+    use sea_orm::ConnectionTrait;
+    app.ok(
+        "mutation { getOrCreatePeer(workspaceId: \"w\", id: \"p\") { id } }",
+        json!({}),
+    )
+    .await;
+    app.store
+        .db()
+        .execute_unprepared(
+            "ALTER TABLE peers RENAME COLUMN metadata TO metadata_gone;
+             CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS
+               $$ BEGIN RAISE EXCEPTION 'SELECT secret FROM messages WHERE x violates y'; END $$;
+             CREATE TRIGGER refuse BEFORE INSERT ON messages FOR EACH ROW EXECUTE FUNCTION refuse();",
+        )
+        .await
+        .unwrap();
+    for query in [
+        "{ workspace(id: \"w\") { peers { nodes { id metadata } } } }",
+        "mutation { createMessages(workspaceId: \"w\", sessionId: \"s\", messages: [{peerId: \"p\", content: \"hi\"}]) { id } }",
+    ] {
+        let (code, msg) = app.err(query, json!({})).await;
+        assert_eq!(code, "INTERNAL_SERVER_ERROR", "{query}: {msg}");
+        assert!(msg.starts_with("internal server error (id "), "{msg}");
+        let lower = msg.to_lowercase();
+        for leak in [
+            "select", "secret", "metadata", "column", "peers", "violates",
+        ] {
+            assert!(!lower.contains(leak), "{leak} in {msg}");
+        }
+    }
 }
 
 /// Serves the router on a free port; returns the base URL and the server task.

@@ -25,4 +25,5 @@ mod sessions;
 mod subscriptions;
 mod survival;
 mod transactions;
+mod typed_where;
 mod workspaces_peers;

@@ -158,6 +158,56 @@ async fn clone_session_keeps_seqs_token_counts_and_timestamps_up_to_the_cutoff()
 }
 
 #[tokio::test]
+async fn clone_session_pairs_new_ids_with_messages_in_sql_without_reading_them() {
+    let app = TestApp::new().await;
+    let messages: Vec<_> = (1..=30)
+        .map(|i| json!({"peerId": "alice", "content": format!("message {i}")}))
+        .collect();
+    app.ok(
+        "mutation($m: [MessageInput!]!) { createMessages(workspaceId: \"ws\", sessionId: \"s\", messages: $m) { id } }",
+        json!({"m": messages}),
+    )
+    .await;
+    app.take_sql();
+    let d = app
+        .ok(
+            "mutation { cloneSession(workspaceId: \"ws\", id: \"s\") { id } }",
+            json!({}),
+        )
+        .await;
+    // No statement but the INSERT ... SELECT touches the messages' content: nothing of them is
+    // loaded into the server (a SELECT of whole rows did, to learn their seqs).
+    for sql in app.take_sql() {
+        if sql.contains("content") {
+            assert!(
+                sql.trim_start().starts_with("INSERT INTO messages"),
+                "{sql}"
+            );
+        }
+    }
+    let clone = d["cloneSession"]["id"].as_str().unwrap().to_owned();
+    let d = app
+        .ok(
+            "query($c: ID!) { workspace(id: \"ws\") { session(id: $c) { messages(first: 100) { nodes { id seqInSession content } } } } }",
+            json!({"c": clone}),
+        )
+        .await;
+    let nodes = d["workspace"]["session"]["messages"]["nodes"]
+        .as_array()
+        .unwrap();
+    assert_eq!(nodes.len(), 30);
+    let mut ids = std::collections::HashSet::new();
+    for (i, n) in nodes.iter().enumerate() {
+        assert_eq!(n["seqInSession"], i as i64 + 1);
+        assert_eq!(n["content"], format!("message {}", i + 1));
+        assert!(
+            ids.insert(n["id"].as_str().unwrap().to_owned()),
+            "ids are distinct"
+        );
+    }
+}
+
+#[tokio::test]
 async fn delete_session_removes_its_messages() {
     let app = TestApp::new().await;
     app.ok(

@@ -179,11 +179,18 @@ impl Conclusion {
         Ok(list.into_iter().map(Conclusion).collect())
     }
 
-    /// The live conclusions derived from this one, oldest first. Batched: `derived` on a whole
-    /// list of conclusions is one query.
-    async fn derived(&self, ctx: &Context<'_>) -> ApiResult<Vec<Conclusion>> {
+    /// The live conclusions derived from this one, oldest first, a page at a time: at most
+    /// `first` (1-100, default 20), after the conclusion whose id is `after` (the last one of the
+    /// previous page). Batched: `derived` on a whole list of conclusions is one query.
+    async fn derived(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<ID>,
+    ) -> ApiResult<Vec<Conclusion>> {
         let access = guard::require(ctx, rule!(Conclusion.derived), On::nothing()).await?;
-        let key = DerivedKey(self.0.workspace_name.clone(), self.0.id.clone());
+        let page = prefetch::derived_page(first, after.map(|id| id.0))?;
+        let key = DerivedKey(self.0.workspace_name.clone(), self.0.id.clone(), page);
         let list = access.loader().load_one(key).await?.unwrap_or_default();
         prefetch::conclusions(&access, &list, [ctx.look_ahead()]).await?;
         Ok(list.into_iter().map(Conclusion).collect())

@@ -1,4 +1,5 @@
 use crate::graphql::scalars::DateTime;
+use crate::graphql::types::filter::{ConclusionWhere, MessageWhere, SessionWhere, filter_json};
 use async_graphql::{Context, ID, Json, Object};
 use serde_json::Value;
 
@@ -40,6 +41,7 @@ impl Peer {
         &self,
         ctx: &Context<'_>,
         filters: Option<Json<Value>>,
+        #[graphql(name = "where")] where_: Option<SessionWhere>,
         #[graphql(default)] order: SortOrder,
         first: Option<i32>,
         after: Option<String>,
@@ -49,7 +51,7 @@ impl Peer {
         let on = On::peer(&self.0.workspace_name, &self.0.name);
         let access = guard::require(ctx, rule!(Peer.sessions), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
-        let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
+        let filters = filter_json(filters, where_)?;
         let page = access
             .store()
             .list_peer_sessions(
@@ -66,11 +68,13 @@ impl Peer {
     /// Hybrid search over the messages this peer wrote: semantic (with an embedder) and full-text
     /// rankings, both filtered by `filters`, fused by Reciprocal Rank Fusion. `limit` 1..100;
     /// `includeContext` adds snippets of `contextWindow` (0..10) messages around the matches.
+    #[allow(clippy::too_many_arguments)]
     async fn search(
         &self,
         ctx: &Context<'_>,
         query: String,
         filters: Option<Json<Value>>,
+        #[graphql(name = "where")] where_: Option<MessageWhere>,
         #[graphql(default_with = "Some(10)")] limit: Option<i32>,
         #[graphql(default_with = "Some(false)")] include_context: Option<bool>,
         #[graphql(default_with = "Some(2)")] context_window: Option<i32>,
@@ -84,6 +88,7 @@ impl Peer {
             SearchArgs {
                 query,
                 filters,
+                where_,
                 limit,
                 include_context,
                 context_window,
@@ -98,6 +103,7 @@ impl Peer {
         &self,
         ctx: &Context<'_>,
         filters: Option<Json<Value>>,
+        #[graphql(name = "where")] where_: Option<MessageWhere>,
         #[graphql(default)] order: SortOrder,
         first: Option<i32>,
         after: Option<String>,
@@ -107,7 +113,7 @@ impl Peer {
         let on = On::peer(&self.0.workspace_name, &self.0.name);
         let access = guard::require(ctx, rule!(Peer.messages), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
-        let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
+        let filters = filter_json(filters, where_)?;
         let page = access
             .store()
             .list_messages(
@@ -127,6 +133,7 @@ impl Peer {
         &self,
         ctx: &Context<'_>,
         filters: Option<Json<Value>>,
+        #[graphql(name = "where")] where_: Option<ConclusionWhere>,
         #[graphql(default_with = "SortOrder::Desc")] order: SortOrder,
         first: Option<i32>,
         after: Option<String>,
@@ -137,7 +144,7 @@ impl Peer {
         let on = On::workspace(&self.0.workspace_name);
         let access = guard::require(ctx, rule!(Peer.conclusions), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
-        let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
+        let filters = filter_json(filters, where_)?;
         let page = access
             .store()
             .list_conclusions(

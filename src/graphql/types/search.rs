@@ -7,6 +7,7 @@ use async_graphql::{Context, ID, Json, Object, Union};
 use serde_json::Value;
 
 use super::Message;
+use super::filter::{MessageWhere, filter_json};
 use crate::graphql::error::ApiResult;
 use crate::graphql::guard::{self, Access, On, rule};
 use crate::graphql::loaders::RangeKey;
@@ -88,6 +89,7 @@ impl MessageSnippet {
 pub struct SearchArgs {
     pub query: String,
     pub filters: Option<Json<Value>>,
+    pub where_: Option<MessageWhere>,
     pub limit: Option<i32>,
     pub include_context: Option<bool>,
     pub context_window: Option<i32>,
@@ -112,7 +114,7 @@ pub async fn search(
         .map_or(DEFAULT_CONTEXT_WINDOW, i64::from);
     check_context_window(window)?;
     let include_context = args.include_context.unwrap_or(false);
-    let filters = args.filters.map(|f| f.0).unwrap_or(Value::Null);
+    let filters = filter_json(args.filters, args.where_)?;
     let results = access
         .store()
         .search(scope, &args.query, &filters, limit)

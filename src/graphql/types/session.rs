@@ -1,4 +1,5 @@
 use crate::graphql::scalars::DateTime;
+use crate::graphql::types::filter::{MessageWhere, filter_json};
 use async_graphql::{Context, ID, Json, Object};
 use serde_json::Value;
 
@@ -61,11 +62,13 @@ impl Session {
     /// Hybrid search over the messages of this session: semantic (with an embedder) and full-text
     /// rankings, both filtered by `filters`, fused by Reciprocal Rank Fusion. `limit` 1..100;
     /// `includeContext` adds snippets of `contextWindow` (0..10) messages around the matches.
+    #[allow(clippy::too_many_arguments)]
     async fn search(
         &self,
         ctx: &Context<'_>,
         query: String,
         filters: Option<Json<Value>>,
+        #[graphql(name = "where")] where_: Option<MessageWhere>,
         #[graphql(default_with = "Some(10)")] limit: Option<i32>,
         #[graphql(default_with = "Some(false)")] include_context: Option<bool>,
         #[graphql(default_with = "Some(2)")] context_window: Option<i32>,
@@ -79,6 +82,7 @@ impl Session {
             SearchArgs {
                 query,
                 filters,
+                where_,
                 limit,
                 include_context,
                 context_window,
@@ -93,6 +97,7 @@ impl Session {
         &self,
         ctx: &Context<'_>,
         filters: Option<Json<Value>>,
+        #[graphql(name = "where")] where_: Option<MessageWhere>,
         #[graphql(default)] order: SortOrder,
         first: Option<i32>,
         after: Option<String>,
@@ -102,7 +107,7 @@ impl Session {
         let on = On::session(&self.0.workspace_name, &self.0.name);
         let access = guard::require(ctx, rule!(Session.messages), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
-        let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
+        let filters = filter_json(filters, where_)?;
         let page = access
             .store()
             .list_messages(

@@ -1,4 +1,7 @@
 use crate::graphql::scalars::DateTime;
+use crate::graphql::types::filter::{
+    ConclusionWhere, MessageWhere, PeerWhere, SessionWhere, filter_json,
+};
 use async_graphql::{Context, ID, Json, Object};
 use serde_json::Value;
 
@@ -74,6 +77,7 @@ impl Workspace {
         &self,
         ctx: &Context<'_>,
         filters: Option<Json<Value>>,
+        #[graphql(name = "where")] where_: Option<PeerWhere>,
         #[graphql(default)] order: SortOrder,
         first: Option<i32>,
         after: Option<String>,
@@ -83,7 +87,7 @@ impl Workspace {
         let on = On::workspace(&self.0.name);
         let access = guard::require(ctx, rule!(Workspace.peers), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
-        let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
+        let filters = filter_json(filters, where_)?;
         let page = access
             .store()
             .list_peers(&self.0.name, &filters, order.into(), slice)
@@ -97,6 +101,7 @@ impl Workspace {
         &self,
         ctx: &Context<'_>,
         filters: Option<Json<Value>>,
+        #[graphql(name = "where")] where_: Option<SessionWhere>,
         #[graphql(default)] order: SortOrder,
         first: Option<i32>,
         after: Option<String>,
@@ -106,7 +111,7 @@ impl Workspace {
         let on = On::workspace(&self.0.name);
         let access = guard::require(ctx, rule!(Workspace.sessions), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
-        let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
+        let filters = filter_json(filters, where_)?;
         let page = access
             .store()
             .list_sessions(&self.0.name, &filters, order.into(), slice)
@@ -117,11 +122,13 @@ impl Workspace {
     /// Hybrid search over the messages of every session: semantic (with an embedder) and full-text
     /// rankings, both filtered by `filters`, fused by Reciprocal Rank Fusion. `limit` 1..100;
     /// `includeContext` adds snippets of `contextWindow` (0..10) messages around the matches.
+    #[allow(clippy::too_many_arguments)]
     async fn search(
         &self,
         ctx: &Context<'_>,
         query: String,
         filters: Option<Json<Value>>,
+        #[graphql(name = "where")] where_: Option<MessageWhere>,
         #[graphql(default_with = "Some(10)")] limit: Option<i32>,
         #[graphql(default_with = "Some(false)")] include_context: Option<bool>,
         #[graphql(default_with = "Some(2)")] context_window: Option<i32>,
@@ -135,6 +142,7 @@ impl Workspace {
             SearchArgs {
                 query,
                 filters,
+                where_,
                 limit,
                 include_context,
                 context_window,
@@ -149,6 +157,7 @@ impl Workspace {
         &self,
         ctx: &Context<'_>,
         filters: Option<Json<Value>>,
+        #[graphql(name = "where")] where_: Option<MessageWhere>,
         #[graphql(default)] order: SortOrder,
         first: Option<i32>,
         after: Option<String>,
@@ -158,7 +167,7 @@ impl Workspace {
         let on = On::workspace(&self.0.name);
         let access = guard::require(ctx, rule!(Workspace.messages), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
-        let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
+        let filters = filter_json(filters, where_)?;
         let page = access
             .store()
             .list_messages(
@@ -194,6 +203,7 @@ impl Workspace {
         &self,
         ctx: &Context<'_>,
         filters: Option<Json<Value>>,
+        #[graphql(name = "where")] where_: Option<ConclusionWhere>,
         #[graphql(default_with = "SortOrder::Desc")] order: SortOrder,
         first: Option<i32>,
         after: Option<String>,
@@ -203,7 +213,7 @@ impl Workspace {
         let on = On::workspace(&self.0.name);
         let access = guard::require(ctx, rule!(Workspace.conclusions), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
-        let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
+        let filters = filter_json(filters, where_)?;
         let page = access
             .store()
             .list_conclusions(&self.0.name, None, &filters, order.into(), slice)
@@ -223,12 +233,13 @@ impl Workspace {
         #[graphql(default = 10)] top_k: i32,
         max_distance: Option<f64>,
         filters: Option<Json<Value>>,
+        #[graphql(name = "where")] where_: Option<ConclusionWhere>,
     ) -> ApiResult<Vec<Conclusion>> {
         let on = On::workspace(&self.0.name);
         let access = guard::require(ctx, rule!(Workspace.queryConclusions), on).await?;
         let top_k = u64::try_from(top_k)
             .map_err(|_| bad_input(format!("topK must be between 1 and 100 (got {top_k})")))?;
-        let filters = filters.map(|f| f.0).unwrap_or(Value::Null);
+        let filters = filter_json(filters, where_)?;
         let found = access
             .store()
             .query_conclusions(&self.0.name, &query, top_k, max_distance, &filters)

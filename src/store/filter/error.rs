@@ -32,12 +32,14 @@ pub enum FilterErrorKind {
         "unknown filter key {key}; allowed keys: {allowed} (snake_case spellings are accepted too)"
     )]
     UnknownKey { key: String, allowed: String },
-    #[error("unknown operator {op}; operators are gt, gte, lt, lte, ne, in, contains, icontains")]
+    #[error(
+        "unknown operator {op}; operators are eq, gt, gte, lt, lte, ne, in, contains, icontains"
+    )]
     UnknownOperator { op: String },
     #[error("an operator object cannot also hold the non-operator key {key}")]
     MixedOperators { key: String },
     #[error(
-        "an operator object needs at least one operator (gt, gte, lt, lte, ne, in, contains, icontains)"
+        "an operator object needs at least one operator (eq, gt, gte, lt, lte, ne, in, contains, icontains)"
     )]
     EmptyOperators,
     #[error("operator {op} is not supported on {on}")]
@@ -55,7 +57,7 @@ pub enum FilterErrorKind {
     #[error("unknown level {got}; levels are explicit, deductive, inductive, contradiction")]
     UnknownLevel { got: String },
     #[error(
-        "on the whole metadata value only contains (with an object or a list) and ne: null are supported; \
+        "on the whole metadata value only contains (with an object or a list), eq: null and ne: null are supported; \
          to compare a key use {{\"metadata\": {{\"key\": {{\"{op}\": ...}}}}}}"
     )]
     WholeMetadataOperator { op: &'static str },

@@ -39,9 +39,19 @@ pub struct Filter {
 
 /// Parse a filter for `resource`. `null` and `{}` give a filter that matches everything.
 pub fn parse(resource: Resource, json: &serde_json::Value) -> Result<Filter, FilterError> {
+    parse_at(resource, json, parse::ROOT)
+}
+
+/// [`parse`], with error paths starting at `root` (the argument the filter came in: the typed
+/// `where` arrives here as its JSON twin).
+pub fn parse_at(
+    resource: Resource,
+    json: &serde_json::Value,
+    root: &str,
+) -> Result<Filter, FilterError> {
     Ok(Filter {
         resource,
-        tree: parse::parse_root(resource, json)?,
+        tree: parse::parse_root(resource, json, root)?,
     })
 }
 

@@ -18,10 +18,11 @@ pub const MAX_VALUES: usize = 5000;
 /// operands only make `ILIKE` patterns and casts slower.
 pub const MAX_VALUE_CHARS: usize = 1000;
 
-/// The path every error starts from.
+/// The path every error starts from: the argument the filter came in.
 pub(crate) const ROOT: &str = "filters";
 
-const OPERATORS: [&str; 8] = [
+const OPERATORS: [&str; 9] = [
+    "eq",
     "gt",
     "gte",
     "lt",
@@ -107,11 +108,12 @@ fn err<T>(path: &str, kind: K) -> Result<T> {
 }
 
 /// Parse a whole filter: `null` or `{}` match everything; anything but an object is an error.
-pub(crate) fn parse_root(resource: Resource, json: &Value) -> Result<Node> {
+/// Error paths start at `root`.
+pub(crate) fn parse_root(resource: Resource, json: &Value, root: &str) -> Result<Node> {
     match json {
         Value::Null => Ok(Node::True),
         Value::Object(obj) => {
-            if let Some((path, got)) = find_long(json, ROOT) {
+            if let Some((path, got)) = find_long(json, root) {
                 return err(
                     &path,
                     K::ValueTooLong {
@@ -120,13 +122,13 @@ pub(crate) fn parse_root(resource: Resource, json: &Value) -> Result<Node> {
                     },
                 );
             }
-            let node = Parser { resource }.object(obj, ROOT, 0)?;
+            let node = Parser { resource }.object(obj, root, 0)?;
             if node.bound_values() > MAX_VALUES {
-                return err(ROOT, K::TooLarge { max: MAX_VALUES });
+                return err(root, K::TooLarge { max: MAX_VALUES });
             }
             Ok(node)
         }
-        other => err(ROOT, K::NotAnObject { got: show(other) }),
+        other => err(root, K::NotAnObject { got: show(other) }),
     }
 }
 
@@ -246,10 +248,10 @@ fn column_operator(field: &Field, op: &'static str, operand: &Value, path: &str)
         return Ok(Node::True);
     }
     if operand.is_null() {
-        return if op == "ne" {
-            Ok(Node::IsNotNull(field.column))
-        } else {
-            err(path, K::NullOperand)
+        return match op {
+            "eq" => Ok(Node::IsNull(field.column)),
+            "ne" => Ok(Node::IsNotNull(field.column)),
+            _ => err(path, K::NullOperand),
         };
     }
     let unsupported = || {
@@ -274,6 +276,7 @@ fn column_operator(field: &Field, op: &'static str, operand: &Value, path: &str)
             };
             compare(field, cmp, operand, path)
         }
+        "eq" => compare(field, CmpOp::Eq, operand, path),
         "ne" => compare(field, CmpOp::Ne, operand, path),
         "in" => match operand {
             Value::Array(items) => in_list(field, items, path),
@@ -480,7 +483,8 @@ fn metadata(column: &'static str, value: &Value, path: &str) -> Result<Node> {
     }
 }
 
-/// An operator on the whole metadata value: only `contains` with an object or list, `ne: null`.
+/// An operator on the whole metadata value: only `contains` with an object or list, `eq: null`,
+/// `ne: null`.
 fn whole_metadata_operator(
     column: &'static str,
     op: &'static str,
@@ -493,6 +497,7 @@ fn whole_metadata_operator(
             column,
             value: operand.clone(),
         }),
+        ("eq", Value::Null) => Ok(Node::IsNull(column)),
         ("ne", Value::Null) => Ok(Node::IsNotNull(column)),
         _ => err(path, K::WholeMetadataOperator { op }),
     }
@@ -542,6 +547,8 @@ fn key_operator(
         test,
     };
     match op {
+        // The plain value `{key: operand}`.
+        "eq" => Ok(contains_key(column, key, operand)),
         "gt" | "gte" | "lt" | "lte" | "ne" => {
             let cmp = match op {
                 "gt" => CmpOp::Gt,

@@ -712,6 +712,63 @@ fn metadata_key_operators_sql() {
     assert_eq!(v[0], SqlValue::String(Some("x') OR 1=1 --".into())));
 }
 
+/// `eq` is the bare value spelled as an operator (the typed `where` writes it so, beside other
+/// operators); `eq: null` is the bare `null`.
+#[test]
+fn eq_is_the_bare_value() {
+    for (field, value) in [
+        ("peerId", json!("alice")),
+        ("seqInSession", json!(7)),
+        ("seqInSession", json!("7")),
+        ("seqInSession", json!(2.5)),
+        ("createdAt", json!("2026-01-01")),
+        ("content", json!("hi")),
+        ("sessionId", json!(null)),
+        ("peerId", json!("*")),
+    ] {
+        assert_eq!(
+            tree(Message, json!({ field: {"eq": value} })),
+            tree(Message, json!({ field: value })),
+            "{field}: {value}"
+        );
+    }
+    assert_eq!(
+        tree(Message, json!({"seqInSession": {"eq": 3, "lt": 9}})),
+        Node::And(vec![
+            int("seq_in_session", CmpOp::Eq, 3),
+            int("seq_in_session", CmpOp::Lt, 9)
+        ])
+    );
+    assert_eq!(
+        tree(Conclusion, json!({"level": {"eq": "DEDUCTIVE"}})),
+        tree(Conclusion, json!({"level": "deductive"}))
+    );
+    assert_eq!(
+        tree(Session, json!({"isActive": {"eq": false}})),
+        tree(Session, json!({"isActive": false}))
+    );
+    // On a metadata key: containment, like the plain value; on the whole value only null.
+    assert_eq!(
+        tree(
+            Message,
+            json!({"metadata": {"topic": {"eq": {"a": 1}}, "n": {"eq": 5}}})
+        ),
+        tree(Message, json!({"metadata": {"topic": {"a": 1}, "n": 5}}))
+    );
+    assert_eq!(
+        tree(Message, json!({"metadata": {"eq": null}})),
+        Node::IsNull("metadata")
+    );
+    assert_eq!(
+        error(Message, json!({"metadata": {"eq": {"a": 1}}})).path,
+        "filters.metadata.eq"
+    );
+    assert_eq!(
+        error(Message, json!({"peerId": {"eq": ["a"]}})).path,
+        "filters.peerId.eq"
+    );
+}
+
 #[test]
 fn operators_on_the_whole_metadata_value() {
     assert_eq!(
@@ -902,8 +959,8 @@ fn error_cases() -> Vec<(Resource, Value, &'static str, &'static str)> {
         ),
         (
             Message,
-            json!({"seqInSession": {"eq": 1}}),
-            "filters.seqInSession.eq",
+            json!({"seqInSession": {"equals": 1}}),
+            "filters.seqInSession.equals",
             "unknown operator",
         ),
         (
@@ -1432,6 +1489,7 @@ const FIELD_KEYS: &[&str] = &[
     "observedId",
 ];
 const OPS: &[&str] = &[
+    "eq",
     "gt",
     "gte",
     "lt",

@@ -1,10 +1,23 @@
-import { Fragment, useEffect, useState } from 'react';
-import { gql } from './api.js';
-import { searchQuery } from './queries.js';
+import { Fragment, useEffect, useState, type ChangeEvent } from 'react';
+import { gql } from './api.ts';
+import type { HitsFragment } from './gql/graphql';
+import { SEARCH_QUERIES, type SearchScope } from './queries.ts';
 import { navigate } from './route.js';
 
+type Snippet = Extract<HitsFragment, { __typename: 'SnippetHits' }>['snippets'][number];
+
+interface Form {
+  workspaceId: string;
+  scope: SearchScope;
+  scopeId: string;
+  query: string;
+  window: number;
+  limit: number;
+  filters: string;
+}
+
 /** Wraps the query's words in <mark> (case-insensitive; full text also matches stems). */
-function Highlight({ text, query }) {
+function Highlight({ text, query }: { text: string; query: string }) {
   const words = [...new Set(query.toLowerCase().match(/[\p{L}\p{N}]{2,}/gu) ?? [])];
   if (!words.length) return text;
   const escaped = words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
@@ -12,7 +25,7 @@ function Highlight({ text, query }) {
   return parts.map((part, i) => (i % 2 ? <mark key={i}>{part}</mark> : <Fragment key={i}>{part}</Fragment>));
 }
 
-function Thread({ snippet, query }) {
+function Thread({ snippet, query }: { snippet: Snippet; query: string }) {
   const matched = new Set(snippet.matched.map((m) => m.id));
   return (
     <article className="thread" data-session={snippet.sessionId}>
@@ -42,42 +55,62 @@ function Thread({ snippet, query }) {
   );
 }
 
-export default function SearchPage({ params }) {
-  const [form, setForm] = useState(() => ({
+/** The page's search for one scope: the typed document for that scope, its hits or null. */
+async function search(f: Form): Promise<HitsFragment | null> {
+  const vars = {
+    workspaceId: f.workspaceId,
+    query: f.query,
+    filters: f.filters.trim() ? JSON.parse(f.filters) : null,
+    limit: Number(f.limit),
+    window: Number(f.window),
+  };
+  switch (f.scope) {
+    case 'workspace': {
+      const data = await gql(SEARCH_QUERIES.workspace, vars);
+      if (!data.workspace) throw new Error(`No workspace ${f.workspaceId}.`);
+      return data.workspace.search;
+    }
+    case 'session': {
+      const data = await gql(SEARCH_QUERIES.session, { ...vars, scopeId: f.scopeId });
+      if (!data.workspace) throw new Error(`No workspace ${f.workspaceId}.`);
+      return data.workspace.session?.search ?? null;
+    }
+    case 'peer': {
+      const data = await gql(SEARCH_QUERIES.peer, { ...vars, scopeId: f.scopeId });
+      if (!data.workspace) throw new Error(`No workspace ${f.workspaceId}.`);
+      return data.workspace.peer?.search ?? null;
+    }
+  }
+}
+
+const SCOPES: readonly string[] = Object.keys(SEARCH_QUERIES);
+
+export default function SearchPage({ params }: { params: URLSearchParams }) {
+  const [form, setForm] = useState<Form>(() => ({
     workspaceId: params.get('workspace') ?? 'demo',
-    scope: params.get('scope') ?? 'workspace',
+    scope: (SCOPES.includes(params.get('scope') ?? '') ? params.get('scope') : 'workspace') as SearchScope,
     scopeId: params.get('scopeId') ?? '',
     query: params.get('q') ?? '',
     window: Number(params.get('window') ?? 2),
     limit: Number(params.get('limit') ?? 10),
     filters: params.get('filters') ?? '',
   }));
-  const [result, setResult] = useState(null);
+  const [result, setResult] = useState<(HitsFragment & { query: string }) | null>(null);
   const [error, setError] = useState('');
   const [busy, setBusy] = useState(false);
-  const set = (key) => (e) => setForm({ ...form, [key]: e.target.value });
+  const set = (key: keyof Form) => (e: ChangeEvent<HTMLInputElement | HTMLSelectElement>) =>
+    setForm({ ...form, [key]: e.target.value });
 
-  const run = async (f) => {
+  const run = async (f: Form) => {
     setError('');
     setBusy(true);
     try {
-      const filters = f.filters.trim() ? JSON.parse(f.filters) : null;
-      const data = await gql(searchQuery(f.scope), {
-        workspaceId: f.workspaceId,
-        scopeId: f.scope === 'workspace' ? undefined : f.scopeId,
-        query: f.query,
-        filters,
-        limit: Number(f.limit),
-        window: Number(f.window),
-      });
-      const ws = data.workspace;
-      const hits = f.scope === 'workspace' ? ws?.search : ws?.[f.scope]?.search;
-      if (!ws) throw new Error(`No workspace ${f.workspaceId}.`);
+      const hits = await search(f);
       if (!hits) throw new Error(`No ${f.scope} ${f.scopeId} in workspace ${f.workspaceId}.`);
       setResult({ ...hits, query: f.query });
     } catch (e) {
       setResult(null);
-      setError(e.message);
+      setError(e instanceof Error ? e.message : String(e));
     } finally {
       setBusy(false);
     }
@@ -149,13 +182,14 @@ export default function SearchPage({ params }) {
         <section className="results" data-kind={result.__typename}>
           <p className="muted">
             {result.results.length} matching message{result.results.length === 1 ? '' : 's'}
-            {result.snippets && ` in ${result.snippets.length} snippet${result.snippets.length === 1 ? '' : 's'}`},
+            {result.__typename === 'SnippetHits' &&
+              ` in ${result.snippets.length} snippet${result.snippets.length === 1 ? '' : 's'}`}
+            ,
             best first; matches are highlighted, #n is the message's seqInSession.
           </p>
-          {result.snippets?.map((s, i) => (
-            <Thread key={`${s.sessionId}-${i}`} snippet={s} query={result.query} />
-          ))}
-          {!result.snippets && (
+          {result.__typename === 'SnippetHits' &&
+            result.snippets.map((s, i) => <Thread key={`${s.sessionId}-${i}`} snippet={s} query={result.query} />)}
+          {result.__typename === 'MessageHits' && (
             <ol className="thread">
               {result.results.map((m) => (
                 <li key={m.id} className="msg matched">

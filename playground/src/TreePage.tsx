@@ -11,19 +11,33 @@ import {
 } from '@xyflow/react';
 import '@xyflow/react/dist/style.css';
 import dagre from '@dagrejs/dagre';
-import { gql } from './api.js';
-import { LIST_QUERY, SEMANTIC_QUERY, TREE_QUERY } from './queries.js';
+import type { Edge, Node, NodeProps } from '@xyflow/react';
+import { gql } from './api.ts';
+import type { ConclusionFieldsFragment as Conclusion, ReasoningTreeQuery } from './gql/graphql';
 import { LevelLegend, levelColor } from './levels.jsx';
+import { LIST_QUERY, SEMANTIC_QUERY, TREE_QUERY } from './queries.ts';
 import { navigate } from './route.js';
+
+type Walk = NonNullable<NonNullable<ReasoningTreeQuery['workspace']>['conclusion']>['premises'];
+interface Graph {
+  nodes: Conclusion[];
+  edges: { source: string; target: string }[];
+}
+interface Tree {
+  root: Conclusion;
+  graph: Graph;
+  truncated: boolean;
+}
+type ConclusionNodeData = { conclusion: Conclusion; isRoot: boolean };
 
 const NODE_W = 250;
 const NODE_H = 86;
 const EDGE_COLOR = '#64748b';
 
 /** Both trees of the root merged into one graph; edges point from premise to conclusion. */
-function mergeTrees(root, trees) {
-  const nodes = new Map([[root.id, root]]);
-  const edges = new Map();
+function mergeTrees(root: Conclusion, trees: Walk[]): Graph {
+  const nodes = new Map<string, Conclusion>([[root.id, root]]);
+  const edges = new Map<string, { source: string; target: string }>();
   for (const tree of trees) {
     for (const n of tree.nodes) nodes.set(n.id, n);
     // `from` cites `to`: draw the premise (`to`) above what was derived from it (`from`).
@@ -32,7 +46,7 @@ function mergeTrees(root, trees) {
   return { nodes: [...nodes.values()], edges: [...edges.values()] };
 }
 
-function layout(graph, rootId) {
+function layout(graph: Graph, rootId: string): { nodes: Node<ConclusionNodeData>[]; edges: Edge[] } {
   const g = new dagre.graphlib.Graph();
   g.setGraph({ rankdir: 'TB', nodesep: 30, ranksep: 70 });
   g.setDefaultEdgeLabel(() => ({}));
@@ -58,7 +72,7 @@ function layout(graph, rootId) {
   return { nodes, edges };
 }
 
-function ConclusionNode({ data: { conclusion: c, isRoot } }) {
+function ConclusionNode({ data: { conclusion: c, isRoot } }: NodeProps<Node<ConclusionNodeData>>) {
   return (
     <div
       className={`tree-node${isRoot ? ' root' : ''}`}
@@ -81,7 +95,7 @@ function ConclusionNode({ data: { conclusion: c, isRoot } }) {
 
 const nodeTypes = { conclusion: ConclusionNode };
 
-function TreeGraph({ workspaceId, tree }) {
+function TreeGraph({ workspaceId, tree }: { workspaceId: string; tree: Tree }) {
   const { fitView } = useReactFlow();
   const { nodes, edges } = useMemo(() => layout(tree.graph, tree.root.id), [tree]);
   useEffect(() => {
@@ -107,13 +121,13 @@ function TreeGraph({ workspaceId, tree }) {
   );
 }
 
-function ConclusionList({ workspaceId, selected }) {
-  const [items, setItems] = useState(null);
+function ConclusionList({ workspaceId, selected }: { workspaceId: string; selected: string }) {
+  const [items, setItems] = useState<Conclusion[] | null>(null);
   const [total, setTotal] = useState(0);
   const [text, setText] = useState('');
   const [error, setError] = useState('');
   const load = useCallback(
-    async (query) => {
+    async (query: string) => {
       setError('');
       try {
         if (query) {
@@ -128,7 +142,7 @@ function ConclusionList({ workspaceId, selected }) {
         }
       } catch (e) {
         setItems([]);
-        setError(e.message);
+        setError(e instanceof Error ? e.message : String(e));
       }
     },
     [workspaceId],
@@ -177,13 +191,13 @@ function ConclusionList({ workspaceId, selected }) {
   );
 }
 
-export default function TreePage({ params }) {
+export default function TreePage({ params }: { params: URLSearchParams }) {
   const workspaceId = params.get('workspace') ?? 'demo';
   const id = params.get('id') ?? '';
   const maxDepth = Number(params.get('depth') ?? 5);
   const [workspaceInput, setWorkspaceInput] = useState(workspaceId);
   const [idInput, setIdInput] = useState(id);
-  const [tree, setTree] = useState(null);
+  const [tree, setTree] = useState<Tree | null>(null);
   const [error, setError] = useState('');
   useEffect(() => setWorkspaceInput(workspaceId), [workspaceId]);
   useEffect(() => setIdInput(id), [id]);
@@ -210,10 +224,10 @@ export default function TreePage({ params }) {
           truncated: premises.truncated || consequences.truncated,
         });
       })
-      .catch((e) => {
+      .catch((e: unknown) => {
         if (!live) return;
         setTree(null);
-        setError(e.message);
+        setError(e instanceof Error ? e.message : String(e));
       });
     return () => {
       live = false;
