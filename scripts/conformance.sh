@@ -48,10 +48,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cargo build --release --bin honcho-graphql >&2
+# A dev build: the suite checks behaviour, not speed (the embedder is optimised in dev builds too).
+cargo build --bin honcho-graphql >&2
 DATABASE_URL="$server_url/$db" HONCHO_LISTEN="127.0.0.1:$port" \
   HONCHO_MODEL_DIR="${HONCHO_MODEL_DIR:-$root/.data/models/all-MiniLM-L6-v2}" \
-  "${CARGO_TARGET_DIR:-$root/target}/release/honcho-graphql" serve >"$work/server.log" 2>&1 &
+  "${CARGO_TARGET_DIR:-$root/target}/debug/honcho-graphql" serve >"$work/server.log" 2>&1 &
 server_pid=$!
 for _ in $(seq 1 120); do
   curl -fs "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
