@@ -179,11 +179,16 @@ fn layers(app: Router, options: &HttpOptions) -> Router {
 }
 
 /// Prometheus text format.
-async fn metrics() -> impl IntoResponse {
+async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
+    let replicas = app
+        .store
+        .read_pool()
+        .map(|pool| crate::graphql::metrics::encode(&pool.gather()))
+        .unwrap_or_default();
     (
         [("content-type", "text/plain; version=0.0.4")],
         format!(
-            "{}{}{}",
+            "{}{}{}{replicas}",
             crate::graphql::metrics::render(),
             crate::graphql::metrics::encode(&crate::deriver::metrics::gather()),
             listener::render(),
@@ -630,7 +635,8 @@ async fn health() -> Json<serde_json::Value> {
 }
 
 /// The database answers and the listener has file descriptors to spare; load balancers should
-/// route here only when this is 200. The body shows the listener's health either way.
+/// route here only when this is 200. The body shows the listener's health either way, and the
+/// state of each read replica (a replica that is down does not make the server unready).
 async fn ready(State(app): State<AppState>) -> impl IntoResponse {
     let database = tokio::time::timeout(Duration::from_secs(2), app.store.ping()).await;
     let listener = listener::Health::now();
@@ -642,7 +648,12 @@ async fn ready(State(app): State<AppState>) -> impl IntoResponse {
         ),
         _ => (StatusCode::SERVICE_UNAVAILABLE, "database unavailable"),
     };
-    (status, Json(json!({"status": text, "listener": listener})))
+    let mut body = json!({"status": text, "listener": listener});
+    // Replicas inform, they do not decide: without them reads go to the primary.
+    if let Some(pool) = app.store.read_pool() {
+        body["replicas"] = json!(pool.status());
+    }
+    (status, Json(body))
 }
 
 #[cfg(test)]
