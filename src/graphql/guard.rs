@@ -37,9 +37,9 @@ use super::RequestLoader;
 use super::error::{ApiResult, Code};
 use super::loaders::MembersKey;
 use crate::auth::{Auth, AuthError, Caller, Principal};
-use crate::store::Store;
 use crate::store::peer::PeerReach;
 use crate::store::session::SessionReach;
+use crate::store::{Lsn, Store};
 
 /// What a field asks of the caller's key. An admin key passes every rule; a key of another
 /// workspace passes none (but [`Rule::Inherit`]).
@@ -275,6 +275,8 @@ pub fn principal(ctx: &Context<'_>) -> ApiResult<Principal> {
 
 /// A value that only this module can open: the store in the schema's data, the loader in each
 /// request's data. Anyone may seal (that grants nothing); the way back out is [`require`].
+/// Cloning one grants nothing either.
+#[derive(Clone)]
 pub struct Sealed<T>(T);
 
 impl<T> Sealed<T> {
@@ -286,6 +288,26 @@ impl<T> Sealed<T> {
 /// The request's loader over the sealed store, sealed in turn.
 pub fn request_loader(store: &Sealed<Store>) -> Sealed<RequestLoader> {
     Sealed(super::request_loader(&store.0))
+}
+
+/// The store for one query whose reads may go to a replica ([`Store::routed`]): one that has
+/// replayed `after`, when given. None without a read pool (the schema's store serves as it is).
+/// Nothing is opened to the caller: fields still reach it only through [`require`].
+pub async fn routed(store: &Sealed<Store>, after: Option<Lsn>) -> Option<Sealed<Store>> {
+    store.0.read_pool()?;
+    Some(Sealed(store.0.routed(after).await))
+}
+
+/// The consistency token to answer a mutation with (None without a read pool, or when the
+/// primary did not say: logged, and the client reads as without a token).
+pub async fn consistency_token(store: &Sealed<Store>) -> Option<Lsn> {
+    match store.0.consistency_token().await {
+        Ok(lsn) => lsn,
+        Err(err) => {
+            tracing::warn!(error = %err, "no consistency token for this mutation");
+            None
+        }
+    }
 }
 
 /// What a passed check gives: the store and the request's loader, for the field that asked. The

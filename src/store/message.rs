@@ -95,7 +95,7 @@ impl Store {
         Ok(message::Entity::find()
             .filter(message::Column::WorkspaceName.eq(workspace))
             .filter(message::Column::PublicId.eq(id))
-            .one(self.db())
+            .one(self.reader())
             .await?)
     }
 
@@ -289,7 +289,7 @@ impl Store {
             ),
         };
         let select = page::ordered(select, order, &[key]);
-        page::fetch(self.db(), select, slice).await
+        page::fetch(self.reader(), select, slice).await
     }
 
     /// All messages inside any of `ranges`, in one statement. Ranges may overlap; each message
@@ -338,7 +338,7 @@ impl Store {
                  ORDER BY m.workspace_name, m.session_name, m.seq_in_session",
                 [ws.into(), sessions.into(), seqs.into()],
             ))
-            .all(self.db())
+            .all(self.reader())
             .await?)
     }
 }

@@ -29,7 +29,7 @@ impl Store {
                    ON p.workspace_name = k.w AND p.name = k.n",
                 [ws.into(), names.into()],
             ))
-            .all(self.db())
+            .all(self.reader())
             .await?)
     }
 
@@ -133,7 +133,7 @@ impl Store {
             .filter(peer::Column::WorkspaceName.eq(workspace))
             .filter(filter.condition("peers"));
         let select = page::ordered(select, order, &[peer::Column::CreatedAt, peer::Column::Id]);
-        page::fetch(self.db(), select, slice).await
+        page::fetch(self.reader(), select, slice).await
     }
 
     /// Sessions the peer has ever been a member of, including ones it left (as Honcho).
@@ -162,7 +162,7 @@ impl Store {
             order,
             &[session::Column::CreatedAt, session::Column::Id],
         );
-        page::fetch(self.db(), select, slice).await
+        page::fetch(self.reader(), select, slice).await
     }
 }
 

@@ -42,7 +42,7 @@ impl MemberConfig {
 
 impl Store {
     pub async fn session(&self, workspace: &str, name: &str) -> StoreResult<Option<Session>> {
-        active_session(self.db(), workspace, name).await
+        active_session(self.reader(), workspace, name).await
     }
 
     pub async fn sessions_by_keys(&self, keys: &[(String, String)]) -> StoreResult<Vec<Session>> {
@@ -55,7 +55,7 @@ impl Store {
                  WHERE s.is_active",
                 [ws.into(), names.into()],
             ))
-            .all(self.db())
+            .all(self.reader())
             .await?)
     }
 
@@ -74,7 +74,7 @@ impl Store {
                  ORDER BY sp.joined_at, sp.peer_name",
                 [ws.into(), names.into()],
             ))
-            .all(self.db())
+            .all(self.reader())
             .await?)
     }
 
@@ -88,7 +88,7 @@ impl Store {
             .filter(session_peer::Column::WorkspaceName.eq(workspace))
             .filter(session_peer::Column::SessionName.eq(session))
             .filter(session_peer::Column::PeerName.eq(peer))
-            .one(self.db())
+            .one(self.reader())
             .await?)
     }
 
@@ -432,7 +432,7 @@ impl Store {
             order,
             &[session::Column::CreatedAt, session::Column::Id],
         );
-        page::fetch(self.db(), select, slice).await
+        page::fetch(self.reader(), select, slice).await
     }
 }
 

@@ -104,7 +104,7 @@ impl Store {
             order,
             &[workspace::Column::CreatedAt, workspace::Column::Id],
         );
-        page::fetch(self.db(), select, slice).await
+        page::fetch(self.reader(), select, slice).await
     }
 }
 
