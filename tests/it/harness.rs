@@ -407,6 +407,17 @@ impl ServerProcess {
         resp.is_ok_and(|r| r.status() == 200)
     }
 
+    /// GETs `path`; its body as text.
+    pub async fn get_text(&self, path: &str) -> String {
+        let resp = self.http.get(self.url(path)).send().await;
+        resp.expect("the server answers").text().await.unwrap()
+    }
+
+    /// GETs `path`; its body as JSON (Null when it is not).
+    pub async fn get_json(&self, path: &str) -> Value {
+        serde_json::from_str(&self.get_text(path).await).unwrap_or(Value::Null)
+    }
+
     /// POSTs a raw body to `/graphql`; the status and the body as JSON (Null when it is not).
     pub async fn post(
         &self,

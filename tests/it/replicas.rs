@@ -15,7 +15,7 @@ use honcho_graphql::store::{Lsn, ReadPool, Reader};
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use serde_json::{Value, json};
 
-use crate::harness::TestApp;
+use crate::harness::{ServerProcess, TestApp};
 use crate::standby::{Standby, standby};
 
 const CREATE: &str = "mutation($c: String!) { createMessages(workspaceId: \"w\", sessionId: \"s\", \
@@ -370,5 +370,84 @@ async fn subscriptions_load_their_rows_from_the_primary() {
         replica.statements(),
         served,
         "nothing was read from the standby"
+    );
+}
+
+/// The server binary with a replica: a mutation's response carries the token, the header routes
+/// a read, a malformed header is refused, and `/ready` and `/metrics` show the replica.
+#[tokio::test]
+async fn over_http_the_token_round_trips_and_ready_and_metrics_show_the_replica() {
+    let Some(turn) = standby().await else { return };
+    let app = TestApp::new().await;
+    turn.standby.catch_up().await;
+    let replica_url = turn.standby.url(&app._db.name);
+    let server = ServerProcess::start(
+        &app._db,
+        &[
+            ("HONCHO_AUTH_SECRET", ""),
+            ("HONCHO_READ_DATABASE_URL", &replica_url),
+            ("HONCHO_MAX_REPLICA_LAG_MS", "60000"),
+            ("HONCHO_REPLICA_WAIT_MS", "1000"),
+        ],
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let post = |body: Value, after: Option<String>| {
+        let mut req = http.post(server.url("/graphql")).json(&body);
+        if let Some(after) = after {
+            req = req.header("x-honcho-after", after);
+        }
+        async move {
+            let resp = req.send().await.unwrap();
+            (resp.status().as_u16(), resp.json::<Value>().await.unwrap())
+        }
+    };
+
+    let (status, written) = post(
+        json!({"query": CREATE, "variables": {"c": "over http"}}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{written}");
+    let token = written["extensions"][CONSISTENCY_TOKEN]
+        .as_str()
+        .unwrap_or_else(|| panic!("no token: {written}"))
+        .to_owned();
+    let (status, read) = post(json!({"query": COUNT}), Some(token)).await;
+    assert_eq!(status, 200, "{read}");
+    assert_eq!(
+        read["data"]["workspace"]["session"]["messages"]["totalCount"], 1,
+        "{read}"
+    );
+
+    let (status, refused) = post(json!({"query": COUNT}), Some("yesterday".into())).await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["errors"][0]["extensions"]["code"], "BAD_REQUEST");
+    assert!(
+        refused["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("x-honcho-after"),
+        "{refused}"
+    );
+
+    let ready = server.get_json("/ready").await;
+    let name = replica_url.trim_start_matches("postgres://postgres@");
+    assert_eq!(ready["replicas"][0]["replica"], name, "{ready}");
+    assert_eq!(ready["replicas"][0]["state"], "up", "{ready}");
+    assert!(ready["replicas"][0]["lagMs"].is_u64(), "{ready}");
+
+    let metrics = server.get_text("/metrics").await;
+    assert!(
+        metrics.contains(&format!("honcho_replica_up{{replica=\"{name}\"}} 1")),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("honcho_read_routes_total{reason="),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("honcho_consistency_wait_seconds_count 1"),
+        "{metrics}"
     );
 }

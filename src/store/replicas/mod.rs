@@ -214,6 +214,20 @@ impl Replica {
     }
 }
 
+/// What `/ready` says of one replica.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaStatus {
+    /// `host:port/database`.
+    pub replica: String,
+    /// `up` (takes reads), `lagging`, `down`, `not_standby` or `starting`.
+    pub state: &'static str,
+    /// Milliseconds behind the primary at the last check (null: unknown).
+    pub lag_ms: Option<u64>,
+    /// The newest WAL position it was seen to have replayed.
+    pub replayed: String,
+}
+
 /// The replicas of one primary, their health and the routing of reads among them.
 pub struct ReadPool {
     replicas: Vec<Arc<Replica>>,
@@ -283,6 +297,19 @@ impl ReadPool {
 
     pub fn settings(&self) -> &ReadSettings {
         &self.settings
+    }
+
+    /// Each replica as the last check (or a failed read since) left it, for `/ready`.
+    pub fn status(&self) -> Vec<ReplicaStatus> {
+        self.replicas
+            .iter()
+            .map(|r| ReplicaStatus {
+                replica: r.name.clone(),
+                state: r.state().as_str(),
+                lag_ms: r.lag().map(|d| d.as_millis() as u64),
+                replayed: r.replayed().to_string(),
+            })
+            .collect()
     }
 
     /// The pool's metrics, for `/metrics`.
