@@ -26,7 +26,7 @@ PLAYGROUND_TEST ?= 1
 # src/gql is generated (from schema.graphql, by the build) and not a source.
 PLAYGROUND_SRC := $(shell find playground -path playground/node_modules -prune -o -path playground/dist -prune -o -path playground/tests -prune -o -path playground/src/gql -prune -o -type f -print 2>/dev/null)
 
-.PHONY: help setup postgres model run test lint schema bench bench-derive bench-replicas eval playground playground-test
+.PHONY: help setup postgres model run test lint schema bench bench-derive bench-replicas eval playground playground-test conformance
 
 help:
 	@echo "make run         set up PostgreSQL (unless DATABASE_URL is set) and the model, serve on 127.0.0.1:8000"
@@ -34,6 +34,7 @@ help:
 	@echo "make lint        cargo fmt --check and clippy -D warnings"
 	@echo "make schema      regenerate schema.graphql"
 	@echo "make setup       only the set-up (PostgreSQL + pgvector, model files)"
+	@echo "make conformance HONCHO_SDK=dir  Honcho's TypeScript SDK suite against this server"
 	@echo "make bench       run the benchmark (when bench/ exists)"
 	@echo "make bench-derive  the deriver's throughput with an instant fake LLM"
 	@echo "make bench-replicas  reads on the primary alone vs with a streaming standby"
@@ -60,6 +61,10 @@ run: model playground
 	fi
 	# The server migrates on start.
 	exec $(CARGO) run --release --bin honcho-graphql -- serve
+
+# Honcho's TypeScript SDK suite, unchanged, against this server (README, "Honcho REST API").
+conformance: model
+	scripts/conformance.sh "$(HONCHO_SDK)"
 
 # The test harness creates its own databases from this URL (one per test, from a template).
 # The playground is built first: the server's tests serve the built playground/dist.

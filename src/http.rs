@@ -1,5 +1,6 @@
-//! HTTP surface: `/graphql` (POST and GET), `/graphql/ws` (subscriptions over WebSocket, both
-//! graphql-transport-ws and the legacy graphql-ws protocol), `/health`, `/ready`, `/metrics`, and
+//! HTTP surface: Honcho's REST API under `/v3` ([`crate::rest`]), `/graphql` (POST and GET),
+//! `/graphql/ws` (subscriptions over WebSocket, both graphql-transport-ws and the legacy
+//! graphql-ws protocol), `/health`, `/ready`, `/metrics`, and
 //! the playground at `/`. Every request gets an `x-request-id` (kept when the client sends one)
 //! that its log lines carry; a panic in a handler becomes a 500 instead of a dropped connection.
 //!
@@ -129,6 +130,7 @@ pub fn router_with(schema: AppSchema, store: Store, options: HttpOptions) -> Rou
         .route("/ready", get(ready))
         .route("/metrics", get(metrics));
     let app = options.playground.route(api);
+    let rest = crate::rest::router(schema.clone());
     let app = app.with_state(AppState {
         schema,
         store,
@@ -136,7 +138,7 @@ pub fn router_with(schema: AppSchema, store: Store, options: HttpOptions) -> Rou
         origins: options.origins.clone(),
         persisted: options.persisted.clone(),
     });
-    layers(app, &options)
+    layers(app.merge(rest), &options)
 }
 
 /// The layers around every route, innermost first: body limit, panics caught, request timeout,

@@ -10,6 +10,7 @@ pub mod entity;
 pub mod graphql;
 pub mod http;
 pub mod llm;
+pub mod rest;
 pub(crate) mod retry;
 pub mod store;
 

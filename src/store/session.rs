@@ -344,6 +344,31 @@ impl Store {
         .await
     }
 
+    /// Makes `peers` the session's active members: the others leave, the listed ones join (or
+    /// stay), in one transaction. The session must exist.
+    pub async fn set_session_peers(
+        &self,
+        workspace: &str,
+        name: &str,
+        peers: &[MemberConfig],
+    ) -> StoreResult<Session> {
+        let names: Vec<String> = peers.iter().map(|p| p.peer.clone()).collect();
+        let names = &names;
+        self.transaction(TxOptions::default(), |txn| async move {
+            let session = lock_active_session(&*txn, workspace, name).await?;
+            txn.execute_raw(stmt(
+                "UPDATE session_peers SET left_at = now() \
+                 WHERE workspace_name = $1 AND session_name = $2 AND peer_name <> ALL($3) \
+                   AND left_at IS NULL",
+                [workspace.into(), name.into(), names.clone().into()],
+            ))
+            .await?;
+            add_members(&*txn, workspace, name, peers).await?;
+            Ok(session)
+        })
+        .await
+    }
+
     /// Sets the non-null fields of a peer's configuration in a session, adding the membership
     /// when there is none. Session and peer must exist.
     pub async fn set_session_peer_config(

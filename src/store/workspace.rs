@@ -9,6 +9,13 @@ use crate::entity::{session, workspace};
 pub type Workspace = workspace::Model;
 
 impl Store {
+    pub async fn workspace(&self, name: &str) -> StoreResult<Option<Workspace>> {
+        Ok(workspace::Entity::find()
+            .filter(workspace::Column::Name.eq(name))
+            .one(self.db())
+            .await?)
+    }
+
     /// Returns the existing workspace unchanged, or creates it (Honcho's get-or-create).
     pub async fn get_or_create_workspace(
         &self,

@@ -19,6 +19,7 @@ mod messages;
 mod migrations;
 mod readme;
 mod replicas;
+mod rest;
 mod schema_file;
 mod search;
 mod sessions;
