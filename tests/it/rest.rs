@@ -617,3 +617,98 @@ async fn rest_serves_its_openapi_document_and_says_what_it_does_not_serve() {
         405
     );
 }
+
+#[tokio::test]
+async fn rest_memory_reads_come_from_stored_conclusions_cards_and_messages() {
+    let api = Rest::serve(TestApp::with_embedder().await).await;
+    api.post(
+        "/v3/workspaces/w/sessions",
+        json!({"id": "s", "peers": {"alice": {}, "bob": {}}}),
+    )
+    .await;
+    let (_, made) = api
+        .post(
+            "/v3/workspaces/w/conclusions",
+            json!({"conclusions": [
+                {"content": "alice keeps bees", "observer_id": "alice", "observed_id": "alice"},
+                {"content": "bob thinks alice is shy", "observer_id": "bob", "observed_id": "alice", "session_id": "s"}
+            ]}),
+        )
+        .await;
+    assert_eq!(made.as_array().unwrap().len(), 2);
+    let (status, rep) = api
+        .post("/v3/workspaces/w/peers/alice/representation", json!({}))
+        .await;
+    assert_eq!(status, 200);
+    let text = rep["representation"].as_str().unwrap();
+    assert!(text.starts_with("EXPLICIT:\n\n1. ["), "{text}");
+    assert!(
+        text.contains("] alice keeps bees") && !text.contains("shy"),
+        "{text}"
+    );
+    let (_, of_alice) = api
+        .post(
+            "/v3/workspaces/w/peers/bob/representation",
+            json!({"target": "alice", "session_id": "s"}),
+        )
+        .await;
+    assert!(of_alice["representation"].as_str().unwrap().contains("shy"));
+    // Cards: null until set, per target.
+    let (_, card) = api
+        .get("/v3/workspaces/w/peers/bob/card?target=alice")
+        .await;
+    assert_eq!(card, json!({"peer_card": null}));
+    let (status, set) = api
+        .put(
+            "/v3/workspaces/w/peers/bob/card?target=alice",
+            json!({"peer_card": ["Name: Alice", "Keeps bees"]}),
+        )
+        .await;
+    assert_eq!((status, &set["peer_card"][1]), (200, &json!("Keeps bees")));
+    let (_, own) = api.get("/v3/workspaces/w/peers/bob/card").await;
+    assert_eq!(own["peer_card"], Value::Null);
+    let (_, ctx) = api
+        .get("/v3/workspaces/w/peers/bob/context?target=alice")
+        .await;
+    assert_eq!(ctx["target_id"], "alice");
+    assert_eq!(ctx["peer_card"], json!(["Name: Alice", "Keeps bees"]));
+    assert!(ctx["representation"].as_str().unwrap().contains("shy"));
+    // Session context: the newest messages within the token budget, oldest first.
+    let batch: Vec<Value> = (0..4)
+        .map(|i| json!({"peer_id": "alice", "content": format!("message {i} about the bees")}))
+        .collect();
+    let (_, created) = api
+        .post(
+            "/v3/workspaces/w/sessions/s/messages",
+            json!({"messages": batch}),
+        )
+        .await;
+    let per = created[0]["token_count"].as_i64().unwrap();
+    assert!(per > 0);
+    let (status, sctx) = api
+        .get(&format!(
+            "/v3/workspaces/w/sessions/s/context?tokens={}&peer_target=alice&peer_perspective=bob",
+            per * 2
+        ))
+        .await;
+    assert_eq!(status, 200);
+    let contents: Vec<&str> = sctx["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        contents,
+        ["message 2 about the bees", "message 3 about the bees"]
+    );
+    assert_eq!(sctx["peer_card"], json!(["Name: Alice", "Keeps bees"]));
+    assert_eq!(sctx["summary"], Value::Null);
+    let (_, sums) = api.get("/v3/workspaces/w/sessions/s/summaries").await;
+    assert_eq!(
+        sums,
+        json!({"id": "s", "short_summary": null, "long_summary": null})
+    );
+    let (status, queue) = api.get("/v3/workspaces/w/queue/status").await;
+    assert_eq!((status, &queue["pending_work_units"]), (200, &json!(0)));
+}
