@@ -712,3 +712,39 @@ async fn rest_memory_reads_come_from_stored_conclusions_cards_and_messages() {
     let (status, queue) = api.get("/v3/workspaces/w/queue/status").await;
     assert_eq!((status, &queue["pending_work_units"]), (200, &json!(0)));
 }
+
+#[tokio::test]
+async fn rest_upload_adds_a_text_file_as_messages_and_refuses_other_kinds() {
+    let api = Rest::new().await;
+    let form = |kind: &str, text: &str| {
+        let b = "XBOUNDARYX";
+        let body = format!(
+            "--{b}\r\nContent-Disposition: form-data; name=\"peer_id\"\r\n\r\nalice\r\n\
+             --{b}\r\nContent-Disposition: form-data; name=\"metadata\"\r\n\r\n{{\"src\": \"f\"}}\r\n\
+             --{b}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\r\n\
+             Content-Type: {kind}\r\n\r\n{text}\r\n--{b}--\r\n"
+        );
+        api.client
+            .post(format!(
+                "{}/v3/workspaces/w/sessions/s/messages/upload",
+                api.base
+            ))
+            .header("content-type", format!("multipart/form-data; boundary={b}"))
+            .body(body)
+    };
+    let long = "y".repeat(25_010);
+    let resp = form("text/plain", &long).send().await.unwrap();
+    assert_eq!(resp.status(), 201);
+    let made: Value = resp.json().await.unwrap();
+    let made = made.as_array().unwrap();
+    assert_eq!(made.len(), 2);
+    assert_eq!(made[1]["content"], "y".repeat(10));
+    assert_eq!(made[0]["peer_id"], "alice");
+    assert_eq!(made[0]["metadata"], json!({"src": "f"}));
+    let resp = form("image/png", "x").send().await.unwrap();
+    assert_eq!(resp.status(), 415);
+    let (_, page) = api
+        .post("/v3/workspaces/w/sessions/s/messages/list", json!({}))
+        .await;
+    assert_eq!(page["total"], 2);
+}
