@@ -748,3 +748,35 @@ async fn rest_upload_adds_a_text_file_as_messages_and_refuses_other_kinds() {
         .await;
     assert_eq!(page["total"], 2);
 }
+
+/// Honcho's README quick-start with the Python SDK (honcho-ai, from PyPI) against the server
+/// binary: peers, a session, messages, search, conclusions.
+#[tokio::test]
+async fn rest_python_quickstart_runs_against_the_server() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python");
+    let setup = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/setup-honcho-py.sh");
+    let python = format!("{dir}/.venv/bin/python");
+    let installed = std::process::Command::new(setup)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !installed || !std::path::Path::new(&python).exists() {
+        crate::harness::skip(&format!(
+            "could not install honcho-ai from PyPI (run {setup})"
+        ));
+        return;
+    }
+    let db = crate::harness::blank_database().await;
+    let server = crate::harness::ServerProcess::start(&db, &[("HONCHO_AUTH_SECRET", "")]).await;
+    let out = tokio::process::Command::new(&python)
+        .arg(format!("{dir}/quickstart.py"))
+        .env("HONCHO_URL", server.url(""))
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.trim_end().ends_with("OK"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
