@@ -5,6 +5,7 @@
 use axum::Json;
 use axum::extract::{Path, Query};
 use chrono::{DateTime, Utc};
+use sea_orm::{ActiveEnum, Iterable};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
@@ -68,14 +69,9 @@ async fn represent(
     }
     page.items.reverse();
     let mut out = Vec::new();
-    for level in [
-        Level::Explicit,
-        Level::Deductive,
-        Level::Inductive,
-        Level::Contradiction,
-    ] {
-        out.push(format!("{}:\n", level.as_str().to_uppercase()));
-        let of_level = page.items.iter().filter(|c| c.level == level.as_str());
+    for level in Level::iter() {
+        out.push(format!("{}:\n", level.to_value().to_uppercase()));
+        let of_level = page.items.iter().filter(|c| c.level == level);
         for (i, c) in of_level.enumerate() {
             let at = c.created_at.format("%Y-%m-%d %H:%M:%S");
             out.push(format!("{}. [{at}] {}", i + 1, c.content));
