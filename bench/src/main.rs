@@ -4,6 +4,7 @@
 mod common;
 mod mixed;
 mod plot;
+mod rest;
 mod seed;
 mod sitting;
 
@@ -520,6 +521,10 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
             )
             .await?;
         }
+    }
+
+    if args.runs(10) {
+        rest::run(&b.http, &b.url, args.requests / 3).await?;
     }
 
     let total = started.elapsed();
