@@ -42,7 +42,7 @@ impl MemberConfig {
 
 impl Store {
     pub async fn session(&self, workspace: &str, name: &str) -> StoreResult<Option<Session>> {
-        active_session(self.db(), workspace, name).await
+        active_session(self.reader(), workspace, name).await
     }
 
     pub async fn sessions_by_keys(&self, keys: &[(String, String)]) -> StoreResult<Vec<Session>> {
@@ -55,7 +55,7 @@ impl Store {
                  WHERE s.is_active",
                 [ws.into(), names.into()],
             ))
-            .all(self.db())
+            .all(self.reader())
             .await?)
     }
 
@@ -74,7 +74,7 @@ impl Store {
                  ORDER BY sp.joined_at, sp.peer_name",
                 [ws.into(), names.into()],
             ))
-            .all(self.db())
+            .all(self.reader())
             .await?)
     }
 
@@ -88,7 +88,7 @@ impl Store {
             .filter(session_peer::Column::WorkspaceName.eq(workspace))
             .filter(session_peer::Column::SessionName.eq(session))
             .filter(session_peer::Column::PeerName.eq(peer))
-            .one(self.db())
+            .one(self.reader())
             .await?)
     }
 
@@ -106,12 +106,7 @@ impl Store {
     ) -> StoreResult<Session> {
         validate::name("workspace", workspace)?;
         validate::name("session", name)?;
-        let metadata = metadata
-            .map(|m| validate::metadata("metadata", m))
-            .transpose()?;
-        let configuration = configuration
-            .map(|c| validate::configuration("configuration", c))
-            .transpose()?;
+        let (metadata, configuration) = validate::attributes(metadata, configuration)?;
         let (metadata, configuration) = (&metadata, &configuration);
         if let SessionReach::Member(me) = reach
             && let Some(other) = peers.iter().find(|p| p.peer != me)
@@ -180,12 +175,7 @@ impl Store {
         metadata: Option<Value>,
         configuration: Option<Value>,
     ) -> StoreResult<Session> {
-        let metadata = metadata
-            .map(|m| validate::metadata("metadata", m))
-            .transpose()?;
-        let configuration = configuration
-            .map(|c| validate::configuration("configuration", c))
-            .transpose()?;
+        let (metadata, configuration) = validate::attributes(metadata, configuration)?;
         session::Entity::find()
             .from_raw_sql(stmt(
                 "UPDATE sessions SET metadata = COALESCE($3, metadata), \
@@ -344,6 +334,31 @@ impl Store {
         .await
     }
 
+    /// Makes `peers` the session's active members: the others leave, the listed ones join (or
+    /// stay), in one transaction. The session must exist.
+    pub async fn set_session_peers(
+        &self,
+        workspace: &str,
+        name: &str,
+        peers: &[MemberConfig],
+    ) -> StoreResult<Session> {
+        let names: Vec<String> = peers.iter().map(|p| p.peer.clone()).collect();
+        let names = &names;
+        self.transaction(TxOptions::default(), |txn| async move {
+            let session = lock_active_session(&*txn, workspace, name).await?;
+            txn.execute_raw(stmt(
+                "UPDATE session_peers SET left_at = now() \
+                 WHERE workspace_name = $1 AND session_name = $2 AND peer_name <> ALL($3) \
+                   AND left_at IS NULL",
+                [workspace.into(), name.into(), names.clone().into()],
+            ))
+            .await?;
+            add_members(&*txn, workspace, name, peers).await?;
+            Ok(session)
+        })
+        .await
+    }
+
     /// Sets the non-null fields of a peer's configuration in a session, adding the membership
     /// when there is none. Session and peer must exist.
     pub async fn set_session_peer_config(
@@ -407,7 +422,7 @@ impl Store {
             order,
             &[session::Column::CreatedAt, session::Column::Id],
         );
-        page::fetch(self.db(), select, slice).await
+        page::fetch(self.reader(), select, slice).await
     }
 }
 
@@ -441,16 +456,25 @@ async fn active_session<C: ConnectionTrait>(
         .await?)
 }
 
-/// [`lock_session`], then the session, which must exist and be active.
+/// The session, which must exist and be active: NOT_FOUND otherwise.
+pub(crate) async fn require_active_session<C: ConnectionTrait>(
+    db: &C,
+    workspace: &str,
+    name: &str,
+) -> StoreResult<Session> {
+    active_session(db, workspace, name)
+        .await?
+        .ok_or_else(|| StoreError::not_found("session", name))
+}
+
+/// [`lock_session`], then [`require_active_session`].
 async fn lock_active_session<C: ConnectionTrait>(
     db: &C,
     workspace: &str,
     name: &str,
 ) -> StoreResult<Session> {
     lock_session(db, workspace, name).await?;
-    active_session(db, workspace, name)
-        .await?
-        .ok_or_else(|| StoreError::not_found("session", name))
+    require_active_session(db, workspace, name).await
 }
 
 /// Upserts memberships: new members join with the given config, members that had left rejoin with

@@ -9,6 +9,13 @@ use crate::entity::{session, workspace};
 pub type Workspace = workspace::Model;
 
 impl Store {
+    pub async fn workspace(&self, name: &str) -> StoreResult<Option<Workspace>> {
+        Ok(workspace::Entity::find()
+            .filter(workspace::Column::Name.eq(name))
+            .one(self.db())
+            .await?)
+    }
+
     /// Returns the existing workspace unchanged, or creates it (Honcho's get-or-create).
     pub async fn get_or_create_workspace(
         &self,
@@ -17,12 +24,7 @@ impl Store {
         configuration: Option<Value>,
     ) -> StoreResult<Workspace> {
         validate::name("workspace", name)?;
-        let metadata = metadata
-            .map(|m| validate::metadata("metadata", m))
-            .transpose()?;
-        let configuration = configuration
-            .map(|c| validate::configuration("configuration", c))
-            .transpose()?;
+        let (metadata, configuration) = validate::attributes(metadata, configuration)?;
         ensure_workspace(self.db(), name, metadata, configuration).await
     }
 
@@ -33,12 +35,7 @@ impl Store {
         metadata: Option<Value>,
         configuration: Option<Value>,
     ) -> StoreResult<Workspace> {
-        let metadata = metadata
-            .map(|m| validate::metadata("metadata", m))
-            .transpose()?;
-        let configuration = configuration
-            .map(|c| validate::configuration("configuration", c))
-            .transpose()?;
+        let (metadata, configuration) = validate::attributes(metadata, configuration)?;
         workspace::Entity::find()
             .from_raw_sql(stmt(
                 "UPDATE workspaces SET metadata = COALESCE($2, metadata), \
@@ -97,7 +94,7 @@ impl Store {
             order,
             &[workspace::Column::CreatedAt, workspace::Column::Id],
         );
-        page::fetch(self.db(), select, slice).await
+        page::fetch(self.reader(), select, slice).await
     }
 }
 
