@@ -132,8 +132,14 @@ impl Store {
         let select = peer::Entity::find()
             .filter(peer::Column::WorkspaceName.eq(workspace))
             .filter(filter.condition("peers"));
-        let select = page::ordered(select, order, &[peer::Column::CreatedAt, peer::Column::Id]);
-        page::fetch(self.db(), select, slice).await
+        page::fetch(
+            self.db(),
+            select,
+            order,
+            &[peer::Column::CreatedAt, peer::Column::Id],
+            slice,
+        )
+        .await
     }
 
     /// Sessions the peer has ever been a member of, including ones it left (as Honcho).
@@ -157,12 +163,14 @@ impl Store {
             .filter(session::Column::WorkspaceName.eq(workspace))
             .filter(session::Column::Name.in_subquery(member_of))
             .filter(filter.condition("sessions"));
-        let select = page::ordered(
+        page::fetch(
+            self.db(),
             select,
             order,
             &[session::Column::CreatedAt, session::Column::Id],
-        );
-        page::fetch(self.db(), select, slice).await
+            slice,
+        )
+        .await
     }
 }
 

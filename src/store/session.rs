@@ -402,12 +402,14 @@ impl Store {
             .filter(session::Column::WorkspaceName.eq(workspace))
             .filter(session::Column::IsActive.eq(true))
             .filter(filter.condition("sessions"));
-        let select = page::ordered(
+        page::fetch(
+            self.db(),
             select,
             order,
             &[session::Column::CreatedAt, session::Column::Id],
-        );
-        page::fetch(self.db(), select, slice).await
+            slice,
+        )
+        .await
     }
 }
 
