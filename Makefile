@@ -19,13 +19,14 @@ export HONCHO_MODEL_DIR ?= $(CURDIR)/.data/models/all-MiniLM-L6-v2
 # Extra arguments for cargo test, e.g. make test TEST_ARGS='search -- --nocapture'
 TEST_ARGS ?=
 BENCH_ARGS ?=
+EVAL_ARGS ?=
 # make test PLAYGROUND_TEST=0 skips the playground's tests (examples + headless Chromium).
 PLAYGROUND_TEST ?= 1
 
 # src/gql is generated (from schema.graphql, by the build) and not a source.
 PLAYGROUND_SRC := $(shell find playground -path playground/node_modules -prune -o -path playground/dist -prune -o -path playground/tests -prune -o -path playground/src/gql -prune -o -type f -print 2>/dev/null)
 
-.PHONY: help setup postgres model run test lint schema bench bench-derive playground playground-test
+.PHONY: help setup postgres model run test lint schema bench bench-derive eval playground playground-test conformance
 
 help:
 	@echo "make run         set up PostgreSQL (unless DATABASE_URL is set) and the model, serve on 127.0.0.1:8000"
@@ -33,8 +34,10 @@ help:
 	@echo "make lint        cargo fmt --check and clippy -D warnings"
 	@echo "make schema      regenerate schema.graphql"
 	@echo "make setup       only the set-up (PostgreSQL + pgvector, model files)"
+	@echo "make conformance HONCHO_SDK=dir  Honcho's TypeScript SDK suite against this server"
 	@echo "make bench       run the benchmark (when bench/ exists)"
 	@echo "make bench-derive  the deriver's throughput with an instant fake LLM"
+	@echo "make eval        search recall on generated conversational QA (EVAL_ARGS='--label x --sweep')"
 	@echo "make playground  build playground/dist (when playground/ has a package.json)"
 	@echo "make playground-test  examples validate against schema.graphql; browser test in headless Chromium"
 
@@ -57,6 +60,10 @@ run: model playground
 	fi
 	# The server migrates on start.
 	exec $(CARGO) run --release --bin honcho-graphql -- serve
+
+# Honcho's TypeScript SDK suite, unchanged, against this server (README, "Honcho REST API").
+conformance: model
+	scripts/conformance.sh "$(HONCHO_SDK)"
 
 # The test harness creates its own databases from this URL (one per test, from a template).
 # The playground is built first: the server's tests serve the built playground/dist.
@@ -95,6 +102,15 @@ bench-derive: model
 	  export DATABASE_URL="$$base/postgres"
 	fi
 	$(CARGO) run --release -p honcho-bench --bin honcho-bench-derive -- $(BENCH_ARGS)
+
+# Search recall on generated conversational QA, through the GraphQL API (bench/README.md,
+# "Search quality"); results in bench/results/eval/.
+eval: model
+	if [ -z "$${DATABASE_URL:-}" ]; then
+	  base=$$(scripts/setup-postgres.sh)
+	  export DATABASE_URL="$$base/postgres"
+	fi
+	$(CARGO) run --release -p honcho-bench --bin honcho-eval -- $(EVAL_ARGS)
 
 ifneq ($(wildcard playground/package.json),)
 playground: playground/dist/index.html

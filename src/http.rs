@@ -1,5 +1,6 @@
-//! HTTP surface: `/graphql` (POST and GET), `/graphql/ws` (subscriptions over WebSocket, both
-//! graphql-transport-ws and the legacy graphql-ws protocol), `/health`, `/ready`, `/metrics`, and
+//! HTTP surface: Honcho's REST API under `/v3` ([`crate::rest`]), `/graphql` (POST and GET),
+//! `/graphql/ws` (subscriptions over WebSocket, both graphql-transport-ws and the legacy
+//! graphql-ws protocol), `/health`, `/ready`, `/metrics`, and
 //! the playground at `/`. Every request gets an `x-request-id` (kept when the client sends one)
 //! that its log lines carry; a panic in a handler becomes a 500 instead of a dropped connection.
 //!
@@ -44,7 +45,8 @@ use tower_http::trace::TraceLayer;
 use crate::graphql::error::Code;
 use crate::graphql::subscription::{LoaderExecutor, connection_data};
 use crate::graphql::{AppSchema, Limits};
-use crate::store::Store;
+use crate::store::replicas::ReadAfter;
+use crate::store::{Lsn, Store};
 pub use connections::{ConnectionTimeouts, serve};
 pub use origins::{Origins, OriginsError};
 pub use persisted::Persisted;
@@ -128,6 +130,7 @@ pub fn router_with(schema: AppSchema, store: Store, options: HttpOptions) -> Rou
         .route("/ready", get(ready))
         .route("/metrics", get(metrics));
     let app = options.playground.route(api);
+    let rest = crate::rest::router(schema.clone());
     let app = app.with_state(AppState {
         schema,
         store,
@@ -135,7 +138,7 @@ pub fn router_with(schema: AppSchema, store: Store, options: HttpOptions) -> Rou
         origins: options.origins.clone(),
         persisted: options.persisted.clone(),
     });
-    layers(app, &options)
+    layers(app.merge(rest), &options)
 }
 
 /// The layers around every route, innermost first: body limit, panics caught, request timeout,
@@ -178,11 +181,16 @@ fn layers(app: Router, options: &HttpOptions) -> Router {
 }
 
 /// Prometheus text format.
-async fn metrics() -> impl IntoResponse {
+async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
+    let replicas = app
+        .store
+        .read_pool()
+        .map(|pool| crate::graphql::metrics::encode(&pool.gather()))
+        .unwrap_or_default();
     (
         [("content-type", "text/plain; version=0.0.4")],
         format!(
-            "{}{}{}",
+            "{}{}{}{replicas}",
             crate::graphql::metrics::render(),
             crate::graphql::metrics::encode(&crate::deriver::metrics::gather()),
             listener::render(),
@@ -243,7 +251,12 @@ async fn graphql(State(app): State<AppState>, request: Request<Body>) -> Respons
             return resp;
         }
     };
-    let request = params.into_request(query).data(caller);
+    let mut request = params.into_request(query).data(caller);
+    match read_after(&parts.headers) {
+        Ok(Some(after)) => request = request.data(after),
+        Ok(None) => {}
+        Err(refused) => return refused.respond(media),
+    }
     match crate::graphql::admit(&app.schema, request) {
         Ok(admitted) => {
             // GET is for reads: a link or an <img> must never write.
@@ -267,6 +280,28 @@ async fn graphql(State(app): State<AppState>, request: Request<Body>) -> Respons
             resp
         }
     }
+}
+
+/// The header by which a client asks to read its own writes: the `consistencyToken` of a
+/// mutation's `extensions`.
+pub const READ_AFTER_HEADER: &str = "x-honcho-after";
+
+/// The request's consistency token, if it sent one (400 when it is not one).
+fn read_after(headers: &HeaderMap) -> Result<Option<ReadAfter>, HttpError> {
+    let Some(value) = headers.get(READ_AFTER_HEADER) else {
+        return Ok(None);
+    };
+    let refused = |why: String| {
+        HttpError::BadParameters(format!(
+            "{READ_AFTER_HEADER} must be the consistencyToken of a mutation's extensions: {why}"
+        ))
+    };
+    let text = value
+        .to_str()
+        .map_err(|_| refused("it is not visible ASCII".into()))?;
+    text.parse::<Lsn>()
+        .map(|lsn| Some(ReadAfter(lsn)))
+        .map_err(|e| refused(e.to_string()))
 }
 
 /// The whole body, or 413 when it is longer than the limit (the body limit layer cuts the stream;
@@ -602,7 +637,8 @@ async fn health() -> Json<serde_json::Value> {
 }
 
 /// The database answers and the listener has file descriptors to spare; load balancers should
-/// route here only when this is 200. The body shows the listener's health either way.
+/// route here only when this is 200. The body shows the listener's health either way, and the
+/// state of each read replica (a replica that is down does not make the server unready).
 async fn ready(State(app): State<AppState>) -> impl IntoResponse {
     let database = tokio::time::timeout(Duration::from_secs(2), app.store.ping()).await;
     let listener = listener::Health::now();
@@ -614,7 +650,12 @@ async fn ready(State(app): State<AppState>) -> impl IntoResponse {
         ),
         _ => (StatusCode::SERVICE_UNAVAILABLE, "database unavailable"),
     };
-    (status, Json(json!({"status": text, "listener": listener})))
+    let mut body = json!({"status": text, "listener": listener});
+    // Replicas inform, they do not decide: without them reads go to the primary.
+    if let Some(pool) = app.store.read_pool() {
+        body["replicas"] = json!(pool.status());
+    }
+    (status, Json(body))
 }
 
 #[cfg(test)]

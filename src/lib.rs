@@ -10,6 +10,7 @@ pub mod entity;
 pub mod graphql;
 pub mod http;
 pub mod llm;
+pub mod rest;
 pub(crate) mod retry;
 pub mod store;
 
@@ -60,7 +61,10 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     };
     let persisted = std::sync::Arc::new(http::Persisted::new(trusted, cfg.trusted_documents_admin));
     let llm = llm::build(&cfg.llm)?;
-    let store = open_store(&cfg.db).await?.with_derivation(llm.is_some());
+    let store = open_store(&cfg.db)
+        .await?
+        .with_derivation(llm.is_some())
+        .with_read_pool(open_read_pool(&cfg.db, &cfg.reads).await?);
     if !cfg.no_migrate {
         Migrator::up(store.db(), None).await.context("migrating")?;
     }
@@ -209,6 +213,36 @@ pub async fn open_store(db: &config::DbConfig) -> anyhow::Result<Store> {
         .await
         .with_context(|| format!("connecting to {}", redact(&db.database_url)))?;
     Ok(store.with_embedder(embedder))
+}
+
+/// The replicas of HONCHO_READ_DATABASE_URL, checked once (None when there are none). A replica
+/// that is down at start does not stop the server: reads go to the primary until it is up.
+pub async fn open_read_pool(
+    db: &config::DbConfig,
+    reads: &config::ReadConfig,
+) -> anyhow::Result<Option<std::sync::Arc<store::ReadPool>>> {
+    let urls = reads.urls();
+    if urls.is_empty() {
+        return Ok(None);
+    }
+    let settings = store::replicas::ReadSettings {
+        pool: db.db_pool,
+        statement_timeout: (db.statement_timeout_ms > 0)
+            .then(|| std::time::Duration::from_millis(db.statement_timeout_ms)),
+        max_lag: std::time::Duration::from_millis(reads.max_replica_lag_ms),
+        token_wait: std::time::Duration::from_millis(reads.replica_wait_ms),
+    };
+    let pool = store::ReadPool::connect(&db.database_url, &urls, settings)
+        .await
+        .context("connecting to the read replicas")?;
+    for r in pool.replicas() {
+        tracing::info!(
+            replica = r.name(),
+            state = r.state().as_str(),
+            "read replica"
+        );
+    }
+    Ok(Some(pool))
 }
 
 async fn shutdown_signal() {

@@ -1,6 +1,7 @@
 //! honcho-bench: every workload through the real HTTP GraphQL endpoint, and the same SQL run directly
 //! against PostgreSQL (the floor) in the same run. See bench/README.md.
 
+mod common;
 mod mixed;
 mod plot;
 mod seed;
@@ -12,15 +13,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use clap::Parser;
-use honcho_graphql::embed::{EmbedConfig, Embedder, EmbedderKind};
-use honcho_graphql::graphql::{self, Limits};
+use honcho_graphql::embed::{Embedder, EmbedderKind};
 use honcho_graphql::store::Store;
-use indicatif::{ProgressBar, ProgressStyle};
 use migration::{Migrator, MigratorTrait};
-use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, Statement};
+use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use common::{Stats, bar, connect, embedder, serve, stats};
 use seed::{Rng, SeedOptions, Workspace};
 
 #[derive(Parser, Debug, Clone)]
@@ -89,15 +89,6 @@ impl Args {
     }
 }
 
-pub fn bar(len: u64, msg: &str) -> ProgressBar {
-    let pb = ProgressBar::new(len).with_message(msg.to_owned());
-    pb.set_style(
-        ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len} {per_sec} eta {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    pb
-}
-
 /// Statements the server ran while capture is on.
 #[derive(Clone, Default)]
 struct Capture {
@@ -113,51 +104,6 @@ impl Capture {
     fn stop(&self) -> Vec<Statement> {
         self.on.store(false, Ordering::SeqCst);
         std::mem::take(&mut *self.stmts.lock().unwrap())
-    }
-}
-
-/// `postgres://user@host:port` and the query string of DATABASE_URL, without the database name.
-fn server_url(url: &str) -> (String, String) {
-    let (url, query) = match url.split_once('?') {
-        Some((u, q)) => (u.to_owned(), format!("?{q}")),
-        None => (url.to_owned(), String::new()),
-    };
-    let after_scheme = url.find("://").map_or(0, |i| i + 3);
-    let base = match url[after_scheme..].find('/') {
-        Some(i) => url[..after_scheme + i].to_owned(),
-        None => url,
-    };
-    (base, query)
-}
-
-#[derive(Serialize, Clone, Debug, Default)]
-struct Stats {
-    n: usize,
-    p50_ms: f64,
-    p95_ms: f64,
-    p99_ms: f64,
-    mean_ms: f64,
-    #[serde(skip)]
-    sorted_ms: Vec<f64>,
-}
-
-fn stats(mut d: Vec<Duration>) -> Stats {
-    d.sort();
-    let ms: Vec<f64> = d.iter().map(|x| x.as_secs_f64() * 1e3).collect();
-    let q = |p: f64| {
-        if ms.is_empty() {
-            0.0
-        } else {
-            ms[((ms.len() as f64 - 1.0) * p).round() as usize]
-        }
-    };
-    Stats {
-        n: ms.len(),
-        p50_ms: q(0.5),
-        p95_ms: q(0.95),
-        p99_ms: q(0.99),
-        mean_ms: ms.iter().sum::<f64>() / ms.len().max(1) as f64,
-        sorted_ms: ms,
     }
 }
 
@@ -241,19 +187,7 @@ struct Req {
 
 impl Bench {
     async fn post(&self, url: &str, req: &Req) -> anyhow::Result<Value> {
-        let resp: Value = self
-            .http
-            .post(url)
-            .json(&json!({"query": req.query, "variables": req.vars}))
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?;
-        if let Some(errs) = resp.get("errors") {
-            bail!("GraphQL errors: {errs}");
-        }
-        Ok(resp)
+        common::graphql(&self.http, url, req.query, &req.vars).await
     }
 
     /// Replays one request's statements on the floor connection, in a transaction when the server
@@ -389,25 +323,6 @@ const Q_TREE: &str = "query($w: ID!, $c: ID!) { workspace(id: $w) { conclusion(i
 const M_CREATE: &str = "mutation($w: ID!, $s: ID!, $m: [MessageInput!]!) { \
   createMessages(workspaceId: $w, sessionId: $s, messages: $m) { id seqInSession } }";
 
-fn embedder(kind: EmbedderKind) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
-    let mut cfg = EmbedConfig::from_env()?;
-    cfg.kind = kind;
-    Ok(honcho_graphql::embed::build(&cfg)?)
-}
-
-async fn serve(store: Store) -> anyhow::Result<String> {
-    let schema = graphql::build_schema(store.clone(), &Limits::default());
-    let app = honcho_graphql::http::router(schema, store, 32 << 20);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    // The server's own accept loop with its connection deadlines, as `serve` runs it.
-    let timeouts = honcho_graphql::http::ConnectionTimeouts::default();
-    tokio::spawn(async move {
-        let _ = honcho_graphql::http::serve(listener, app, timeouts, std::future::pending()).await;
-    });
-    Ok(format!("http://{addr}/graphql"))
-}
-
 fn main() -> anyhow::Result<()> {
     // SAFETY: first thing in main: no other thread exists yet.
     unsafe { honcho_graphql::runtime() }?.block_on(bench())
@@ -423,34 +338,13 @@ async fn bench() -> anyhow::Result<()> {
         args.sitting_messages = args.sitting_messages.min(1_000);
         args.mixed_requests = args.mixed_requests.min(300);
     }
-    let url = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let (base, query) = server_url(&url);
-    let name = format!("bench_{}", std::process::id());
-    let admin = Database::connect(format!("{base}/postgres{query}"))
-        .await
-        .context("connecting to DATABASE_URL's server")?;
-    admin
-        .execute_unprepared(&format!("CREATE DATABASE {name}"))
-        .await?;
-    let db_url = format!("{base}/{name}{query}");
-    let result = run(&args, &db_url).await;
-    if !args.keep {
-        admin
-            .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            .await?;
-    } else {
-        eprintln!("kept database {name}");
-    }
-    result
-}
-
-async fn connect(url: &str, max: u32) -> anyhow::Result<DatabaseConnection> {
-    let mut opts = ConnectOptions::new(url.to_owned());
-    opts.max_connections(max)
-        .min_connections(1)
-        .sqlx_logging(false);
-    Ok(Database::connect(opts).await?)
+    let keep = args.keep;
+    common::with_database(
+        "bench",
+        keep,
+        |db_url| async move { run(&args, &db_url).await },
+    )
+    .await
 }
 
 async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {

@@ -249,3 +249,20 @@ pub fn throughput(rows: Vec<(String, f64)>) -> String {
         .collect();
     bars("Write throughput", "messages/s", 0, &rows, None)
 }
+
+/// Recall per system (one band each): recall@10 with any evidence (dark) and within the snippets'
+/// context (light), for `make eval`.
+#[allow(dead_code)] // only honcho-eval draws it
+pub fn recall(rows: &[(String, f64, f64)]) -> String {
+    let rows: Vec<(String, Vec<(f64, RGBColor)>)> = rows
+        .iter()
+        .map(|(l, at10, ctx)| (l.clone(), vec![(*at10, P50), (*ctx, P95)]))
+        .collect();
+    bars(
+        "Recall@10, any evidence (dark) and within snippet context w=2 (light)",
+        "recall",
+        3,
+        &rows,
+        None,
+    )
+}

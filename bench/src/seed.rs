@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use honcho_graphql::embed::Embedder;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, Value};
 
-use crate::bar;
+use crate::common::bar;
 
 /// SplitMix64: small, fast, and the same sequence on every machine.
 pub struct Rng(u64);

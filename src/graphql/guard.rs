@@ -37,9 +37,9 @@ use super::RequestLoader;
 use super::error::{ApiResult, Code};
 use super::loaders::MembersKey;
 use crate::auth::{Auth, AuthError, Caller, Principal};
-use crate::store::Store;
 use crate::store::peer::PeerReach;
 use crate::store::session::SessionReach;
+use crate::store::{Lsn, Store};
 
 /// What a field asks of the caller's key. An admin key passes every rule; a key of another
 /// workspace passes none (but [`Rule::Inherit`]).
@@ -275,6 +275,8 @@ pub fn principal(ctx: &Context<'_>) -> ApiResult<Principal> {
 
 /// A value that only this module can open: the store in the schema's data, the loader in each
 /// request's data. Anyone may seal (that grants nothing); the way back out is [`require`].
+/// Cloning one grants nothing either.
+#[derive(Clone)]
 pub struct Sealed<T>(T);
 
 impl<T> Sealed<T> {
@@ -286,6 +288,26 @@ impl<T> Sealed<T> {
 /// The request's loader over the sealed store, sealed in turn.
 pub fn request_loader(store: &Sealed<Store>) -> Sealed<RequestLoader> {
     Sealed(super::request_loader(&store.0))
+}
+
+/// The store for one query whose reads may go to a replica ([`Store::routed`]): one that has
+/// replayed `after`, when given. None without a read pool (the schema's store serves as it is).
+/// Nothing is opened to the caller: fields still reach it only through [`require`].
+pub async fn routed(store: &Sealed<Store>, after: Option<Lsn>) -> Option<Sealed<Store>> {
+    store.0.read_pool()?;
+    Some(Sealed(store.0.routed(after).await))
+}
+
+/// The consistency token to answer a mutation with (None without a read pool, or when the
+/// primary did not say: logged, and the client reads as without a token).
+pub async fn consistency_token(store: &Sealed<Store>) -> Option<Lsn> {
+    match store.0.consistency_token().await {
+        Ok(lsn) => lsn,
+        Err(err) => {
+            tracing::warn!(error = %err, "no consistency token for this mutation");
+            None
+        }
+    }
 }
 
 /// What a passed check gives: the store and the request's loader, for the field that asked. The
@@ -329,7 +351,19 @@ async fn check(ctx: &Context<'_>, field: Field, on: On<'_>) -> ApiResult<()> {
         return Ok(());
     }
     let principal = principal(ctx)?;
-    if allows(ctx, &principal, field.rule, on).await? {
+    // Looked up only by the rules that ask about membership.
+    let loader = ctx.data_opt::<Sealed<RequestLoader>>().map(|l| &l.0);
+    decide(loader, &principal, field, on).await
+}
+
+/// The one decision, for GraphQL fields and REST routes alike.
+async fn decide(
+    loader: Option<&RequestLoader>,
+    principal: &Principal,
+    field: Field,
+    on: On<'_>,
+) -> ApiResult<()> {
+    if allows(loader, principal, field.rule, on).await? {
         Ok(())
     } else {
         Err(Code::Forbidden.error(format!(
@@ -339,7 +373,34 @@ async fn check(ctx: &Context<'_>, field: Field, on: On<'_>) -> ApiResult<()> {
     }
 }
 
-async fn allows(ctx: &Context<'_>, p: &Principal, rule: Rule, on: On<'_>) -> ApiResult<bool> {
+/// The REST edge's way to the store: each route names the [`RULES`] row of the GraphQL field it
+/// does the work of, so both APIs answer to one table. `store` and `loader` are the schema's and
+/// the request's, sealed as for GraphQL; `caller` is the request's key.
+pub async fn require_route<'a>(
+    store: &'a Sealed<Store>,
+    loader: &'a Sealed<RequestLoader>,
+    caller: &Caller,
+    field: Field,
+    on: On<'_>,
+) -> ApiResult<Access<'a>> {
+    if field.rule != Inherit {
+        let principal = caller
+            .principal()
+            .map_err(|e| Code::Unauthenticated.error(e.to_string()))?;
+        decide(Some(&loader.0), &principal, field, on).await?;
+    }
+    Ok(Access {
+        store: &store.0,
+        loader: &loader.0,
+    })
+}
+
+async fn allows(
+    loader: Option<&RequestLoader>,
+    p: &Principal,
+    rule: Rule,
+    on: On<'_>,
+) -> ApiResult<bool> {
     use Principal as K;
     let w = match (rule, p) {
         (Inherit, _) | (_, K::Admin) => return Ok(true),
@@ -360,14 +421,14 @@ async fn allows(ctx: &Context<'_>, p: &Principal, rule: Rule, on: On<'_>) -> Api
         (MessageRead | MessageWrite, K::Session { session, .. }) => {
             on.session.is_none_or(|s| s == session)
         }
-        (SessionRead, K::Peer { peer, .. }) => member(ctx, w, on.session, peer).await?,
+        (SessionRead, K::Peer { peer, .. }) => member(loader, w, on.session, peer).await?,
         (MessageRead, K::Peer { peer, .. }) => {
-            on.session.is_none() || member(ctx, w, on.session, peer).await?
+            on.session.is_none() || member(loader, w, on.session, peer).await?
         }
         (CreatePeer, K::Session { .. }) => true,
         (MessageFeed, K::Session { session, .. }) => is(session, on.session),
         (MessageFeed, K::Peer { peer, .. }) => {
-            is(peer, on.peer) || member(ctx, w, on.session, peer).await?
+            is(peer, on.peer) || member(loader, w, on.session, peer).await?
         }
         // What a peer key may do to a session that exists (only one it is an active member of,
         // and without changing it) is decided by the store inside the write's transaction
@@ -398,7 +459,7 @@ pub fn peer_reach(p: &Principal) -> PeerReach {
 
 /// Whether `peer` is an active member of the session (batched and cached per request).
 async fn member(
-    ctx: &Context<'_>,
+    loader: Option<&RequestLoader>,
     workspace: &str,
     session: Option<&str>,
     peer: &str,
@@ -406,9 +467,8 @@ async fn member(
     let Some(session) = session else {
         return Ok(false);
     };
-    let members = ctx
-        .data::<Sealed<RequestLoader>>()?
-        .0
+    let loader = loader.ok_or_else(|| Code::Internal.error("no request loader"))?;
+    let members = loader
         .load_one(MembersKey(workspace.to_owned(), session.to_owned()))
         .await?
         .unwrap_or_default();

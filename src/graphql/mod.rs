@@ -24,8 +24,9 @@ use async_graphql::parser::types::OperationType;
 use async_graphql::{Data, Request, Response, Schema};
 
 use crate::auth::{Auth, AuthError, Caller};
-use crate::store::Store;
 use crate::store::events::EventBus;
+use crate::store::replicas::ReadAfter;
+use crate::store::{Lsn, Store};
 pub use limits::Limits;
 use loaders::Loaders;
 pub use mutation::MutationRoot;
@@ -189,13 +190,49 @@ pub async fn execute_admitted(schema: &AppSchema, admitted: Admitted) -> Respons
             None,
         )]);
     };
-    let Admitted { request, name, .. } = admitted;
-    let loader = guard::request_loader(store);
+    let Admitted { request, name, ty } = admitted;
     let started = Instant::now();
+    // A query's reads may go to a replica (the request's own store, in its data, shadows the
+    // schema's); mutations, and what they return, read the primary.
+    let routed = match ty {
+        Some(OperationType::Query) => guard::routed(store, read_after(&request)).await,
+        _ => None,
+    };
+    let loader = guard::request_loader(routed.as_ref().unwrap_or(store));
+    let request = match routed {
+        Some(routed) => request.data(routed),
+        None => request,
+    };
     let mut response = schema.execute(request.data(loader)).await;
+    if ty == Some(OperationType::Mutation) {
+        add_consistency_token(store, &mut response).await;
+    }
     metrics::observe(name.as_deref(), response.is_ok(), started.elapsed());
     error::code_request_errors(&mut response.errors);
     response
+}
+
+/// The key of a mutation response's `extensions` that holds the consistency token.
+pub const CONSISTENCY_TOKEN: &str = "consistencyToken";
+
+/// The request's consistency token (`x-honcho-after`), put in its data by the transport.
+fn read_after(request: &Request) -> Option<Lsn> {
+    request
+        .data
+        .get(&std::any::TypeId::of::<ReadAfter>())
+        .and_then(|d| d.downcast_ref::<ReadAfter>())
+        .map(|a| a.0)
+}
+
+/// After a mutation (all its fields have committed or failed), the primary's WAL position, for
+/// the client to send back with its next reads.
+async fn add_consistency_token(store: &guard::Sealed<Store>, response: &mut Response) {
+    if let Some(lsn) = guard::consistency_token(store).await {
+        response.extensions.insert(
+            CONSISTENCY_TOKEN.to_owned(),
+            async_graphql::Value::String(lsn.to_string()),
+        );
+    }
 }
 
 /// Executes one operation as a stream (a subscription yields a response per event; a query or
@@ -221,8 +258,20 @@ pub fn execute_stream(
         Some(ty) if ty != OperationType::Subscription => Some((name, Instant::now())),
         _ => None,
     };
+    // Every operation over the WebSocket reads the primary; a mutation still answers with its
+    // token, for reads the client makes over HTTP.
+    let token_from = (ty == Some(OperationType::Mutation)).then(|| store.clone());
     schema
         .execute_stream_with_session_data(request.data(loader), session_data.unwrap_or_default())
+        .then(move |mut response| {
+            let token_from = token_from.clone();
+            async move {
+                if let Some(store) = &token_from {
+                    add_consistency_token(store, &mut response).await;
+                }
+                response
+            }
+        })
         .map(move |mut response| {
             if let Some((name, started)) = timed.take() {
                 metrics::observe(name.as_deref(), response.is_ok(), started.elapsed());

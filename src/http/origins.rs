@@ -82,6 +82,7 @@ impl Origins {
                 header::CONTENT_TYPE,
                 header::ACCEPT,
                 HeaderName::from_static("x-request-id"),
+                HeaderName::from_static(super::READ_AFTER_HEADER),
             ])
             .expose_headers([HeaderName::from_static("x-request-id")])
             .max_age(std::time::Duration::from_secs(600));

@@ -161,7 +161,7 @@ impl Store {
                 ),
                 [ws.into(), ids.into()],
             ))
-            .all(self.db())
+            .all(self.reader())
             .await?)
     }
 
@@ -182,7 +182,7 @@ impl Store {
         let workspaces: Vec<String> = keys.iter().map(|k| k.0.clone()).collect();
         let ids: Vec<String> = keys.iter().map(|k| k.1.clone()).collect();
         let rows = self
-            .db()
+            .reader()
             .query_all_raw(stmt(
                 &format!(
                     "SELECT k.source AS derived_for, {} \
@@ -368,7 +368,7 @@ impl Store {
             select = select.filter(conclusion::Column::Observer.eq(observer));
         }
         page::fetch(
-            self.db(),
+            self.reader(),
             select,
             order,
             &[conclusion::Column::CreatedAt, conclusion::Column::Id],
@@ -442,7 +442,7 @@ impl Store {
         // return fewer than top_k rows; pgvector ≥ 0.8 keeps scanning until the filter is met.
         let options = TxOptions::default().iterative_scan(IterativeScan::Strict);
         let select = &select;
-        self.transaction(options, |txn| async move {
+        self.read_transaction(options, |txn| async move {
             Ok(select.clone().all(&*txn).await?)
         })
         .await
@@ -553,7 +553,7 @@ impl Store {
             )));
         }
         let rows = self
-            .db()
+            .reader()
             .query_all_raw(stmt(
                 &tree_sql(direction),
                 [

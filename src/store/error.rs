@@ -80,11 +80,16 @@ impl StoreError {
 
     /// SQLSTATE of the database error behind this one, if any.
     pub fn sqlstate(&self) -> Option<String> {
+        self.db_err().and_then(sqlstate)
+    }
+
+    /// The database error behind this one, if any.
+    pub(crate) fn db_err(&self) -> Option<&DbErr> {
         match self {
             StoreError::Database(err)
             | StoreError::Unavailable(err)
             | StoreError::Timeout(err)
-            | StoreError::Contention(err) => sqlstate(err),
+            | StoreError::Contention(err) => Some(err),
             _ => None,
         }
     }
@@ -119,19 +124,29 @@ fn lost_connection(err: &DbErr) -> bool {
     )
 }
 
+/// The database cannot be reached or is going away: the connection could not be had or broke, or
+/// the server is shutting down or starting.
+pub(crate) fn is_unavailable(err: &DbErr) -> bool {
+    if matches!(err, DbErr::ConnectionAcquire(_) | DbErr::Conn(_)) || lost_connection(err) {
+        return true;
+    }
+    // admin_shutdown, crash_shutdown, cannot_connect_now, connection failures
+    matches!(
+        sqlstate(err).as_deref(),
+        Some("57P01" | "57P02" | "57P03" | "08000" | "08001" | "08003" | "08006")
+    )
+}
+
 impl From<DbErr> for StoreError {
     /// Constraint violations that a client's input can cause become user errors; the rest stay
     /// internal. Callers that know better (e.g. which row a foreign key names) map before this.
     fn from(err: DbErr) -> Self {
-        if matches!(err, DbErr::ConnectionAcquire(_) | DbErr::Conn(_)) || lost_connection(&err) {
+        if is_unavailable(&err) {
             return StoreError::Unavailable(err);
         }
         match sqlstate(&err).as_deref() {
             // query_canceled (statement_timeout), lock_not_available (lock_timeout)
             Some("57014") | Some("55P03") => StoreError::Timeout(err),
-            // admin_shutdown, crash_shutdown, cannot_connect_now, connection failures
-            Some("57P01") | Some("57P02") | Some("57P03") | Some("08000") | Some("08001")
-            | Some("08003") | Some("08006") => StoreError::Unavailable(err),
             // serialization_failure, deadlock_detected
             Some("40001") | Some("40P01") => StoreError::Contention(err),
             Some("23505") => StoreError::Conflict("a row with the same key already exists".into()),

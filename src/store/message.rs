@@ -95,7 +95,7 @@ impl Store {
         Ok(message::Entity::find()
             .filter(message::Column::WorkspaceName.eq(workspace))
             .filter(message::Column::PublicId.eq(id))
-            .one(self.db())
+            .one(self.reader())
             .await?)
     }
 
@@ -288,7 +288,7 @@ impl Store {
                 message::Column::Id,
             ),
         };
-        page::fetch(self.db(), select, order, &[key], slice).await
+        page::fetch(self.reader(), select, order, &[key], slice).await
     }
 
     /// All messages inside any of `ranges`, in one statement. Ranges may overlap; each message
@@ -337,7 +337,7 @@ impl Store {
                  ORDER BY m.workspace_name, m.session_name, m.seq_in_session",
                 [ws.into(), sessions.into(), seqs.into()],
             ))
-            .all(self.db())
+            .all(self.reader())
             .await?)
     }
 }

@@ -11,6 +11,7 @@ pub mod page;
 pub mod path;
 pub mod peer;
 pub mod queue;
+pub mod replicas;
 pub mod search;
 pub mod session;
 pub mod tokens;
@@ -25,12 +26,19 @@ use std::time::Duration;
 use crate::embed::Embedder;
 
 pub use error::{StoreError, StoreResult};
+pub use replicas::{Lsn, ReadPool, Reader};
 pub use tx::{IterativeScan, Tx, TxOptions};
 
 /// Handle to the database and the embedder; cheap to clone (both are shared).
+///
+/// Writes and everything inside transactions use the primary ([`Store::db`]). Reads that may be
+/// served by a replica use [`Store::reader`]: the primary, unless this handle was made for one
+/// request by [`Store::routed`], which picks a replica of the read pool ([`replicas`]).
 #[derive(Clone)]
 pub struct Store {
     db: DatabaseConnection,
+    reader: Reader,
+    replicas: Option<Arc<ReadPool>>,
     embedder: Option<Arc<dyn Embedder>>,
     /// `createMessages` queues work for the deriver (only when an LLM is configured: without
     /// one the queue would only grow).
@@ -40,10 +48,53 @@ pub struct Store {
 impl Store {
     pub fn new(db: DatabaseConnection) -> Self {
         Store {
+            reader: Reader::new(db.clone(), None),
             db,
+            replicas: None,
             embedder: None,
             derive: false,
         }
+    }
+
+    /// Reads of requests routed with [`Store::routed`] may go to these replicas.
+    pub fn with_read_pool(mut self, pool: Option<Arc<ReadPool>>) -> Self {
+        self.replicas = pool;
+        self
+    }
+
+    pub fn read_pool(&self) -> Option<&Arc<ReadPool>> {
+        self.replicas.as_ref()
+    }
+
+    /// This store for one read-only request: its reads go to a replica the pool picks (one that
+    /// has replayed `after`, when given), or to the primary. Without a read pool, itself.
+    pub async fn routed(&self, after: Option<Lsn>) -> Store {
+        let Some(pool) = &self.replicas else {
+            return self.clone();
+        };
+        let replica = pool.route(after).await;
+        Store {
+            reader: Reader::new(self.db.clone(), replica),
+            ..self.clone()
+        }
+    }
+
+    /// Where this handle's reads go: a replica (falling back to the primary), or the primary.
+    pub fn reader(&self) -> &Reader {
+        &self.reader
+    }
+
+    /// The primary's WAL position now: after a commit, a position every replica that has
+    /// replayed it shows that commit at. None without a read pool (every read is the primary's).
+    pub async fn consistency_token(&self) -> StoreResult<Option<Lsn>> {
+        if self.replicas.is_none() {
+            return Ok(None);
+        }
+        // The insert position, not the write position: it covers the commit even when the
+        // server runs with synchronous_commit = off and has not written the commit yet.
+        Ok(Some(
+            replicas::wal_position(&self.db, "pg_current_wal_insert_lsn()").await?,
+        ))
     }
 
     /// Messages written through this store are queued for the deriver.

@@ -108,7 +108,7 @@ impl Store {
             "SELECT {} FROM workspaces w{joins} WHERE w.name = $1",
             select.join(", ")
         );
-        let rows = self.db().query_all_raw(stmt(&sql, values)).await?;
+        let rows = self.reader().query_all_raw(stmt(&sql, values)).await?;
         let Some(first) = rows.first() else {
             return Ok(None);
         };

@@ -29,7 +29,7 @@ impl Store {
                    ON p.workspace_name = k.w AND p.name = k.n",
                 [ws.into(), names.into()],
             ))
-            .all(self.db())
+            .all(self.reader())
             .await?)
     }
 
@@ -133,7 +133,7 @@ impl Store {
             .filter(peer::Column::WorkspaceName.eq(workspace))
             .filter(filter.condition("peers"));
         page::fetch(
-            self.db(),
+            self.reader(),
             select,
             order,
             &[peer::Column::CreatedAt, peer::Column::Id],
@@ -164,7 +164,7 @@ impl Store {
             .filter(session::Column::Name.in_subquery(member_of))
             .filter(filter.condition("sessions"));
         page::fetch(
-            self.db(),
+            self.reader(),
             select,
             order,
             &[session::Column::CreatedAt, session::Column::Id],

@@ -438,7 +438,7 @@ impl Store {
     /// failure recorded.
     pub async fn deriver_status(&self, workspace: &str) -> StoreResult<QueueStatus> {
         let counts = self
-            .db()
+            .reader()
             .query_one_raw(stmt(
                 "SELECT \
                    count(*) FILTER (WHERE u.failed_at IS NULL \
@@ -539,7 +539,7 @@ impl Store {
         use sea_orm::EntityTrait;
         Ok(conclusion::Entity::find()
             .from_raw_sql(statement)
-            .all(self.db())
+            .all(self.reader())
             .await?)
     }
 
@@ -555,7 +555,7 @@ impl Store {
         }
         let (ws, ids): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
         let rows = self
-            .db()
+            .reader()
             .query_all_raw(stmt(
                 "SELECT cm.conclusion_id, m.id, m.public_id, m.workspace_name, m.session_name, \
                    m.peer_name, m.seq_in_session, m.content, m.metadata, m.internal_metadata, \

@@ -170,11 +170,11 @@ impl Store {
         let statement = Statement::from_sql_and_values(DbBackend::Postgres, sql, values);
         let select = || message::Entity::find().from_raw_sql(statement.clone());
         if !with_vector {
-            return Ok(select().all(self.db()).await?);
+            return Ok(select().all(self.reader()).await?);
         }
         let options = TxOptions::default().iterative_scan(IterativeScan::Relaxed);
         let select = &select;
-        self.transaction(options, |txn| async move { Ok(select().all(&*txn).await?) })
+        self.read_transaction(options, |txn| async move { Ok(select().all(&*txn).await?) })
             .await
     }
 

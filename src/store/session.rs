@@ -42,7 +42,7 @@ impl MemberConfig {
 
 impl Store {
     pub async fn session(&self, workspace: &str, name: &str) -> StoreResult<Option<Session>> {
-        active_session(self.db(), workspace, name).await
+        active_session(self.reader(), workspace, name).await
     }
 
     pub async fn sessions_by_keys(&self, keys: &[(String, String)]) -> StoreResult<Vec<Session>> {
@@ -55,7 +55,7 @@ impl Store {
                  WHERE s.is_active",
                 [ws.into(), names.into()],
             ))
-            .all(self.db())
+            .all(self.reader())
             .await?)
     }
 
@@ -74,7 +74,7 @@ impl Store {
                  ORDER BY sp.joined_at, sp.peer_name",
                 [ws.into(), names.into()],
             ))
-            .all(self.db())
+            .all(self.reader())
             .await?)
     }
 
@@ -88,7 +88,7 @@ impl Store {
             .filter(session_peer::Column::WorkspaceName.eq(workspace))
             .filter(session_peer::Column::SessionName.eq(session))
             .filter(session_peer::Column::PeerName.eq(peer))
-            .one(self.db())
+            .one(self.reader())
             .await?)
     }
 
@@ -344,6 +344,31 @@ impl Store {
         .await
     }
 
+    /// Makes `peers` the session's active members: the others leave, the listed ones join (or
+    /// stay), in one transaction. The session must exist.
+    pub async fn set_session_peers(
+        &self,
+        workspace: &str,
+        name: &str,
+        peers: &[MemberConfig],
+    ) -> StoreResult<Session> {
+        let names: Vec<String> = peers.iter().map(|p| p.peer.clone()).collect();
+        let names = &names;
+        self.transaction(TxOptions::default(), |txn| async move {
+            let session = lock_active_session(&*txn, workspace, name).await?;
+            txn.execute_raw(stmt(
+                "UPDATE session_peers SET left_at = now() \
+                 WHERE workspace_name = $1 AND session_name = $2 AND peer_name <> ALL($3) \
+                   AND left_at IS NULL",
+                [workspace.into(), name.into(), names.clone().into()],
+            ))
+            .await?;
+            add_members(&*txn, workspace, name, peers).await?;
+            Ok(session)
+        })
+        .await
+    }
+
     /// Sets the non-null fields of a peer's configuration in a session, adding the membership
     /// when there is none. Session and peer must exist.
     pub async fn set_session_peer_config(
@@ -403,7 +428,7 @@ impl Store {
             .filter(session::Column::IsActive.eq(true))
             .filter(filter.condition("sessions"));
         page::fetch(
-            self.db(),
+            self.reader(),
             select,
             order,
             &[session::Column::CreatedAt, session::Column::Id],

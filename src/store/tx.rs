@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
-use sea_orm::{ConnectionTrait, DatabaseTransaction, TransactionTrait};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, TransactionTrait};
 
 use super::{Store, StoreError, StoreResult, stmt};
 
@@ -106,7 +106,7 @@ impl Store {
             .with_max_delay(LONGEST_WAIT)
             .with_max_times(RETRIES)
             .with_jitter();
-        (|| self.attempt(options, &body))
+        (|| attempt(self.db(), options, &body))
             .retry(backoff)
             .sleep(tokio::time::sleep)
             .when(StoreError::is_retryable)
@@ -116,31 +116,51 @@ impl Store {
             .await
     }
 
-    async fn attempt<T, F, Fut>(&self, options: TxOptions, body: &F) -> StoreResult<T>
+    /// A read-only `body` in a transaction on this handle's reader ([`Store::reader`]): a
+    /// replica when the request was routed to one, else the primary. When the replica fails it
+    /// (it went away, or cancelled a statement to replay WAL), the body runs again on the primary
+    /// with [`Store::transaction`].
+    pub async fn read_transaction<T, F, Fut>(&self, options: TxOptions, body: F) -> StoreResult<T>
     where
         F: Fn(Tx) -> Fut,
         Fut: Future<Output = StoreResult<T>>,
     {
-        let txn = self.db().begin().await?;
-        options.apply(&txn).await?;
-        let shared = Arc::new(txn);
-        let outcome = body(Tx(shared.clone())).await;
-        let txn = Arc::into_inner(shared).ok_or_else(|| {
-            StoreError::Internal("a transaction's handle outlived its body".into())
-        })?;
-        match outcome {
-            Ok(value) => {
-                txn.commit().await?;
-                Ok(value)
-            }
-            Err(err) => {
-                // The body's error is the one worth reporting; a failed rollback means the
-                // connection is gone, and the pool discards it.
-                if let Err(rollback) = txn.rollback().await {
-                    tracing::debug!(error = %rollback, "rollback failed");
+        if let Some(replica) = self.reader().replica() {
+            match attempt(replica.db(), options, &body).await {
+                Err(err) if err.db_err().is_some_and(|e| replica.falls_back(e)) => {}
+                done => {
+                    replica.served();
+                    return done;
                 }
-                Err(err)
             }
+        }
+        self.transaction(options, body).await
+    }
+}
+
+async fn attempt<T, F, Fut>(db: &DatabaseConnection, options: TxOptions, body: &F) -> StoreResult<T>
+where
+    F: Fn(Tx) -> Fut,
+    Fut: Future<Output = StoreResult<T>>,
+{
+    let txn = db.begin().await?;
+    options.apply(&txn).await?;
+    let shared = Arc::new(txn);
+    let outcome = body(Tx(shared.clone())).await;
+    let txn = Arc::into_inner(shared)
+        .ok_or_else(|| StoreError::Internal("a transaction's handle outlived its body".into()))?;
+    match outcome {
+        Ok(value) => {
+            txn.commit().await?;
+            Ok(value)
+        }
+        Err(err) => {
+            // The body's error is the one worth reporting; a failed rollback means the
+            // connection is gone, and the pool discards it.
+            if let Err(rollback) = txn.rollback().await {
+                tracing::debug!(error = %rollback, "rollback failed");
+            }
+            Err(err)
         }
     }
 }

@@ -9,6 +9,13 @@ use crate::entity::{session, workspace};
 pub type Workspace = workspace::Model;
 
 impl Store {
+    pub async fn workspace(&self, name: &str) -> StoreResult<Option<Workspace>> {
+        Ok(workspace::Entity::find()
+            .filter(workspace::Column::Name.eq(name))
+            .one(self.db())
+            .await?)
+    }
+
     /// Returns the existing workspace unchanged, or creates it (Honcho's get-or-create).
     pub async fn get_or_create_workspace(
         &self,
@@ -93,7 +100,7 @@ impl Store {
         let filter = filter::parse(Resource::Workspace, filters)?;
         let select = workspace::Entity::find().filter(filter.condition("workspaces"));
         page::fetch(
-            self.db(),
+            self.reader(),
             select,
             order,
             &[workspace::Column::CreatedAt, workspace::Column::Id],

@@ -33,7 +33,7 @@ pub fn minilm() -> Arc<dyn Embedder> {
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// `postgres://user@host:port` and the query string, without a database name.
-fn server_url() -> (String, String) {
+pub fn server_url() -> (String, String) {
     let url = std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
     let (url, query) = match url.split_once('?') {
@@ -138,23 +138,29 @@ impl DbGuard {
 
 impl Drop for DbGuard {
     fn drop(&mut self) {
-        let name = self.name.clone();
-        // Drop runs outside any async context we may block; use a short-lived runtime of its own.
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                let admin = admin().await;
-                let _ = admin
-                    .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                    .await;
-                let _ = admin.close().await;
-            });
-        })
-        .join();
+        run_from_drop(
+            database_url("postgres"),
+            format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+        );
     }
+}
+
+/// Runs `sql` on `url`, ignoring failures, from a `drop`: drop runs outside any async context we
+/// may block, so this uses a short-lived runtime on a thread of its own.
+pub fn run_from_drop(url: String, sql: String) {
+    let _ = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            if let Ok(db) = Database::connect(url).await {
+                let _ = db.execute_unprepared(&sql).await;
+                let _ = db.close().await;
+            }
+        });
+    })
+    .join();
 }
 
 /// A test that cannot run here (a tool or service is missing) says so and passes, except under
@@ -399,6 +405,17 @@ impl ServerProcess {
     pub async fn healthy(&self) -> bool {
         let resp = self.http.get(self.url("/health")).send().await;
         resp.is_ok_and(|r| r.status() == 200)
+    }
+
+    /// GETs `path`; its body as text.
+    pub async fn get_text(&self, path: &str) -> String {
+        let resp = self.http.get(self.url(path)).send().await;
+        resp.expect("the server answers").text().await.unwrap()
+    }
+
+    /// GETs `path`; its body as JSON (Null when it is not).
+    pub async fn get_json(&self, path: &str) -> Value {
+        serde_json::from_str(&self.get_text(path).await).unwrap_or(Value::Null)
     }
 
     /// POSTs a raw body to `/graphql`; the status and the body as JSON (Null when it is not).

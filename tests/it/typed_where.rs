@@ -814,3 +814,38 @@ async fn the_cost_limit_counts_a_where_list_like_any_other() {
         .await;
     assert_eq!(typed, plain);
 }
+
+/// `queryConclusions` takes `where` too, applied before ranking as `filters` is.
+#[tokio::test]
+async fn query_conclusions_takes_where() {
+    let app = TestApp::with_embedder().await;
+    seed(&app).await;
+    let q = "query($w: ConclusionWhere, $f: JSON) { workspace(id: \"w\") {
+      queryConclusions(query: \"a fact\", topK: 20, where: $w, filters: $f) { id } } }";
+    let found = |vars: Value| {
+        let app = &app;
+        async move {
+            let d = app.ok(q, vars).await;
+            let mut ids: Vec<String> = d["workspace"]["queryConclusions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["id"].as_str().unwrap().to_owned())
+                .collect();
+            ids.sort();
+            ids
+        }
+    };
+    let all = found(json!({})).await;
+    let typed = found(json!({"w": {"OR": [{"level": {"ne": "EXPLICIT"}},
+        {"metadata": {"key": "importance", "eq": "high"}}]}}))
+    .await;
+    let plain = found(json!({"f": {"OR": [{"level": {"ne": "explicit"}},
+        {"metadata": {"importance": "high"}}]}}))
+    .await;
+    assert_eq!(typed, plain);
+    assert!(
+        !typed.is_empty() && typed.len() < all.len(),
+        "{typed:?} of {all:?}"
+    );
+}

@@ -1,0 +1,147 @@
+//! What the benchmark and the eval share: a scratch database, in-process servers, the embedder,
+//! latency statistics.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use honcho_graphql::embed::{EmbedConfig, Embedder, EmbedderKind};
+use honcho_graphql::graphql::{self, Limits};
+use honcho_graphql::store::Store;
+use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// `postgres://user@host:port` and the query string of DATABASE_URL, without the database name.
+pub fn server_url(url: &str) -> (String, String) {
+    let (url, query) = match url.split_once('?') {
+        Some((u, q)) => (u.to_owned(), format!("?{q}")),
+        None => (url.to_owned(), String::new()),
+    };
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let base = match url[after_scheme..].find('/') {
+        Some(i) => url[..after_scheme + i].to_owned(),
+        None => url,
+    };
+    (base, query)
+}
+
+/// Creates the database `{prefix}_{pid}` on DATABASE_URL's server, runs `run` with its URL and
+/// drops it afterwards (unless `keep`), whether `run` succeeded or not.
+pub async fn with_database<F, Fut>(prefix: &str, keep: bool, run: F) -> anyhow::Result<()>
+where
+    F: FnOnce(String) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    let url = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let (base, query) = server_url(&url);
+    let name = format!("{prefix}_{}", std::process::id());
+    let admin = Database::connect(format!("{base}/postgres{query}"))
+        .await
+        .context("connecting to DATABASE_URL's server")?;
+    admin
+        .execute_unprepared(&format!("CREATE DATABASE {name}"))
+        .await?;
+    let result = run(format!("{base}/{name}{query}")).await;
+    if !keep {
+        admin
+            .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .await?;
+    } else {
+        eprintln!("kept database {name}");
+    }
+    result
+}
+
+#[derive(Serialize, Clone, Debug, Default)]
+pub struct Stats {
+    pub n: usize,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub mean_ms: f64,
+    #[serde(skip)]
+    pub sorted_ms: Vec<f64>,
+}
+
+pub fn stats(mut d: Vec<Duration>) -> Stats {
+    d.sort();
+    let ms: Vec<f64> = d.iter().map(|x| x.as_secs_f64() * 1e3).collect();
+    let q = |p: f64| {
+        if ms.is_empty() {
+            0.0
+        } else {
+            ms[((ms.len() as f64 - 1.0) * p).round() as usize]
+        }
+    };
+    Stats {
+        n: ms.len(),
+        p50_ms: q(0.5),
+        p95_ms: q(0.95),
+        p99_ms: q(0.99),
+        mean_ms: ms.iter().sum::<f64>() / ms.len().max(1) as f64,
+        sorted_ms: ms,
+    }
+}
+
+pub fn embedder(kind: EmbedderKind) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
+    let mut cfg = EmbedConfig::from_env()?;
+    cfg.kind = kind;
+    Ok(honcho_graphql::embed::build(&cfg)?)
+}
+
+/// Serves `store` over HTTP on 127.0.0.1 (any free port) and returns the GraphQL URL.
+pub async fn serve(store: Store) -> anyhow::Result<String> {
+    let schema = graphql::build_schema(store.clone(), &Limits::default());
+    let app = honcho_graphql::http::router(schema, store, 32 << 20);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    // The server's own accept loop with its connection deadlines, as `serve` runs it.
+    let timeouts = honcho_graphql::http::ConnectionTimeouts::default();
+    tokio::spawn(async move {
+        let _ = honcho_graphql::http::serve(listener, app, timeouts, std::future::pending()).await;
+    });
+    Ok(format!("http://{addr}/graphql"))
+}
+
+pub fn bar(len: u64, msg: &str) -> indicatif::ProgressBar {
+    let pb = indicatif::ProgressBar::new(len).with_message(msg.to_owned());
+    pb.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{msg:>28} [{bar:30}] {pos}/{len} {per_sec} eta {eta}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    pb
+}
+
+pub async fn connect(url: &str, max: u32) -> anyhow::Result<DatabaseConnection> {
+    let mut opts = ConnectOptions::new(url.to_owned());
+    opts.max_connections(max)
+        .min_connections(1)
+        .sqlx_logging(false);
+    Ok(Database::connect(opts).await?)
+}
+
+/// One GraphQL request; the whole response, or an error when it has `errors`.
+pub async fn graphql(
+    http: &reqwest::Client,
+    url: &str,
+    query: &str,
+    variables: &Value,
+) -> anyhow::Result<Value> {
+    let resp: Value = http
+        .post(url)
+        .json(&json!({"query": query, "variables": variables}))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    if let Some(errs) = resp.get("errors") {
+        bail!("GraphQL errors: {errs}");
+    }
+    Ok(resp)
+}

@@ -1,0 +1,870 @@
+//! The labelled conversations of `make eval`, generated from a seed (no download, the same on
+//! every machine).
+//!
+//! Each conversation is many sittings (sessions, a few days to weeks apart) between two named
+//! people, shaped like real chat logs: greetings and chit-chat, short reactions ("Wow, that's
+//! awesome!"), replies that mean something only after the turn before them ("Yes, last
+//! weekend!"), and facts about both people on the same topics, so the other speaker's turns are
+//! distractors. Questions name the person, share some words with their evidence and paraphrase
+//! others (a question says "ceramics" where the evidence says "pottery" about half the time).
+//!
+//! Categories:
+//! - `single-hop`: one evidence turn states the fact the question asks for.
+//! - `temporal`: "When did …?": the evidence turn tells of the event (its date is the session's).
+//! - `multi-hop`: two evidence turns in different sessions (e.g. two trips), both needed.
+//! - `reply`: the evidence is a context-dependent reply ("Yes, two days ago!") to the other
+//!   speaker's question, which holds the topic's words.
+
+use crate::seed::Rng;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum Category {
+    #[serde(rename = "single-hop")]
+    SingleHop,
+    #[serde(rename = "temporal")]
+    Temporal,
+    #[serde(rename = "multi-hop")]
+    MultiHop,
+    #[serde(rename = "reply")]
+    Reply,
+}
+
+impl Category {
+    pub const ALL: [Category; 4] = [
+        Category::SingleHop,
+        Category::Temporal,
+        Category::MultiHop,
+        Category::Reply,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Category::SingleHop => "single-hop",
+            Category::Temporal => "temporal",
+            Category::MultiHop => "multi-hop",
+            Category::Reply => "reply",
+        }
+    }
+}
+
+pub struct Turn {
+    /// 0 or 1: which of the conversation's two people speaks.
+    pub speaker: usize,
+    pub text: String,
+}
+
+pub struct Session {
+    /// Days after the conversation's first sitting.
+    pub day: u32,
+    pub turns: Vec<Turn>,
+}
+
+pub struct Conversation {
+    /// Display names; the peer ids are their lowercase forms.
+    pub names: [&'static str; 2],
+    pub sessions: Vec<Session>,
+}
+
+impl Conversation {
+    pub fn peer_id(&self, speaker: usize) -> String {
+        self.names[speaker].to_lowercase()
+    }
+}
+
+/// A turn of a conversation: (session index, turn index).
+pub type TurnRef = (usize, usize);
+
+pub struct Question {
+    pub conversation: usize,
+    pub text: String,
+    pub category: Category,
+    pub evidence: Vec<TurnRef>,
+}
+
+/// One kind of fact a person tells of, with the ways to say and to ask it. `{o}` is the object as
+/// the evidence says it, `{q}` as a question says it (a synonym about half the time), `{P}` the
+/// person's name.
+struct Relation {
+    /// (evidence form, question form).
+    objects: &'static [(&'static str, &'static str)],
+    /// Turns that state the fact (with `{o}`).
+    tell: &'static [&'static str],
+    /// Questions whose answer is the object (without `{o}`).
+    what: &'static [&'static str],
+    /// "When" questions (with `{q}`); empty when the relation has no date worth asking.
+    when: &'static [&'static str],
+    /// Questions over two objects (multi-hop).
+    both: &'static [&'static str],
+    /// The other speaker asks about it (with `{o}`), and the question about the reply.
+    ask: &'static [(&'static str, &'static str)],
+}
+
+const RELATIONS: &[Relation] = &[
+    Relation {
+        objects: &[
+            ("pottery", "ceramics"),
+            ("violin", "violin"),
+            ("Spanish", "Spanish"),
+            ("salsa dancing", "salsa"),
+            ("photography", "photography"),
+            ("coding", "programming"),
+            ("sign language", "signing"),
+            ("guitar", "guitar"),
+            ("watercolor painting", "painting"),
+            ("woodworking", "carpentry"),
+        ],
+        tell: &[
+            "I started learning {o} last month, it's harder than it looks!",
+            "Guess what, I signed up for {o} lessons!",
+            "I've been taking {o} classes on Tuesday nights.",
+            "Finally started {o}, something I've wanted to do for years.",
+        ],
+        what: &[
+            "What did {P} start learning?",
+            "What lessons did {P} sign up for?",
+            "What class has {P} been taking?",
+            "What new skill is {P} picking up?",
+            "Which hobby did {P} take up recently?",
+        ],
+        when: &[
+            "When did {P} start {q} lessons?",
+            "When did {P} begin learning {q}?",
+        ],
+        both: &[
+            "What skills has {P} been learning?",
+            "Which classes has {P} taken?",
+        ],
+        ask: &[
+            (
+                "How are the {o} lessons going?",
+                "How are {P}'s {q} lessons going?",
+            ),
+            (
+                "Did you ever start those {o} classes you mentioned?",
+                "When did {P} start the {q} classes?",
+            ),
+        ],
+    },
+    Relation {
+        objects: &[
+            ("adoption agencies", "adopting a child"),
+            ("electric cars", "EVs"),
+            ("solar panels", "solar energy"),
+            ("grad schools", "graduate programs"),
+            ("dog breeds", "kinds of dogs"),
+            ("retirement plans", "pensions"),
+            ("vegan recipes", "plant-based cooking"),
+            ("home loans", "mortgages"),
+        ],
+        tell: &[
+            "I've been researching {o} all week.",
+            "Spent the whole weekend reading up on {o}.",
+            "I'm looking into {o} right now, there are so many options.",
+        ],
+        what: &[
+            "What did {P} research?",
+            "What has {P} been reading up on?",
+            "What topic was {P} looking into?",
+            "What was {P} investigating?",
+        ],
+        when: &[],
+        both: &[
+            "What topics has {P} researched?",
+            "What has {P} been looking into?",
+        ],
+        ask: &[(
+            "Did you find anything good on {o}?",
+            "What did {P} find out about {q}?",
+        )],
+    },
+    Relation {
+        objects: &[
+            ("a puppy", "a dog"),
+            ("a kitten", "a cat"),
+            ("a rabbit", "a bunny"),
+            ("two goldfish", "fish"),
+            ("a parrot", "a bird"),
+            ("a hamster", "a hamster"),
+            ("a turtle", "a tortoise"),
+        ],
+        tell: &[
+            "We adopted {o} from the shelter on Saturday!",
+            "Meet the newest member of the family, {o}!",
+            "We brought home {o} this week, the kids are thrilled.",
+        ],
+        what: &[
+            "What pet did {P} adopt?",
+            "What animal did {P} bring home?",
+            "What did {P}'s family adopt from the shelter?",
+            "What new pet does {P} have?",
+        ],
+        when: &["When did {P} adopt {q}?", "When did {P} get {q}?"],
+        both: &["What pets does {P} have?", "Which animals did {P} adopt?"],
+        ask: &[(
+            "How is {o} settling in?",
+            "How is {P}'s {q} adjusting to the new home?",
+        )],
+    },
+    Relation {
+        objects: &[
+            ("nurse", "nurse"),
+            ("graphic designer", "designer"),
+            ("teacher", "teacher"),
+            ("software engineer", "developer"),
+            ("counselor", "therapist"),
+            ("chef", "cook"),
+            ("accountant", "accountant"),
+            ("librarian", "librarian"),
+        ],
+        tell: &[
+            "I got the job! I'm going to be a {o}.",
+            "Started my new position as a {o} on Monday.",
+            "I accepted an offer to work as a {o}.",
+        ],
+        what: &[
+            "What job did {P} get?",
+            "What is {P}'s new position?",
+            "What does {P} work as now?",
+            "What career did {P} move into?",
+        ],
+        when: &[
+            "When did {P} start working as a {q}?",
+            "When did {P} get the {q} job?",
+        ],
+        both: &[],
+        ask: &[(
+            "So how's the new {o} job treating you?",
+            "How does {P} like working as a {q}?",
+        )],
+    },
+    Relation {
+        objects: &[
+            ("Paris", "France"),
+            ("Tokyo", "Japan"),
+            ("the Grand Canyon", "Arizona"),
+            ("Lake Tahoe", "Tahoe"),
+            ("Barcelona", "Spain"),
+            ("the Rocky Mountains", "the Rockies"),
+            ("Yellowstone", "the national park"),
+            ("Rome", "Italy"),
+            ("Iceland", "Iceland"),
+            ("New Orleans", "Louisiana"),
+        ],
+        tell: &[
+            "Just got back from {o}, the trip was amazing.",
+            "We spent a week in {o}, I didn't want to leave.",
+            "Our vacation to {o} was the best time.",
+        ],
+        what: &[
+            "Where did {P} travel?",
+            "Where did {P} go on vacation?",
+            "What place did {P} visit on the trip?",
+            "Where did {P} spend the week away?",
+        ],
+        when: &[
+            "When did {P} go to {q}?",
+            "When did {P} travel to {q}?",
+            "When was {P}'s trip to {q}?",
+        ],
+        both: &[
+            "Which places has {P} traveled to?",
+            "Where has {P} been on vacation?",
+        ],
+        ask: &[
+            ("Did you end up going to {o}?", "When did {P} visit {q}?"),
+            (
+                "So did the trip to {o} happen after all?",
+                "When did {P}'s trip to {q} happen?",
+            ),
+        ],
+    },
+    Relation {
+        objects: &[
+            ("a 5K race", "a running race"),
+            ("a charity run", "a fundraiser run"),
+            ("a camping trip", "camping"),
+            ("a pottery workshop", "a ceramics workshop"),
+            ("a concert", "a live show"),
+            ("a support group meeting", "a support group"),
+            ("a pride parade", "a parade"),
+            ("a book club meeting", "book club"),
+            ("a job interview", "an interview"),
+            ("a cooking class", "a cooking lesson"),
+        ],
+        tell: &[
+            "I went to {o} yesterday and loved it.",
+            "Did {o} last weekend, what a day!",
+            "I finally made it to {o} on Sunday.",
+        ],
+        what: &[
+            "What event did {P} attend?",
+            "What did {P} go to on the weekend?",
+        ],
+        when: &[
+            "When did {P} go to {q}?",
+            "When did {P} attend {q}?",
+            "When did {P} take part in {q}?",
+        ],
+        both: &["What events has {P} been to?"],
+        ask: &[
+            (
+                "Did you make it to {o} after all?",
+                "When did {P} go to {q}?",
+            ),
+            (
+                "How was {o}? I know you were nervous.",
+                "How did {q} go for {P}?",
+            ),
+        ],
+    },
+    Relation {
+        objects: &[
+            ("a new bike", "a bicycle"),
+            ("a vintage camera", "a camera"),
+            ("a used car", "a vehicle"),
+            ("a piano", "a keyboard"),
+            ("running shoes", "sneakers"),
+            ("a tent", "camping gear"),
+            ("a sewing machine", "a sewing machine"),
+            ("a telescope", "a telescope"),
+        ],
+        tell: &[
+            "I finally bought {o}, been saving up forever.",
+            "Treated myself to {o} this week.",
+            "Picked up {o} at a great price.",
+        ],
+        what: &[
+            "What did {P} buy?",
+            "What did {P} treat themselves to?",
+            "What did {P} purchase recently?",
+            "What was {P} saving up for?",
+        ],
+        when: &["When did {P} buy {q}?"],
+        both: &["What things has {P} bought?"],
+        ask: &[("Have you used {o} yet?", "Has {P} tried out the {q} yet?")],
+    },
+    Relation {
+        objects: &[
+            ("the animal shelter", "a pet shelter"),
+            ("a food bank", "a food pantry"),
+            ("the children's hospital", "a hospital"),
+            ("an LGBTQ youth center", "a youth center"),
+            ("the public library", "the library"),
+            ("a soup kitchen", "a homeless shelter"),
+            ("a senior center", "a retirement home"),
+        ],
+        tell: &[
+            "I've started volunteering at {o} on weekends.",
+            "Spent Saturday helping out at {o}.",
+            "I signed up to volunteer with {o}.",
+        ],
+        what: &[
+            "Where does {P} volunteer?",
+            "Where has {P} been helping out?",
+            "What organization did {P} volunteer for?",
+        ],
+        when: &["When did {P} volunteer at {q}?"],
+        both: &["Where has {P} volunteered?"],
+        ask: &[(
+            "Are you still volunteering at {o}?",
+            "Is {P} still volunteering at {q}?",
+        )],
+    },
+    Relation {
+        objects: &[
+            ("my mom", "mother"),
+            ("my sister", "sister"),
+            ("my grandparents", "grandparents"),
+            ("my brother", "brother"),
+            ("my cousin", "cousin"),
+            ("my best friend from college", "college friend"),
+            ("my aunt", "aunt"),
+        ],
+        tell: &[
+            "Next week {o} is coming to stay with us.",
+            "Guess who flew in for a visit, {o}!",
+            "Spent the whole weekend with {o}, it was so good to catch up.",
+        ],
+        what: &[
+            "Who visited {P}?",
+            "Which family member came to stay with {P}?",
+            "Who did {P} spend the weekend with?",
+        ],
+        when: &["When did {P}'s {q} visit?"],
+        both: &["Who has visited {P}?"],
+        ask: &[(
+            "How was the visit with {o}?",
+            "How did the visit from {P}'s {q} go?",
+        )],
+    },
+    Relation {
+        objects: &[
+            ("run a marathon", "a marathon"),
+            ("go back to school", "studying again"),
+            ("write a novel", "a book"),
+            ("move to Seattle", "relocating"),
+            ("open a bakery", "a bakery"),
+            ("learn to surf", "surfing"),
+            ("start a podcast", "a podcast"),
+            ("get a master's degree", "a degree"),
+        ],
+        tell: &[
+            "My big goal this year is to {o}.",
+            "I've decided I'm going to {o}.",
+            "Thinking seriously about trying to {o} next year.",
+        ],
+        what: &[
+            "What is {P}'s big goal?",
+            "What does {P} plan to do next year?",
+            "What has {P} decided to do?",
+            "What is {P} hoping to achieve?",
+        ],
+        when: &[],
+        both: &["What goals does {P} have?"],
+        ask: &[(
+            "Are you still planning to {o}?",
+            "Is {P} still thinking about {q}?",
+        )],
+    },
+    Relation {
+        objects: &[
+            ("sprained my ankle", "an ankle injury"),
+            ("broke my wrist", "a broken wrist"),
+            ("caught the flu", "the flu"),
+            ("hurt my back", "back pain"),
+            ("twisted my knee", "a knee injury"),
+        ],
+        tell: &[
+            "Ugh, I {o} playing soccer.",
+            "I {o} last week, so I'm taking it easy.",
+        ],
+        what: &[
+            "What injury did {P} have?",
+            "What happened to {P}'s health?",
+            "Why has {P} been taking it easy?",
+        ],
+        when: &["When did {P} get {q}?"],
+        both: &[],
+        ask: &[(
+            "Is your {o} any better now?",
+            "How is {P} recovering from {q}?",
+        )],
+    },
+    Relation {
+        objects: &[
+            ("a painting of a sunset", "a sunset painting"),
+            ("a quilt", "a blanket"),
+            ("a birdhouse", "a bird house"),
+            ("a photo album", "a scrapbook"),
+            ("a vegetable garden", "a garden"),
+            ("a short film", "a movie"),
+            ("a clay bowl", "a bowl"),
+        ],
+        tell: &[
+            "Look what I made this weekend, {o}!",
+            "I spent days working on {o}, finally done.",
+            "Just finished {o}, I'm pretty proud of it.",
+        ],
+        what: &[
+            "What did {P} make?",
+            "What did {P} create this weekend?",
+            "What project did {P} finish?",
+        ],
+        when: &["When did {P} finish {q}?"],
+        both: &["What has {P} made?"],
+        ask: &[(
+            "Where are you going to put {o}?",
+            "Where will {P} keep {q}?",
+        )],
+    },
+    Relation {
+        objects: &[
+            ("Becoming by Michelle Obama", "Becoming"),
+            ("a book about mindfulness", "mindfulness"),
+            ("Dune", "Dune"),
+            ("a biography of Frida Kahlo", "Frida Kahlo"),
+            ("The Alchemist", "The Alchemist"),
+            ("Charlotte's Web to my kids", "Charlotte's Web"),
+        ],
+        tell: &[
+            "I'm reading {o} right now and can't put it down.",
+            "Just finished {o}, highly recommend.",
+        ],
+        what: &[
+            "What book is {P} reading?",
+            "What did {P} recommend reading?",
+            "Which book did {P} finish?",
+        ],
+        when: &["When did {P} read {q}?"],
+        both: &["What books has {P} read?"],
+        ask: &[(
+            "Did you like how {o} ended?",
+            "What did {P} think of the ending of {q}?",
+        )],
+    },
+];
+
+/// The other speaker's reaction right after a fact.
+const REACTIONS: &[&str] = &[
+    "Wow, that's awesome!",
+    "No way, that's so cool!",
+    "That's amazing, I'm so happy for you.",
+    "Oh nice! How did that go?",
+    "Tell me more!",
+    "That sounds wonderful.",
+    "Congrats, you deserve it!",
+    "Haha, that's so you.",
+    "Oh wow, I had no idea.",
+    "That's great to hear!",
+];
+
+/// Replies to a "did you …?" / "how is …?" question: they mean something only after it.
+const WHEN_REPLIES: &[&str] = &[
+    "Yes, last week! It was so much fun.",
+    "Yeah, finally did it on Saturday.",
+    "I did! Two days ago actually.",
+    "Yep, just got back yesterday.",
+    "Yes! Over the weekend, it was amazing.",
+    "Mm-hm, on Tuesday. Still thinking about it.",
+];
+const HOW_REPLIES: &[&str] = &[
+    "Really well, I'm getting better every week!",
+    "Honestly better than I expected.",
+    "Not great, to be honest, but I'm hanging in there.",
+    "Pretty good! Slowly but surely.",
+    "It's been a bit of a rollercoaster, but mostly good.",
+    "So good, I love it more every day.",
+];
+
+/// Chit-chat: greetings, small talk, closings.
+const OPENINGS: &[&str] = &[
+    "Hey! How have you been?",
+    "Hi! Long time no talk.",
+    "Good morning! Hope your day is going well.",
+    "Hey, got a minute to chat?",
+    "Hi there! What's new with you?",
+    "Hey you! How was your week?",
+];
+const SMALL_TALK: &[&str] = &[
+    "Pretty good, thanks! Busy as always.",
+    "I've been so busy with work lately.",
+    "The weather has been crazy this week.",
+    "Haha, that's so true!",
+    "I know, right?",
+    "Same here, honestly.",
+    "Oh no, I'm sorry to hear that.",
+    "Work has been hectic, lots of meetings and deadlines.",
+    "I've been trying to get more sleep, not going great.",
+    "The kids kept me up all night again.",
+    "I can't believe it's already the end of the month.",
+    "We should grab coffee sometime soon.",
+    "That reminds me, I need to call my landlord.",
+    "Traffic was a nightmare this morning.",
+    "I made the best pasta last night.",
+    "Anyway, enough about me, what's going on with you?",
+    "Totally agree with you there.",
+    "Hmm, I hadn't thought about it that way.",
+    "Thanks for listening, it means a lot.",
+    "Lol yes.",
+    "Same old, same old.",
+    "That's fair.",
+    "It's been a long week, but a good one.",
+    "I'm trying to be more positive about everything.",
+];
+const CLOSINGS: &[&str] = &[
+    "Talk soon!",
+    "Gotta run, catch you later!",
+    "Take care, talk to you next week.",
+    "Bye for now!",
+    "Let's catch up again soon.",
+];
+/// The other speaker mentions the topic without the fact (with `{o}`).
+const DISTRACTORS: &[&str] = &[
+    "My cousin is really into {o} too.",
+    "I've always wondered about {o}.",
+    "{O}? I would never have guessed.",
+    "A friend of mine keeps talking about {o}.",
+    "I saw a documentary about {o} last night.",
+    "Honestly {o} has never been my thing.",
+    "My coworker just told me all about {o}, funny timing.",
+    "Remind me to tell you a story about {o} sometime.",
+];
+
+const NAMES: &[&str] = &[
+    "Caroline", "Melanie", "Joanna", "Nate", "Audrey", "Andrew", "Evan", "Sam", "Maria", "John",
+    "Gina", "Jon", "Deborah", "Jolene", "Tim", "Priya", "Marcus", "Lena", "Omar", "Hiro",
+];
+
+/// Generator settings.
+pub struct Shape {
+    pub conversations: usize,
+    pub sessions: usize,
+    /// Facts (and questions) per conversation.
+    pub questions: usize,
+}
+
+fn fill(template: &str, o: &str, q: &str, person: &str) -> String {
+    let mut cap = o.to_owned();
+    if let Some(first) = cap.get(..1) {
+        let up = first.to_uppercase();
+        cap.replace_range(..1, &up);
+    }
+    template
+        .replace("{o}", o)
+        .replace("{O}", &cap)
+        .replace("{q}", q)
+        .replace("{P}", person)
+}
+
+/// A question before its evidence is placed: (category, text, (session, episode) of each
+/// evidence).
+type Pending = (Category, String, Vec<(usize, usize)>);
+
+fn pick(rng: &mut Rng, xs: &[&'static str]) -> &'static str {
+    rng.pick::<&'static str>(xs)
+}
+
+/// Real turns mix topics: half the time a fact comes with small talk before or after it.
+fn chatty(rng: &mut Rng, fact: String) -> String {
+    match rng.range(0, 3) {
+        0 => format!("{} {fact}", rng.pick(SMALL_TALK)),
+        1 => format!("{fact} {}", rng.pick(SMALL_TALK)),
+        _ => fact,
+    }
+}
+
+/// One fact episode planned for a session: the turns it adds and, once placed, its questions.
+struct Episode {
+    turns: Vec<(usize, String)>,
+    /// Which of `turns` are evidence.
+    evidence: Vec<usize>,
+}
+
+/// Builds every conversation and question.
+pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) {
+    let mut rng = Rng::new(seed);
+    let mut conversations = Vec::new();
+    let mut questions = Vec::new();
+    for c in 0..shape.conversations {
+        let a = rng.range(0, NAMES.len() - 1);
+        let mut b = rng.range(0, NAMES.len() - 2);
+        if b >= a {
+            b += 1;
+        }
+        let names = [NAMES[a], NAMES[b]];
+        // Session skeletons: opening chit-chat, then slots for episodes among small talk.
+        let mut day = 0;
+        let mut sessions: Vec<Session> = Vec::new();
+        let mut slots: Vec<Vec<Episode>> = Vec::new();
+        for _ in 0..shape.sessions {
+            sessions.push(Session {
+                day,
+                turns: Vec::new(),
+            });
+            slots.push(Vec::new());
+            day += rng.range(3, 20) as u32;
+        }
+        // Objects already used in this conversation, per relation (each fact is unique).
+        let mut used: Vec<Vec<usize>> = vec![Vec::new(); RELATIONS.len()];
+        let mut pending: Vec<Pending> = Vec::new();
+        for i in 0..shape.questions {
+            let category = match rng.range(0, 19) {
+                0..=7 => Category::SingleHop,
+                8..=11 => Category::Temporal,
+                12..=14 => Category::MultiHop,
+                _ => Category::Reply,
+            };
+            let person = i % 2;
+            let other = 1 - person;
+            let name = names[person];
+            let candidates: Vec<usize> = (0..RELATIONS.len())
+                .filter(|&r| {
+                    let rel = &RELATIONS[r];
+                    let free = rel.objects.len() - used[r].len();
+                    match category {
+                        Category::SingleHop => free >= 1,
+                        Category::Temporal => free >= 1 && !rel.when.is_empty(),
+                        Category::MultiHop => free >= 2 && !rel.both.is_empty(),
+                        Category::Reply => free >= 1 && !rel.ask.is_empty(),
+                    }
+                })
+                .collect();
+            if candidates.is_empty() {
+                continue;
+            }
+            let r = *rng.pick(&candidates);
+            let rel = &RELATIONS[r];
+            let mut take = |rng: &mut Rng| {
+                let free: Vec<usize> = (0..rel.objects.len())
+                    .filter(|o| !used[r].contains(o))
+                    .collect();
+                let o = *rng.pick(&free);
+                used[r].push(o);
+                let (ev, syn) = rel.objects[o];
+                // The question says the evidence's word or its synonym, half and half.
+                let q = if rng.range(0, 1) == 0 { ev } else { syn };
+                (ev, q)
+            };
+            let session = rng.range(0, shape.sessions - 1);
+            match category {
+                Category::SingleHop | Category::Temporal => {
+                    let (o, q) = take(&mut rng);
+                    let tell = fill(pick(&mut rng, rel.tell), o, q, name);
+                    let tell = chatty(&mut rng, tell);
+                    let text = if category == Category::SingleHop {
+                        fill(pick(&mut rng, rel.what), o, q, name)
+                    } else {
+                        fill(pick(&mut rng, rel.when), o, q, name)
+                    };
+                    let reaction = rng.pick(REACTIONS).to_string();
+                    slots[session].push(Episode {
+                        turns: vec![(person, tell), (other, reaction)],
+                        evidence: vec![0],
+                    });
+                    pending.push((category, text, vec![(session, slots[session].len() - 1)]));
+                }
+                Category::MultiHop => {
+                    let mut refs = Vec::new();
+                    let first = session;
+                    let mut second = rng.range(0, shape.sessions - 1);
+                    if second == first {
+                        second = (first + 1 + rng.range(0, shape.sessions - 2)) % shape.sessions;
+                    }
+                    for s in [first, second] {
+                        let (o, q) = take(&mut rng);
+                        let tell = fill(pick(&mut rng, rel.tell), o, q, name);
+                        let tell = chatty(&mut rng, tell);
+                        let reaction = rng.pick(REACTIONS).to_string();
+                        slots[s].push(Episode {
+                            turns: vec![(person, tell), (other, reaction)],
+                            evidence: vec![0],
+                        });
+                        refs.push((s, slots[s].len() - 1));
+                    }
+                    let text = fill(pick(&mut rng, rel.both), "", "", name);
+                    pending.push((category, text, refs));
+                }
+                Category::Reply => {
+                    let (o, q) = take(&mut rng);
+                    let (ask, question) = *rng.pick(rel.ask);
+                    let asked = fill(ask, o, q, name);
+                    let replies = if question.starts_with("When") {
+                        WHEN_REPLIES
+                    } else {
+                        HOW_REPLIES
+                    };
+                    let reply = rng.pick(replies).to_string();
+                    let follow = rng.pick(SMALL_TALK).to_string();
+                    slots[session].push(Episode {
+                        turns: vec![(other, asked), (person, reply), (other, follow)],
+                        evidence: vec![1],
+                    });
+                    pending.push((
+                        category,
+                        fill(question, o, q, name),
+                        vec![(session, slots[session].len() - 1)],
+                    ));
+                }
+            }
+            // Up to two distractors on the same topic, by either speaker, somewhere else.
+            for _ in 0..rng.range(0, 2) {
+                let s = rng.range(0, shape.sessions - 1);
+                let (o, _) = rel.objects[rng.range(0, rel.objects.len() - 1)];
+                let line = fill(pick(&mut rng, DISTRACTORS), o, o, name);
+                slots[s].push(Episode {
+                    turns: vec![(rng.range(0, 1), line)],
+                    evidence: vec![],
+                });
+            }
+        }
+        // Lay out each session: opening, episodes among small talk, closing. Record where each
+        // episode's turns landed.
+        let mut placed: Vec<Vec<Vec<usize>>> = Vec::new();
+        for (s, episodes) in slots.into_iter().enumerate() {
+            let turns = &mut sessions[s].turns;
+            let first = rng.range(0, 1);
+            turns.push(Turn {
+                speaker: first,
+                text: rng.pick(OPENINGS).to_string(),
+            });
+            turns.push(Turn {
+                speaker: 1 - first,
+                text: rng.pick(SMALL_TALK).to_string(),
+            });
+            let mut where_: Vec<Vec<usize>> = Vec::new();
+            for ep in episodes {
+                for _ in 0..rng.range(0, 3) {
+                    let speaker = rng.range(0, 1);
+                    turns.push(Turn {
+                        speaker,
+                        text: rng.pick(SMALL_TALK).to_string(),
+                    });
+                }
+                let start = turns.len();
+                for (speaker, text) in ep.turns {
+                    turns.push(Turn { speaker, text });
+                }
+                where_.push(ep.evidence.iter().map(|e| start + e).collect());
+            }
+            for _ in 0..rng.range(1, 3) {
+                let speaker = rng.range(0, 1);
+                turns.push(Turn {
+                    speaker,
+                    text: rng.pick(SMALL_TALK).to_string(),
+                });
+            }
+            turns.push(Turn {
+                speaker: rng.range(0, 1),
+                text: rng.pick(CLOSINGS).to_string(),
+            });
+            placed.push(where_);
+        }
+        for (category, text, refs) in pending {
+            let evidence = refs
+                .iter()
+                .flat_map(|&(s, ep)| placed[s][ep].iter().map(move |&t| (s, t)))
+                .collect();
+            questions.push(Question {
+                conversation: c,
+                text,
+                category,
+                evidence,
+            });
+        }
+        conversations.push(Conversation { names, sessions });
+    }
+    (conversations, questions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_seed_gives_the_same_corpus_and_evidence_points_at_the_person() {
+        let shape = Shape {
+            conversations: 3,
+            sessions: 12,
+            questions: 60,
+        };
+        let (a, qa) = generate(7, &shape);
+        let (b, qb) = generate(7, &shape);
+        assert_eq!(qa.len(), qb.len());
+        for (x, y) in qa.iter().zip(&qb) {
+            assert_eq!((&x.text, &x.evidence), (&y.text, &y.evidence));
+        }
+        assert_eq!(a[0].sessions[3].turns.len(), b[0].sessions[3].turns.len());
+        for q in &qa {
+            let c = &a[q.conversation];
+            assert!(!q.evidence.is_empty());
+            for &(s, t) in &q.evidence {
+                let turn = &c.sessions[s].turns[t];
+                // Evidence is said by the person the question names.
+                assert!(q.text.contains(c.names[turn.speaker]), "{}", q.text);
+            }
+            if q.category == Category::MultiHop {
+                assert_eq!(q.evidence.len(), 2);
+            }
+        }
+    }
+}

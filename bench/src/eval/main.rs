@@ -1,0 +1,556 @@
+//! honcho-eval (`make eval`): how well search finds the evidence of natural-language questions
+//! about long two-person conversations. The conversations and labelled questions are generated
+//! from a seed (`corpus`), ingested through the GraphQL API (`createMessages`, one workspace per
+//! conversation, one session per sitting), and every question is asked as
+//! `workspace.search(query, limit: 10, includeContext: true, contextWindow: 2)`.
+//!
+//! Systems compared, all on the same stored turns:
+//! - `fused`: the server as configured (MiniLM + full text, fused).
+//! - `full text`: the same server without an embedder (`HONCHO_EMBEDDER=none`): the text leg alone.
+//! - `vector`: the stored vectors alone: the question embedded by MiniLM, nearest stored
+//!   embeddings of the workspace by cosine (the vector leg's own SQL, run directly).
+//! - `bm25`: plain BM25 (the `bm25` crate: English stemming and stop words) over the turns'
+//!   content, in memory: the baseline to beat.
+//!
+//! See bench/README.md ("Search quality") for the figures and how to read them.
+
+#[allow(dead_code)]
+#[path = "../common.rs"]
+mod common;
+mod corpus;
+#[allow(dead_code)]
+#[path = "../plot.rs"]
+mod plot;
+#[allow(dead_code)]
+#[path = "../seed.rs"]
+mod seed;
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Parser;
+use honcho_graphql::embed::{Embedder, EmbedderKind};
+use honcho_graphql::store::Store;
+use migration::{Migrator, MigratorTrait};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use common::{bar, connect, embedder, serve, stats};
+use corpus::{Category, Conversation, Question, Shape};
+
+#[derive(Parser, Debug, Clone)]
+#[command(about = "search recall on generated conversational-memory QA (see bench/README.md)")]
+struct Args {
+    /// Conversations (one workspace each).
+    #[arg(long, default_value_t = 10)]
+    conversations: usize,
+    /// Sittings per conversation (one session each).
+    #[arg(long, default_value_t = 16)]
+    sessions: usize,
+    /// Questions per conversation.
+    #[arg(long, default_value_t = 60)]
+    questions: usize,
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Results are written to `<out>/<label>.json` and `<out>/<label>.svg`.
+    #[arg(long, default_value = "latest")]
+    label: String,
+    #[arg(long, default_value = "bench/results/eval")]
+    out: std::path::PathBuf,
+    /// Also simulate Reciprocal Rank Fusion of the two legs over a grid of k, pool and weights
+    /// (from each leg's top 50) and print the best settings.
+    #[arg(long)]
+    sweep: bool,
+    /// Keep the database instead of dropping it.
+    #[arg(long)]
+    keep: bool,
+}
+
+/// Where a stored turn is: its conversation, session and seq.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Place {
+    conversation: usize,
+    session: usize,
+    seq: i64,
+}
+
+const M_CREATE: &str = "mutation($w: ID!, $s: ID!, $m: [MessageInput!]!) { \
+  createMessages(workspaceId: $w, sessionId: $s, messages: $m) { id seqInSession } }";
+
+const Q_SEARCH: &str = "query($w: ID!, $q: String!, $limit: Int!) { workspace(id: $w) { \
+  search(query: $q, limit: $limit, includeContext: true, contextWindow: 2) { \
+  ... on SnippetHits { results { id } snippets { context { id } } } } } }";
+
+/// How many results a question looks at, and the per-leg depth kept for the fusion sweep.
+const TOP: usize = 10;
+const DEPTH: usize = 50;
+const WINDOW: i64 = 2;
+
+fn main() -> anyhow::Result<()> {
+    // SAFETY: first thing in main: no other thread exists yet.
+    unsafe { honcho_graphql::runtime() }?.block_on(async {
+        let args = Args::parse();
+        let keep = args.keep;
+        common::with_database("eval", keep, |url| async move { run(&args, &url).await }).await
+    })
+}
+
+struct Client {
+    http: reqwest::Client,
+}
+
+impl Client {
+    async fn post(&self, url: &str, query: &str, vars: Value) -> anyhow::Result<Value> {
+        Ok(common::graphql(&self.http, url, query, &vars).await?["data"].clone())
+    }
+
+    /// Result ids (best first) and the ids of every snippet's context.
+    async fn search(
+        &self,
+        url: &str,
+        workspace: &str,
+        q: &str,
+        limit: usize,
+    ) -> anyhow::Result<(Vec<String>, Vec<String>)> {
+        let d = self
+            .post(
+                url,
+                Q_SEARCH,
+                json!({"w": workspace, "q": q, "limit": limit}),
+            )
+            .await?;
+        let hits = &d["workspace"]["search"];
+        let ids = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|m| m["id"].as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let context = hits["snippets"]
+            .as_array()
+            .map(|s| s.iter().flat_map(|s| ids(&s["context"])).collect())
+            .unwrap_or_default();
+        Ok((ids(&hits["results"]), context))
+    }
+}
+
+fn workspace(c: usize) -> String {
+    format!("conv{c}")
+}
+
+/// Writes every conversation through `createMessages` (batches of at most 100), one message per
+/// turn, `createdAt` the sitting's date plus a minute per turn. Returns each stored id's place and
+/// each turn's id.
+async fn ingest(
+    client: &Client,
+    url: &str,
+    conversations: &[Conversation],
+) -> anyhow::Result<(
+    HashMap<String, Place>,
+    HashMap<(usize, usize, usize), String>,
+    f64,
+)> {
+    let start = chrono::DateTime::parse_from_rfc3339("2023-01-02T10:00:00Z")?.to_utc();
+    let mut places = HashMap::new();
+    let mut ids = HashMap::new();
+    let total: usize = conversations
+        .iter()
+        .flat_map(|c| c.sessions.iter().map(|s| s.turns.len()))
+        .sum();
+    let bar = bar(total as u64, "ingest");
+    let t = Instant::now();
+    for (ci, c) in conversations.iter().enumerate() {
+        for (si, s) in c.sessions.iter().enumerate() {
+            let day = start + chrono::Duration::days(i64::from(s.day));
+            for (chunk_no, chunk) in s.turns.chunks(100).enumerate() {
+                let m: Vec<Value> = chunk
+                    .iter()
+                    .enumerate()
+                    .map(|(i, turn)| {
+                        let at = day + chrono::Duration::minutes((chunk_no * 100 + i) as i64);
+                        json!({"peerId": c.peer_id(turn.speaker), "content": turn.text,
+                               "createdAt": at.to_rfc3339()})
+                    })
+                    .collect();
+                let d = client
+                    .post(
+                        url,
+                        M_CREATE,
+                        json!({"w": workspace(ci), "s": format!("s{si}"), "m": m}),
+                    )
+                    .await?;
+                for (i, made) in d["createMessages"]
+                    .as_array()
+                    .context("createMessages")?
+                    .iter()
+                    .enumerate()
+                {
+                    let id = made["id"].as_str().context("id")?.to_owned();
+                    let seq = made["seqInSession"].as_i64().context("seq")?;
+                    places.insert(
+                        id.clone(),
+                        Place {
+                            conversation: ci,
+                            session: si,
+                            seq,
+                        },
+                    );
+                    ids.insert((ci, si, chunk_no * 100 + i), id);
+                }
+                bar.inc(chunk.len() as u64);
+            }
+        }
+    }
+    bar.finish();
+    let rate = total as f64 / t.elapsed().as_secs_f64();
+    Ok((places, ids, rate))
+}
+
+/// The vector leg's own ranking: nearest stored embeddings of the workspace by cosine.
+async fn vector_leg(
+    db: &DatabaseConnection,
+    minilm: &dyn Embedder,
+    workspace: &str,
+    q: &str,
+) -> anyhow::Result<Vec<String>> {
+    let v = minilm.embed(&[q.to_owned()]).await?.remove(0);
+    let rows = db
+        .query_all_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "SELECT public_id FROM messages WHERE workspace_name = $1 AND embedding IS NOT NULL \
+             ORDER BY embedding <=> $2 LIMIT $3",
+            [
+                workspace.into(),
+                pgvector::Vector::from(v).into(),
+                (DEPTH as i64).into(),
+            ],
+        ))
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| r.try_get::<String>("", "public_id"))
+        .collect::<Result<_, _>>()?)
+}
+
+/// What one system returned for one question.
+#[derive(Default, Clone)]
+struct Answer {
+    /// Best first, at least `TOP` deep when the system found that many.
+    ranked: Vec<String>,
+    /// Ids of the snippets' context when the server gave them; else computed from `ranked`.
+    context: Option<Vec<String>>,
+}
+
+#[derive(Default, Clone, Copy, Serialize)]
+struct Recall {
+    at5_any: f64,
+    at5_all: f64,
+    at10_any: f64,
+    at10_all: f64,
+    context_any: f64,
+}
+
+#[derive(Serialize)]
+struct SystemResult {
+    system: String,
+    overall: Recall,
+    per_category: BTreeMap<&'static str, Recall>,
+    search_p50_ms: Option<f64>,
+}
+
+/// Whether `evidence` is within `WINDOW` turns (same session) of a result or in the context.
+fn within_context(answer: &Answer, evidence: &Place, places: &HashMap<String, Place>) -> bool {
+    match &answer.context {
+        Some(ctx) => ctx.iter().any(|id| places.get(id) == Some(evidence)),
+        None => answer.ranked.iter().take(TOP).any(|id| {
+            places.get(id).is_some_and(|p| {
+                p.conversation == evidence.conversation
+                    && p.session == evidence.session
+                    && (p.seq - evidence.seq).abs() <= WINDOW
+            })
+        }),
+    }
+}
+
+fn score(
+    questions: &[Question],
+    evidence: &[Vec<Place>],
+    answers: &[Answer],
+    places: &HashMap<String, Place>,
+    only: Option<Category>,
+) -> Recall {
+    let mut r = Recall::default();
+    let mut n = 0.0;
+    for ((q, ev), a) in questions.iter().zip(evidence).zip(answers) {
+        if only.is_some_and(|c| c != q.category) {
+            continue;
+        }
+        n += 1.0;
+        let found = |k: usize| -> Vec<bool> {
+            ev.iter()
+                .map(|e| a.ranked.iter().take(k).any(|id| places.get(id) == Some(e)))
+                .collect()
+        };
+        let (f5, f10) = (found(5), found(TOP));
+        let hit = |v: &[bool], all: bool| {
+            f64::from(u8::from(if all {
+                v.iter().all(|x| *x)
+            } else {
+                v.iter().any(|x| *x)
+            }))
+        };
+        r.at5_any += hit(&f5, false);
+        r.at5_all += hit(&f5, true);
+        r.at10_any += hit(&f10, false);
+        r.at10_all += hit(&f10, true);
+        r.context_any += f64::from(u8::from(ev.iter().any(|e| within_context(a, e, places))));
+    }
+    let n = f64::max(n, 1.0);
+    Recall {
+        at5_any: r.at5_any / n,
+        at5_all: r.at5_all / n,
+        at10_any: r.at10_any / n,
+        at10_all: r.at10_all / n,
+        context_any: r.context_any / n,
+    }
+}
+
+/// Reciprocal Rank Fusion as the server computes it: each leg's first `pool` ids, score
+/// `w / (k + rank)` summed over the legs, ties by id.
+fn rrf(vector: &[String], text: &[String], k: f64, pool: usize, w_text: f64) -> Vec<String> {
+    let mut scores: HashMap<&str, f64> = HashMap::new();
+    for (w, leg) in [(1.0, vector), (w_text, text)] {
+        for (i, id) in leg.iter().take(pool).enumerate() {
+            *scores.entry(id).or_default() += w / (k + i as f64 + 1.0);
+        }
+    }
+    let mut v: Vec<(&str, f64)> = scores.into_iter().collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+    v.into_iter()
+        .take(TOP)
+        .map(|(id, _)| id.to_owned())
+        .collect()
+}
+
+async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
+    let shape = Shape {
+        conversations: args.conversations,
+        sessions: args.sessions,
+        questions: args.questions,
+    };
+    let (conversations, questions) = corpus::generate(args.seed, &shape);
+    let turns: usize = conversations
+        .iter()
+        .flat_map(|c| c.sessions.iter().map(|s| s.turns.len()))
+        .sum();
+    eprintln!(
+        "{} conversations, {turns} turns, {} questions",
+        conversations.len(),
+        questions.len()
+    );
+
+    let minilm = embedder(EmbedderKind::MiniLm)?.context("MiniLM is an embedder")?;
+    migration::set_embedding_dims(minilm.dims() as u32);
+    let db = connect(db_url, 8).await?;
+    Migrator::up(&db, None).await.context("migrating")?;
+    let fused_url = serve(Store::new(db.clone()).with_embedder(Some(minilm.clone()))).await?;
+    let text_url = serve(Store::new(db.clone())).await?;
+    let client = Client {
+        http: reqwest::Client::new(),
+    };
+
+    let (places, ids, ingest_rate) = ingest(&client, &fused_url, &conversations).await?;
+    let evidence: Vec<Vec<Place>> = questions
+        .iter()
+        .map(|q| {
+            q.evidence
+                .iter()
+                .map(|&(s, t)| places[&ids[&(q.conversation, s, t)]])
+                .collect()
+        })
+        .collect();
+
+    // BM25 over each conversation's turns, in memory.
+    let engines: Vec<bm25::SearchEngine<String>> = conversations
+        .iter()
+        .enumerate()
+        .map(|(ci, c)| {
+            let docs = c.sessions.iter().enumerate().flat_map(|(si, s)| {
+                let ids = &ids;
+                s.turns
+                    .iter()
+                    .enumerate()
+                    .map(move |(ti, t)| bm25::Document {
+                        id: ids[&(ci, si, ti)].clone(),
+                        contents: t.text.clone(),
+                    })
+            });
+            bm25::SearchEngineBuilder::<String>::with_documents(bm25::Language::English, docs)
+                .build()
+        })
+        .collect();
+
+    let mut fused = Vec::new();
+    let mut text = Vec::new();
+    let mut vector = Vec::new();
+    let mut plain = Vec::new();
+    let (mut fused_ms, mut text_ms) = (Vec::new(), Vec::new());
+    let bar = bar(questions.len() as u64, "questions");
+    for q in &questions {
+        let ws = workspace(q.conversation);
+        let t = Instant::now();
+        let (ranked, context) = client.search(&fused_url, &ws, &q.text, TOP).await?;
+        fused_ms.push(t.elapsed());
+        fused.push(Answer {
+            ranked,
+            context: Some(context),
+        });
+        let t = Instant::now();
+        let (ranked, _) = client.search(&text_url, &ws, &q.text, DEPTH).await?;
+        text_ms.push(t.elapsed());
+        text.push(Answer {
+            ranked,
+            context: None,
+        });
+        vector.push(Answer {
+            ranked: vector_leg(&db, minilm.as_ref(), &ws, &q.text).await?,
+            context: None,
+        });
+        plain.push(Answer {
+            ranked: engines[q.conversation]
+                .search(&q.text, DEPTH)
+                .into_iter()
+                .map(|r| r.document.id)
+                .collect(),
+            context: None,
+        });
+        bar.inc(1);
+    }
+    bar.finish();
+
+    let system = |name: &str, answers: &[Answer], p50: Option<Vec<Duration>>| SystemResult {
+        system: name.to_owned(),
+        overall: score(&questions, &evidence, answers, &places, None),
+        per_category: Category::ALL
+            .iter()
+            .map(|c| {
+                (
+                    c.name(),
+                    score(&questions, &evidence, answers, &places, Some(*c)),
+                )
+            })
+            .collect(),
+        search_p50_ms: p50.map(|d| stats(d).p50_ms),
+    };
+    let results = vec![
+        system("fused (server)", &fused, Some(fused_ms)),
+        system("vector leg", &vector, None),
+        system("full-text leg", &text, Some(text_ms)),
+        system("BM25 (bm25 crate)", &plain, None),
+    ];
+
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for q in &questions {
+        *counts.entry(q.category.name()).or_default() += 1;
+    }
+    println!(
+        "\n{} questions ({}) over {turns} turns in {} conversations; ingest {ingest_rate:.0} msg/s\n",
+        questions.len(),
+        counts
+            .iter()
+            .map(|(c, n)| format!("{c} {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        conversations.len()
+    );
+    println!(
+        "| system | r@5 any | r@5 all | r@10 any | r@10 all | within context | {} | search p50 |",
+        Category::ALL
+            .map(|c| format!("r@10 {}", c.name()))
+            .join(" | ")
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for r in &results {
+        let o = &r.overall;
+        println!(
+            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} |",
+            r.system,
+            o.at5_any,
+            o.at5_all,
+            o.at10_any,
+            o.at10_all,
+            o.context_any,
+            Category::ALL
+                .map(|c| format!("{:.3}", r.per_category[c.name()].at10_any))
+                .join(" | "),
+            r.search_p50_ms
+                .map_or("".to_owned(), |ms| format!("{ms:.1} ms")),
+        );
+    }
+
+    let mut sweep = Vec::new();
+    if args.sweep {
+        for k in [1.0, 5.0, 10.0, 20.0, 40.0, 60.0] {
+            for pool in [10, 20, 30, 50] {
+                for w_text in [0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0] {
+                    let answers: Vec<Answer> = vector
+                        .iter()
+                        .zip(&text)
+                        .map(|(v, t)| Answer {
+                            ranked: rrf(&v.ranked, &t.ranked, k, pool, w_text),
+                            context: None,
+                        })
+                        .collect();
+                    let r = score(&questions, &evidence, &answers, &places, None);
+                    sweep.push(json!({"k": k, "pool": pool, "w_text": w_text,
+                                      "at10_any": r.at10_any, "at5_any": r.at5_any,
+                                      "context_any": r.context_any}));
+                }
+            }
+        }
+        sweep.sort_by(|a, b| {
+            b["at10_any"]
+                .as_f64()
+                .unwrap_or(0.0)
+                .total_cmp(&a["at10_any"].as_f64().unwrap_or(0.0))
+                .then(
+                    b["at5_any"]
+                        .as_f64()
+                        .unwrap_or(0.0)
+                        .total_cmp(&a["at5_any"].as_f64().unwrap_or(0.0)),
+                )
+        });
+        println!("\nRRF simulated from the legs' top {DEPTH} (vector weight 1), best first:");
+        for s in sweep.iter().take(10) {
+            println!("  {s}");
+        }
+    }
+
+    std::fs::create_dir_all(&args.out)?;
+    let out = json!({
+        "label": args.label,
+        "args": {"conversations": args.conversations, "sessions": args.sessions,
+                 "questions": args.questions, "seed": args.seed},
+        "turns": turns,
+        "questions": questions.len(),
+        "categories": counts,
+        "ingest_messages_per_s": ingest_rate,
+        "systems": results,
+        "sweep": sweep,
+    });
+    let json_path = args.out.join(format!("{}.json", args.label));
+    std::fs::write(&json_path, serde_json::to_string_pretty(&out)?)?;
+    let rows: Vec<(String, f64, f64)> = results
+        .iter()
+        .map(|r| (r.system.clone(), r.overall.at10_any, r.overall.context_any))
+        .collect();
+    let svg_path = args.out.join(format!("{}.svg", args.label));
+    std::fs::write(&svg_path, plot::recall(&rows))?;
+    eprintln!("wrote {} and {}", json_path.display(), svg_path.display());
+    Ok(())
+}

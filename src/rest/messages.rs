@@ -1,0 +1,216 @@
+//! `/v3/workspaces/{workspace_id}/sessions/{session_id}/messages`: create a batch, list, get,
+//! update; and the message list every search route answers with.
+
+use axum::Json;
+use axum::extract::{Path, Query};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::{Body, Gate, ListBody, Page, PageParams, RestError, RestResult, SearchBody, object};
+use crate::graphql::AppSchema;
+use crate::graphql::guard::{On, rule};
+use crate::store::Store;
+use crate::store::message::{MessageScope, NewMessage};
+
+pub fn routes() -> OpenApiRouter<AppSchema> {
+    OpenApiRouter::new()
+        .routes(routes!(create))
+        .routes(routes!(list))
+        .routes(routes!(get, update))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Message {
+    pub id: String,
+    pub content: String,
+    pub peer_id: String,
+    pub session_id: String,
+    pub workspace_id: String,
+    #[schema(value_type = Object)]
+    pub metadata: Value,
+    pub created_at: DateTime<Utc>,
+    pub token_count: i32,
+}
+
+impl From<crate::store::message::Message> for Message {
+    fn from(m: crate::store::message::Message) -> Self {
+        Message {
+            id: m.public_id,
+            content: m.content,
+            peer_id: m.peer_name,
+            session_id: m.session_name,
+            workspace_id: m.workspace_name,
+            metadata: object(m.metadata),
+            created_at: m.created_at,
+            token_count: m.token_count,
+        }
+    }
+}
+
+/// One message to create.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct MessageCreate {
+    pub peer_id: String,
+    pub content: String,
+    #[schema(value_type = Option<Object>)]
+    #[serde(default)]
+    pub metadata: Option<Value>,
+    /// Accepted and ignored: derivation is configured per workspace and session.
+    #[schema(value_type = Option<Object>)]
+    #[serde(default)]
+    pub configuration: Option<Value>,
+    #[serde(default)]
+    pub created_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct MessageBatch {
+    pub messages: Vec<MessageCreate>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct MessageUpdate {
+    #[schema(value_type = Option<Object>)]
+    #[serde(default)]
+    pub metadata: Option<Value>,
+}
+
+/// Adds the messages, in order, to the session (created with its peers when missing).
+#[utoipa::path(post, path = "/v3/workspaces/{workspace_id}/sessions/{session_id}/messages",
+    request_body = MessageBatch, responses((status = 201, body = Vec<Message>)))]
+async fn create(
+    gate: Gate,
+    Path((workspace_id, session_id)): Path<(String, String)>,
+    Body(body): Body<MessageBatch>,
+) -> RestResult<Response> {
+    let access = gate
+        .require(
+            rule!(MutationRoot.createMessages),
+            On::session(&workspace_id, &session_id),
+        )
+        .await?;
+    let batch = body
+        .messages
+        .into_iter()
+        .map(|m| NewMessage {
+            peer: m.peer_id,
+            content: m.content,
+            metadata: m.metadata,
+            created_at: m.created_at,
+        })
+        .collect();
+    let created = access
+        .store()
+        .create_messages(&workspace_id, &session_id, batch)
+        .await?;
+    let body: Vec<Message> = created.into_iter().map(Message::from).collect();
+    Ok((StatusCode::CREATED, Json(body)).into_response())
+}
+
+/// The session's messages, oldest first (newest first with `reverse`).
+#[utoipa::path(post, path = "/v3/workspaces/{workspace_id}/sessions/{session_id}/messages/list",
+    params(PageParams), request_body = Option<ListBody>,
+    responses((status = 200, body = Page<Message>)))]
+async fn list(
+    gate: Gate,
+    Path((workspace_id, session_id)): Path<(String, String)>,
+    Query(params): Query<PageParams>,
+    Body(body): Body<Option<ListBody>>,
+) -> RestResult<Json<Page<Message>>> {
+    let access = gate
+        .require(
+            rule!(Session.messages),
+            On::session(&workspace_id, &session_id),
+        )
+        .await?;
+    let page = access
+        .store()
+        .list_messages(
+            MessageScope::Session(&workspace_id, &session_id),
+            &ListBody::filters(body),
+            params.order(),
+            params.slice()?,
+        )
+        .await?;
+    Ok(params.respond(page))
+}
+
+/// Looks a message of the path's session up; the rule is checked on that session.
+async fn message_of(
+    gate: &Gate,
+    workspace_id: &str,
+    session_id: &str,
+    message_id: &str,
+    field: crate::graphql::guard::Field,
+) -> RestResult<(crate::store::message::Message, Store)> {
+    let access = gate
+        .require(field, On::message(workspace_id, Some(session_id)))
+        .await?;
+    let store = access.store().clone();
+    let found = store
+        .message(workspace_id, message_id)
+        .await?
+        .filter(|m| m.session_name == session_id)
+        .ok_or_else(|| RestError::not_found(format!("Message with ID {message_id} not found")))?;
+    Ok((found, store))
+}
+
+/// One message of the session.
+#[utoipa::path(get,
+    path = "/v3/workspaces/{workspace_id}/sessions/{session_id}/messages/{message_id}",
+    responses((status = 200, body = Message), (status = 404)))]
+async fn get(
+    gate: Gate,
+    Path((workspace_id, session_id, message_id)): Path<(String, String, String)>,
+) -> RestResult<Json<Message>> {
+    let (found, _) = message_of(
+        &gate,
+        &workspace_id,
+        &session_id,
+        &message_id,
+        rule!(Workspace.message),
+    )
+    .await?;
+    Ok(Json(found.into()))
+}
+
+/// Replaces the message's metadata.
+#[utoipa::path(put,
+    path = "/v3/workspaces/{workspace_id}/sessions/{session_id}/messages/{message_id}",
+    request_body = MessageUpdate, responses((status = 200, body = Message), (status = 404)))]
+async fn update(
+    gate: Gate,
+    Path((workspace_id, session_id, message_id)): Path<(String, String, String)>,
+    Body(body): Body<MessageUpdate>,
+) -> RestResult<Json<Message>> {
+    let (_, store) = message_of(
+        &gate,
+        &workspace_id,
+        &session_id,
+        &message_id,
+        rule!(MutationRoot.updateMessage),
+    )
+    .await?;
+    let updated = store
+        .update_message(&workspace_id, &message_id, body.metadata)
+        .await?;
+    Ok(Json(updated.into()))
+}
+
+/// The messages of `scope` that match the search, best first.
+pub async fn search(
+    store: &Store,
+    scope: MessageScope<'_>,
+    body: &SearchBody,
+) -> RestResult<Json<Vec<Message>>> {
+    let found = store
+        .search(scope, &body.query, &body.filters(), body.limit())
+        .await?;
+    Ok(Json(found.into_iter().map(Message::from).collect()))
+}

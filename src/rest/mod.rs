@@ -1,0 +1,309 @@
+//! Honcho's v3 REST API beside `/graphql`, on the same store and keys, so that Honcho's own SDKs
+//! work against this server unchanged: the same paths, JSON field names, `page`/`size`
+//! pagination, get-or-create answering 201 or 200, and `{"detail": ...}` errors.
+//!
+//! Each route does the work of a GraphQL field and is authorized by that field's row of
+//! [`guard::RULES`] ([`Gate::require`]): one rule table for both APIs. The OpenAPI document at
+//! `/v3/openapi.json` is generated from the handlers' annotations.
+
+pub mod conclusions;
+pub mod error;
+pub mod keys;
+pub mod messages;
+pub mod peers;
+pub mod sessions;
+pub mod unsupported;
+pub mod workspaces;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, OpenApi, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+
+use crate::auth::{Auth, Caller, Principal};
+use crate::graphql::guard::{self, Access, Field, On, Sealed};
+use crate::graphql::{AppSchema, RequestLoader};
+use crate::store::Store;
+use crate::store::page::{MAX_PAGE, Order, Slice};
+pub use error::{RestError, RestResult};
+
+#[derive(OpenApi)]
+#[openapi(info(
+    title = "honcho-graphql: Honcho v3 REST API",
+    description = "Honcho's v3 REST surface, served from the same store as /graphql."
+))]
+struct ApiDoc;
+
+/// Every route, with its OpenAPI description.
+fn api() -> OpenApiRouter<AppSchema> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(workspaces::routes())
+        .merge(peers::routes())
+        .merge(sessions::routes())
+        .merge(messages::routes())
+        .merge(conclusions::routes())
+        .merge(keys::routes())
+        .merge(unsupported::routes())
+}
+
+/// The `/v3` routes and the OpenAPI document that describes them, over `schema`'s store and auth.
+pub fn router(schema: AppSchema) -> axum::Router {
+    let (router, doc) = api().split_for_parts();
+    router
+        .route(
+            "/v3/openapi.json",
+            axum::routing::get(move || async move { Json(doc) }),
+        )
+        // Where Honcho serves its API docs (and its SDK's tests look for a live server).
+        .route(
+            "/docs",
+            axum::routing::get(|| async {
+                axum::response::Html(
+                    "<!doctype html><title>Honcho REST API</title>\
+                     <p>The OpenAPI 3 document of this server's Honcho v3 REST API is at \
+                     <a href=\"/v3/openapi.json\">/v3/openapi.json</a>; GraphQL is at \
+                     <a href=\"/\">/</a>.</p>",
+                )
+            }),
+        )
+        .with_state(schema)
+}
+
+/// The OpenAPI document of [`router`].
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api().split_for_parts().1
+}
+
+/// One request's way through the rules: its caller (from `Authorization: Bearer <key>`) and its
+/// loader, over the schema's sealed store.
+pub struct Gate {
+    schema: AppSchema,
+    caller: Caller,
+    loader: Sealed<RequestLoader>,
+}
+
+impl Gate {
+    fn store(&self) -> RestResult<&Sealed<Store>> {
+        self.schema
+            .data::<Sealed<Store>>()
+            .ok_or_else(|| RestError::new(StatusCode::INTERNAL_SERVER_ERROR, "no store"))
+    }
+
+    /// Checks `field`'s rule (a [`guard::RULES`] row, `rule!(Type.field)`) on `on`.
+    pub async fn require(&self, field: Field, on: On<'_>) -> RestResult<Access<'_>> {
+        Ok(guard::require_route(self.store()?, &self.loader, &self.caller, field, on).await?)
+    }
+
+    /// The caller's principal (after [`Gate::require`] passed, for what the store decides by key).
+    pub fn principal(&self) -> RestResult<Principal> {
+        self.caller
+            .principal()
+            .map_err(|e| RestError::new(StatusCode::UNAUTHORIZED, e.to_string()))
+    }
+
+    pub fn auth(&self) -> Option<&Auth> {
+        self.schema.data::<Auth>()
+    }
+}
+
+impl FromRequestParts<AppSchema> for Gate {
+    type Rejection = RestError;
+
+    async fn from_request_parts(parts: &mut Parts, schema: &AppSchema) -> RestResult<Self> {
+        let header = parts
+            .headers
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        let store = schema
+            .data::<Sealed<Store>>()
+            .ok_or_else(|| RestError::new(StatusCode::INTERNAL_SERVER_ERROR, "no store"))?;
+        Ok(Gate {
+            schema: schema.clone(),
+            caller: crate::graphql::authenticate(schema, header),
+            loader: guard::request_loader(store),
+        })
+    }
+}
+
+/// A JSON body; an empty body reads as `null` (so `Body<Option<T>>` is an optional body). A body
+/// that does not fit is 422, as FastAPI answers.
+pub struct Body<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = RestError;
+
+    async fn from_request(req: Request, state: &S) -> RestResult<Self> {
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(|e| RestError::new(e.status(), e.body_text()))?;
+        let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+            b"null"
+        } else {
+            &bytes
+        };
+        serde_json::from_slice(text)
+            .map(Body)
+            .map_err(|e| RestError::invalid(format!("invalid request body: {e}")))
+    }
+}
+
+/// Query parameters of a paginated list.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PageParams {
+    /// Page number, from 1.
+    page: Option<u64>,
+    /// Items per page, 1 to 100 (50).
+    size: Option<u64>,
+    /// Newest first.
+    reverse: Option<bool>,
+}
+
+impl PageParams {
+    pub fn page_size(&self) -> RestResult<(u64, u64)> {
+        let page = self.page.unwrap_or(1);
+        let size = self.size.unwrap_or(50);
+        if page < 1 {
+            return Err(RestError::invalid("page must be at least 1"));
+        }
+        if !(1..=MAX_PAGE).contains(&size) {
+            return Err(RestError::invalid(format!(
+                "size must be between 1 and {MAX_PAGE}"
+            )));
+        }
+        Ok((page, size))
+    }
+
+    /// The store's slice for this page, with the total counted.
+    pub fn slice(&self) -> RestResult<Slice> {
+        let (page, size) = self.page_size()?;
+        let skip = (page - 1)
+            .checked_mul(size)
+            .ok_or_else(|| RestError::invalid("page is too large"))?;
+        Ok(Slice {
+            first: Some(size),
+            after: skip.checked_sub(1).map(crate::store::page::Cursor::at),
+            want_total: true,
+            ..Slice::default()
+        })
+    }
+
+    /// Oldest first, unless `reverse`.
+    pub fn order(&self) -> Order {
+        self.order_from(Order::Asc)
+    }
+
+    /// `default`, or the other way with `reverse`.
+    pub fn order_from(&self, default: Order) -> Order {
+        match (self.reverse.unwrap_or(false), default) {
+            (false, o) => o,
+            (true, Order::Asc) => Order::Desc,
+            (true, Order::Desc) => Order::Asc,
+        }
+    }
+
+    /// The response page of a store page.
+    pub fn respond<T, U: From<T>>(&self, page: crate::store::page::Page<T>) -> Json<Page<U>> {
+        Json(self.page(page.items, page.total))
+    }
+
+    /// The response page of `items` out of `total`.
+    pub fn page<T, U: From<T>>(&self, items: Vec<T>, total: Option<u64>) -> Page<U> {
+        let (page, size) = self.page_size().unwrap_or((1, 50));
+        let total = total.unwrap_or(0);
+        Page {
+            items: items.into_iter().map(U::from).collect(),
+            total,
+            page,
+            size,
+            pages: total.div_ceil(size),
+        }
+    }
+}
+
+/// A page of a list, as fastapi-pagination shapes it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub total: u64,
+    pub page: u64,
+    pub size: u64,
+    pub pages: u64,
+}
+
+/// The optional body of a `POST .../list` route.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct ListBody {
+    /// The filter JSON (Honcho's filter language).
+    #[schema(value_type = Option<Object>)]
+    #[serde(default)]
+    pub filters: Option<Value>,
+}
+
+impl ListBody {
+    /// The filters, `{}` when none were given.
+    pub fn filters(body: Option<ListBody>) -> Value {
+        body.and_then(|b| b.filters)
+            .filter(|f| !f.is_null())
+            .unwrap_or_else(|| Value::Object(Default::default()))
+    }
+}
+
+/// The body of the search routes.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct SearchBody {
+    pub query: String,
+    #[schema(value_type = Option<Object>)]
+    #[serde(default)]
+    pub filters: Option<Value>,
+    /// 1 to 100 (10).
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+impl SearchBody {
+    pub fn filters(&self) -> Value {
+        self.filters
+            .clone()
+            .filter(|f| !f.is_null())
+            .unwrap_or_else(|| Value::Object(Default::default()))
+    }
+
+    pub fn limit(&self) -> u64 {
+        self.limit
+            .unwrap_or(crate::store::search::DEFAULT_SEARCH_LIMIT)
+    }
+}
+
+/// A get-or-create's answer: 201 when the row is new, 200 when it existed.
+pub fn created_or_found<T: Serialize>(created: bool, body: T) -> Response {
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    (status, Json(body)).into_response()
+}
+
+/// `{"message": ...}`, answered by Honcho's deletions.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MessageBody {
+    pub message: String,
+}
+
+/// A JSON object, `{}` for anything else (metadata and configuration are objects).
+fn object(v: Value) -> Value {
+    if v.is_object() {
+        v
+    } else {
+        Value::Object(Default::default())
+    }
+}

@@ -1,0 +1,66 @@
+//! Honcho routes this server does not serve: scopes and webhooks (no data model here yet) answer
+//! 501; the LLM reads (chat) answer 503 and say what to configure. Each says so in its body, so
+//! an SDK call fails with a reason instead of a bare 404.
+
+use axum::http::StatusCode;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::error::ErrorBody;
+use super::{RestError, RestResult};
+use crate::graphql::AppSchema;
+
+pub fn routes() -> OpenApiRouter<AppSchema> {
+    OpenApiRouter::new()
+        .routes(routes!(scopes))
+        .routes(routes!(scope))
+        .routes(routes!(webhooks))
+        .routes(routes!(webhook))
+        .routes(routes!(chat))
+}
+
+fn not_implemented(what: &str) -> RestResult<()> {
+    Err(RestError::new(
+        StatusCode::NOT_IMPLEMENTED,
+        format!("{what} are not served by this server (see the README, Honcho REST API)"),
+    ))
+}
+
+/// Not served: scopes.
+#[utoipa::path(post, path = "/v3/workspaces/{workspace_id}/scopes",
+    responses((status = 501, body = ErrorBody)))]
+async fn scopes() -> RestResult<()> {
+    not_implemented("scopes")
+}
+
+/// Not served: scopes.
+#[utoipa::path(post, path = "/v3/workspaces/{workspace_id}/scopes/{rest}",
+    responses((status = 501, body = ErrorBody)))]
+async fn scope() -> RestResult<()> {
+    not_implemented("scopes")
+}
+
+/// Not served: webhooks.
+#[utoipa::path(post, path = "/v3/workspaces/{workspace_id}/webhooks",
+    responses((status = 501, body = ErrorBody)))]
+async fn webhooks() -> RestResult<()> {
+    not_implemented("webhooks")
+}
+
+/// Not served: webhooks.
+#[utoipa::path(get, path = "/v3/workspaces/{workspace_id}/webhooks/{rest}",
+    responses((status = 501, body = ErrorBody)))]
+async fn webhook() -> RestResult<()> {
+    not_implemented("webhooks")
+}
+
+/// Not served: the dialectic chat needs an LLM.
+#[utoipa::path(post, path = "/v3/workspaces/{workspace_id}/peers/{peer_id}/chat",
+    responses((status = 503, body = ErrorBody)))]
+async fn chat() -> RestResult<()> {
+    Err(RestError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "chat answers from an LLM, and this server serves none over REST yet; \
+         stored conclusions are under POST .../conclusions/list and .../conclusions/query",
+    ))
+}

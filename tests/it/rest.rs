@@ -1,0 +1,619 @@
+//! Honcho's v3 REST API: each route's status, JSON shape and auth, over HTTP against a real
+//! server router.
+
+use honcho_graphql::auth::KeySpec;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::harness::{TestApp, bearer};
+
+/// A REST client of a router served on a local port.
+struct Rest {
+    base: String,
+    client: reqwest::Client,
+    key: Option<String>,
+    _app: TestApp,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Rest {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl Rest {
+    async fn serve(app: TestApp) -> Rest {
+        let router = honcho_graphql::http::router(app.schema.clone(), app.store.clone(), 1 << 20);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, router).await.unwrap();
+        });
+        Rest {
+            base: format!("http://{addr}"),
+            client: reqwest::Client::new(),
+            key: None,
+            _app: app,
+            server,
+        }
+    }
+
+    async fn new() -> Rest {
+        Self::serve(TestApp::new().await).await
+    }
+
+    fn as_key(&mut self, key: Option<String>) -> &mut Self {
+        self.key = key;
+        self
+    }
+
+    /// Status and JSON body (Null when empty).
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut req = self.client.request(method, format!("{}{path}", self.base));
+        if let Some(k) = &self.key {
+            req = req.header("authorization", k);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        let value = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"))
+        };
+        (status, value)
+    }
+
+    /// Each (method, path, body) answers its status; all mismatches are reported at once.
+    async fn expect(&self, cases: &[(&str, &str, Value, u16)]) {
+        let mut wrong = Vec::new();
+        for (method, path, body, want) in cases {
+            let method = Method::from_bytes(method.as_bytes()).unwrap();
+            let (got, answer) = self.call(method.clone(), path, Some(body.clone())).await;
+            if got != *want {
+                wrong.push(format!("{method} {path}: want {want}, got {got} {answer}"));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call(Method::POST, path, Some(body)).await
+    }
+
+    async fn put(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call(Method::PUT, path, Some(body)).await
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        self.call(Method::GET, path, None).await
+    }
+
+    async fn delete(&self, path: &str) -> (u16, Value) {
+        self.call(Method::DELETE, path, None).await
+    }
+}
+
+fn keys(v: &Value) -> Vec<&str> {
+    let mut k: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    k.sort();
+    k
+}
+
+#[tokio::test]
+async fn rest_workspace_get_or_create_answers_201_then_200_in_honchos_shape() {
+    let api = Rest::new().await;
+    let (status, ws) = api
+        .post("/v3/workspaces", json!({"id": "w", "metadata": {"a": 1}}))
+        .await;
+    assert_eq!(status, 201);
+    assert_eq!(keys(&ws), ["configuration", "created_at", "id", "metadata"]);
+    assert_eq!(ws["id"], "w");
+    assert_eq!(ws["metadata"], json!({"a": 1}));
+    assert!(ws["created_at"].as_str().unwrap().ends_with('Z'));
+    // Existing: unchanged, 200.
+    let (status, again) = api
+        .post("/v3/workspaces", json!({"id": "w", "metadata": {"b": 2}}))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(again["metadata"], json!({"a": 1}));
+    // PUT replaces metadata and merges configuration; upserts.
+    let (status, put) = api
+        .put(
+            "/v3/workspaces/w",
+            json!({"metadata": {"c": 3}, "configuration": {"x": 1}}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(put["metadata"], json!({"c": 3}));
+    assert_eq!(put["configuration"], json!({"x": 1}));
+    let (status, _) = api.put("/v3/workspaces/fresh", json!({})).await;
+    assert_eq!(status, 200);
+    // List: Honcho's page shape.
+    let (status, page) = api
+        .post("/v3/workspaces/list?size=1&page=2", json!({}))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(keys(&page), ["items", "page", "pages", "size", "total"]);
+    assert_eq!(
+        (page["total"].as_u64(), page["pages"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(page["items"][0]["id"], "fresh");
+    let (_, filtered) = api
+        .post("/v3/workspaces/list", json!({"filters": {"id": "w"}}))
+        .await;
+    assert_eq!(filtered["total"], 1);
+    // Bad input is 422 with a detail.
+    let (status, err) = api.post("/v3/workspaces", json!({"metadata": {}})).await;
+    assert_eq!(status, 422);
+    assert!(err["detail"].is_string());
+    let (status, _) = api.post("/v3/workspaces/list?size=101", json!({})).await;
+    assert_eq!(status, 422);
+    let (status, _) = api
+        .post("/v3/workspaces/list", json!({"filters": {"nope": 1}}))
+        .await;
+    assert_eq!(status, 422);
+    // Delete: 409 while a session is active, 202 after, 404 when gone.
+    api.post("/v3/workspaces/w/sessions", json!({"id": "s"}))
+        .await;
+    let (status, err) = api.delete("/v3/workspaces/w").await;
+    assert_eq!(status, 409, "{err}");
+    assert_eq!(api.delete("/v3/workspaces/w/sessions/s").await.0, 202);
+    let (status, body) = api.delete("/v3/workspaces/w").await;
+    assert_eq!(
+        (status, &body["message"]),
+        (202, &json!("Workspace deletion accepted"))
+    );
+    assert_eq!(api.delete("/v3/workspaces/w").await.0, 404);
+}
+
+#[tokio::test]
+async fn rest_peers_sessions_and_messages_round_trip() {
+    let api = Rest::new().await;
+    let (status, peer) = api
+        .post(
+            "/v3/workspaces/w/peers",
+            json!({"id": "alice", "metadata": {"k": "v"}}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    assert_eq!(
+        keys(&peer),
+        [
+            "configuration",
+            "created_at",
+            "id",
+            "metadata",
+            "workspace_id"
+        ]
+    );
+    assert_eq!(
+        api.post("/v3/workspaces/w/peers", json!({"id": "alice"}))
+            .await
+            .0,
+        200
+    );
+    let (_, put) = api
+        .put(
+            "/v3/workspaces/w/peers/alice",
+            json!({"configuration": {"observe_me": false}}),
+        )
+        .await;
+    assert_eq!(put["configuration"], json!({"observe_me": false}));
+    assert_eq!(put["metadata"], json!({"k": "v"}));
+    let (status, session) = api
+        .post(
+            "/v3/workspaces/w/sessions",
+            json!({"id": "s", "peers": {"alice": {}, "bob": {"observe_others": true}}}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    assert_eq!(
+        keys(&session),
+        [
+            "configuration",
+            "created_at",
+            "id",
+            "is_active",
+            "metadata",
+            "workspace_id"
+        ]
+    );
+    let (_, members) = api.get("/v3/workspaces/w/sessions/s/peers").await;
+    assert_eq!(members["total"], 2);
+    let (_, config) = api
+        .get("/v3/workspaces/w/sessions/s/peers/bob/config")
+        .await;
+    assert_eq!(config, json!({"observe_me": null, "observe_others": true}));
+    assert_eq!(
+        api.put(
+            "/v3/workspaces/w/sessions/s/peers/bob/config",
+            json!({"observe_me": false})
+        )
+        .await
+        .0,
+        204
+    );
+    let (_, config) = api
+        .get("/v3/workspaces/w/sessions/s/peers/bob/config")
+        .await;
+    assert_eq!(config, json!({"observe_me": false, "observe_others": true}));
+    // Messages: a batch, in order, 201.
+    let batch: Vec<Value> = (0..5)
+        .map(|i| json!({"peer_id": if i % 2 == 0 {"alice"} else {"bob"}, "content": format!("hello number {i}"), "metadata": {"i": i}}))
+        .collect();
+    let (status, created) = api
+        .post(
+            "/v3/workspaces/w/sessions/s/messages",
+            json!({"messages": batch}),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created.as_array().unwrap().len(), 5);
+    assert_eq!(
+        keys(&created[0]),
+        [
+            "content",
+            "created_at",
+            "id",
+            "metadata",
+            "peer_id",
+            "session_id",
+            "token_count",
+            "workspace_id"
+        ]
+    );
+    let (_, page) = api
+        .post(
+            "/v3/workspaces/w/sessions/s/messages/list?size=2",
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        (page["total"].as_u64(), page["pages"].as_u64()),
+        (Some(5), Some(3))
+    );
+    assert_eq!(page["items"][0]["content"], "hello number 0");
+    let (_, rev) = api
+        .post(
+            "/v3/workspaces/w/sessions/s/messages/list?reverse=true",
+            json!({}),
+        )
+        .await;
+    assert_eq!(rev["items"][0]["content"], "hello number 4");
+    let (_, bobs) = api
+        .post(
+            "/v3/workspaces/w/sessions/s/messages/list",
+            json!({"filters": {"peer_id": "bob"}}),
+        )
+        .await;
+    assert_eq!(bobs["total"], 2);
+    // An empty body is no filter.
+    let (status, all) = api
+        .call(
+            Method::POST,
+            "/v3/workspaces/w/sessions/s/messages/list",
+            None,
+        )
+        .await;
+    assert_eq!((status, all["total"].as_u64()), (200, Some(5)));
+    let id = created[1]["id"].as_str().unwrap();
+    let (status, one) = api
+        .get(&format!("/v3/workspaces/w/sessions/s/messages/{id}"))
+        .await;
+    assert_eq!((status, &one["content"]), (200, &json!("hello number 1")));
+    let (_, updated) = api
+        .put(
+            &format!("/v3/workspaces/w/sessions/s/messages/{id}"),
+            json!({"metadata": {"edited": true}}),
+        )
+        .await;
+    assert_eq!(updated["metadata"], json!({"edited": true}));
+    let (status, err) = api.get("/v3/workspaces/w/sessions/s/messages/nope").await;
+    assert_eq!(status, 404);
+    assert!(err["detail"].as_str().unwrap().contains("nope"));
+    // Search: session, peer and workspace scopes.
+    let (status, hits) = api
+        .post(
+            "/v3/workspaces/w/sessions/s/search",
+            json!({"query": "number 3"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(hits[0]["content"], "hello number 3");
+    let (_, by_alice) = api
+        .post(
+            "/v3/workspaces/w/peers/alice/search",
+            json!({"query": "hello", "limit": 10}),
+        )
+        .await;
+    assert!(
+        by_alice
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["peer_id"] == "alice")
+    );
+    assert_eq!(by_alice.as_array().unwrap().len(), 3);
+    let (_, ws_hits) = api
+        .post(
+            "/v3/workspaces/w/search",
+            json!({"query": "hello", "limit": 2}),
+        )
+        .await;
+    assert_eq!(ws_hits.as_array().unwrap().len(), 2);
+    // Membership: set, remove; the peer's sessions; clone.
+    let (status, _) = api
+        .put("/v3/workspaces/w/sessions/s/peers", json!({"carol": {}}))
+        .await;
+    assert_eq!(status, 200);
+    let (_, members) = api.get("/v3/workspaces/w/sessions/s/peers").await;
+    assert_eq!(members["items"][0]["id"], "carol");
+    assert_eq!(members["total"], 1);
+    let (_, _) = api
+        .call(
+            Method::DELETE,
+            "/v3/workspaces/w/sessions/s/peers",
+            Some(json!(["carol"])),
+        )
+        .await;
+    let (_, members) = api.get("/v3/workspaces/w/sessions/s/peers").await;
+    assert_eq!(members["total"], 0);
+    let (_, sessions) = api
+        .post("/v3/workspaces/w/peers/alice/sessions", json!({}))
+        .await;
+    assert_eq!(sessions["items"][0]["id"], "s");
+    let (status, copy) = api
+        .call(
+            Method::POST,
+            &format!("/v3/workspaces/w/sessions/s/clone?message_id={id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 201);
+    let copy_id = copy["id"].as_str().unwrap();
+    let (_, copied) = api
+        .post(
+            &format!("/v3/workspaces/w/sessions/{copy_id}/messages/list"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(copied["total"], 2);
+    let (_, list) = api.post("/v3/workspaces/w/sessions/list", json!({})).await;
+    assert_eq!(list["total"], 2);
+    let (_, peers) = api.post("/v3/workspaces/w/peers/list", json!({})).await;
+    assert_eq!(peers["total"], 3);
+}
+
+#[tokio::test]
+async fn rest_conclusions_create_list_query_delete() {
+    let api = Rest::serve(TestApp::with_embedder().await).await;
+    api.post(
+        "/v3/workspaces/w/sessions",
+        json!({"id": "s", "peers": {"alice": {}, "bob": {}}}),
+    )
+    .await;
+    let (status, created) = api
+        .post(
+            "/v3/workspaces/w/conclusions",
+            json!({"conclusions": [
+                {"content": "alice loves hiking in the mountains", "observer_id": "bob", "observed_id": "alice", "session_id": "s"},
+                {"content": "alice works as a nurse", "observer_id": "bob", "observed_id": "alice"}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(
+        keys(&created[0]),
+        [
+            "content",
+            "created_at",
+            "id",
+            "level",
+            "observed_id",
+            "observer_id",
+            "session_id"
+        ]
+    );
+    assert_eq!(created[0]["level"], "explicit");
+    assert_eq!(created[1]["session_id"], Value::Null);
+    // Newest first by default, oldest first with reverse.
+    let (_, page) = api
+        .post("/v3/workspaces/w/conclusions/list", json!({}))
+        .await;
+    assert_eq!(page["total"], 2);
+    assert_eq!(page["items"][0]["content"], "alice works as a nurse");
+    let (_, rev) = api
+        .post("/v3/workspaces/w/conclusions/list?reverse=true", json!({}))
+        .await;
+    assert_eq!(
+        rev["items"][0]["content"],
+        "alice loves hiking in the mountains"
+    );
+    let (status, hits) = api
+        .post(
+            "/v3/workspaces/w/conclusions/query",
+            json!({"query": "outdoor activities", "top_k": 1,
+                   "filters": {"observer_id": "bob", "observed_id": "alice"}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{hits}");
+    assert_eq!(hits[0]["content"], "alice loves hiking in the mountains");
+    let id = created[0]["id"].as_str().unwrap();
+    assert_eq!(
+        api.delete(&format!("/v3/workspaces/w/conclusions/{id}"))
+            .await
+            .0,
+        204
+    );
+    assert_eq!(
+        api.delete(&format!("/v3/workspaces/w/conclusions/{id}"))
+            .await
+            .0,
+        404
+    );
+    // Unknown peers are refused, nothing written.
+    let (status, _) = api
+        .post(
+            "/v3/workspaces/w/conclusions",
+            json!({"conclusions": [{"content": "x", "observer_id": "zed", "observed_id": "alice"}]}),
+        )
+        .await;
+    assert!(status == 404 || status == 422, "{status}");
+    let (_, page) = api
+        .post("/v3/workspaces/w/conclusions/list", json!({}))
+        .await;
+    assert_eq!(page["total"], 1);
+}
+
+#[tokio::test]
+async fn rest_routes_answer_to_the_graphql_rule_table() {
+    let mut api = Rest::serve(TestApp::with_auth().await).await;
+    let admin = bearer(KeySpec {
+        admin: true,
+        ..KeySpec::default()
+    });
+    let ws_key = bearer(KeySpec {
+        workspace: Some("w".into()),
+        ..KeySpec::default()
+    });
+    let alice = bearer(KeySpec {
+        workspace: Some("w".into()),
+        peer: Some("alice".into()),
+        ..KeySpec::default()
+    });
+    let s_key = bearer(KeySpec {
+        workspace: Some("w".into()),
+        session: Some("s".into()),
+        ..KeySpec::default()
+    });
+    // No key: 401 with a detail.
+    let (status, err) = api.post("/v3/workspaces", json!({"id": "w"})).await;
+    assert_eq!(status, 401);
+    assert!(err["detail"].as_str().unwrap().contains("Bearer"));
+    api.as_key(Some(ws_key.clone()));
+    assert_eq!(api.post("/v3/workspaces", json!({"id": "w"})).await.0, 201);
+    assert_eq!(
+        api.post("/v3/workspaces", json!({"id": "other"})).await.0,
+        403
+    );
+    assert_eq!(api.post("/v3/workspaces/list", json!({})).await.0, 403);
+    let (status, _) = api
+        .post(
+            "/v3/workspaces/w/sessions",
+            json!({"id": "s", "peers": {"alice": {}}}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    api.post("/v3/workspaces/w/sessions", json!({"id": "t"}))
+        .await;
+    api.post(
+        "/v3/workspaces/w/sessions/s/messages",
+        json!({"messages": [{"peer_id": "alice", "content": "hi"}]}),
+    )
+    .await;
+    // A peer key: its own peer, and member reads of sessions it is in.
+    api.as_key(Some(alice));
+    api.expect(&[
+        ("PUT", "/v3/workspaces/w/peers/alice", json!({}), 200),
+        ("PUT", "/v3/workspaces/w/peers/bob", json!({}), 403),
+        (
+            "POST",
+            "/v3/workspaces/w/sessions/s/messages/list",
+            json!({}),
+            200,
+        ),
+        (
+            "POST",
+            "/v3/workspaces/w/sessions/t/messages/list",
+            json!({}),
+            403,
+        ),
+        (
+            "POST",
+            "/v3/workspaces/w/sessions/s/messages",
+            json!({"messages": []}),
+            403,
+        ),
+        ("POST", "/v3/workspaces/w/conclusions/list", json!({}), 403),
+    ])
+    .await;
+    // A session key: its session only.
+    api.as_key(Some(s_key));
+    api.expect(&[
+        (
+            "POST",
+            "/v3/workspaces/w/sessions/s/messages/list",
+            json!({}),
+            200,
+        ),
+        (
+            "POST",
+            "/v3/workspaces/w/sessions/t/messages/list",
+            json!({}),
+            403,
+        ),
+        ("POST", "/v3/workspaces/w/peers/list", json!({}), 403),
+    ])
+    .await;
+    // Keys: admin only; a minted key works.
+    assert_eq!(
+        api.call(Method::POST, "/v3/keys?workspace_id=w", None)
+            .await
+            .0,
+        403
+    );
+    api.as_key(Some(admin));
+    let (status, key) = api
+        .call(Method::POST, "/v3/keys?workspace_id=w", None)
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(api.call(Method::POST, "/v3/keys", None).await.0, 422);
+    api.as_key(Some(format!("Bearer {}", key["key"].as_str().unwrap())));
+    assert_eq!(
+        api.post("/v3/workspaces/w/peers/list", json!({})).await.0,
+        200
+    );
+}
+
+#[tokio::test]
+async fn rest_serves_its_openapi_document_and_says_what_it_does_not_serve() {
+    let api = Rest::new().await;
+    let (status, doc) = api.get("/v3/openapi.json").await;
+    assert_eq!(status, 200);
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    let paths = doc["paths"].as_object().unwrap();
+    for p in [
+        "/v3/workspaces",
+        "/v3/workspaces/{workspace_id}/peers/list",
+        "/v3/workspaces/{workspace_id}/sessions/{session_id}/messages",
+        "/v3/workspaces/{workspace_id}/conclusions/query",
+        "/v3/keys",
+    ] {
+        assert!(
+            paths.contains_key(p),
+            "{p} missing from the OpenAPI document"
+        );
+    }
+    let (status, err) = api
+        .post("/v3/workspaces/w/webhooks", json!({"url": "http://x"}))
+        .await;
+    assert_eq!(status, 501);
+    assert!(err["detail"].as_str().unwrap().contains("webhooks"));
+    let (status, _) = api
+        .post("/v3/workspaces/w/peers/p/chat", json!({"query": "hi"}))
+        .await;
+    assert_eq!(status, 503);
+    // Keys need auth on: Honcho answers 405 without it.
+    assert_eq!(
+        api.call(Method::POST, "/v3/keys?workspace_id=w", None)
+            .await
+            .0,
+        405
+    );
+}
