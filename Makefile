@@ -26,7 +26,7 @@ PLAYGROUND_TEST ?= 1
 # src/gql is generated (from schema.graphql, by the build) and not a source.
 PLAYGROUND_SRC := $(shell find playground -path playground/node_modules -prune -o -path playground/dist -prune -o -path playground/tests -prune -o -path playground/src/gql -prune -o -type f -print 2>/dev/null)
 
-.PHONY: help setup postgres model run test lint schema bench bench-derive eval playground playground-test conformance
+.PHONY: help setup postgres model run test lint schema bench bench-derive bench-replicas eval playground playground-test conformance
 
 help:
 	@echo "make run         set up PostgreSQL (unless DATABASE_URL is set) and the model, serve on 127.0.0.1:8000"
@@ -37,6 +37,7 @@ help:
 	@echo "make conformance HONCHO_SDK=dir  Honcho's TypeScript SDK suite against this server"
 	@echo "make bench       run the benchmark (when bench/ exists)"
 	@echo "make bench-derive  the deriver's throughput with an instant fake LLM"
+	@echo "make bench-replicas  reads on the primary alone vs with a streaming standby"
 	@echo "make eval        search recall on generated conversational QA (EVAL_ARGS='--label x --sweep')"
 	@echo "make playground  build playground/dist (when playground/ has a package.json)"
 	@echo "make playground-test  examples validate against schema.graphql; browser test in headless Chromium"
@@ -94,6 +95,15 @@ bench:
 	  export DATABASE_URL="$$base/postgres"
 	fi
 	$(CARGO) run --release -p honcho-bench -- $(BENCH_ARGS)
+
+# Reads on the primary alone vs the primary + a streaming standby (scripts/standby.sh), and the
+# latency of read-your-writes.
+bench-replicas:
+	if [ -z "$${DATABASE_URL:-}" ]; then
+	  base=$$(scripts/setup-postgres.sh)
+	  export DATABASE_URL="$$base/postgres"
+	fi
+	$(CARGO) run --release -p honcho-bench --bin honcho-bench-replicas -- $(BENCH_ARGS)
 
 # The deriver's throughput with an instant fake LLM (queue and storage overhead per message).
 bench-derive: model

@@ -3,7 +3,8 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use honcho_graphql::embed::{EmbedConfig, Embedder, EmbedderKind};
@@ -144,4 +145,44 @@ pub async fn graphql(
         bail!("GraphQL errors: {errs}");
     }
     Ok(resp)
+}
+
+/// Runs `one(i)` for i in 0..total on `clients` concurrent workers (each takes the next i) and
+/// returns each call's duration, with a progress bar.
+pub async fn timed<F, Fut>(
+    clients: usize,
+    total: usize,
+    label: &str,
+    one: F,
+) -> anyhow::Result<Vec<Duration>>
+where
+    F: Fn(usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
+{
+    let pb = bar(total as u64, label);
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let (next, pb, one) = (next.clone(), pb.clone(), one.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut d = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= total {
+                    break;
+                }
+                let t = Instant::now();
+                one(i).await?;
+                d.push(t.elapsed());
+                pb.inc(1);
+            }
+            anyhow::Ok(d)
+        }));
+    }
+    let mut all = Vec::with_capacity(total);
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    pb.finish();
+    Ok(all)
 }

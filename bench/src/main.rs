@@ -4,6 +4,7 @@
 mod common;
 mod mixed;
 mod plot;
+mod rest;
 mod seed;
 mod sitting;
 
@@ -20,7 +21,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use common::{Stats, bar, connect, embedder, serve, stats};
+use common::{Stats, bar, connect, embedder, serve, stats, timed};
 use seed::{Rng, SeedOptions, Workspace};
 
 #[derive(Parser, Debug, Clone)]
@@ -136,46 +137,6 @@ struct Bench {
     capture: Capture,
     floor: DatabaseConnection,
     args: Args,
-}
-
-/// Runs `one(i)` for i in 0..total on `clients` concurrent workers (each takes the next i) and
-/// returns each call's duration, with a progress bar.
-async fn timed<F, Fut>(
-    clients: usize,
-    total: usize,
-    label: &str,
-    one: F,
-) -> anyhow::Result<Vec<Duration>>
-where
-    F: Fn(usize) -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
-{
-    let pb = bar(total as u64, label);
-    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let mut tasks = Vec::new();
-    for _ in 0..clients {
-        let (next, pb, one) = (next.clone(), pb.clone(), one.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut d = Vec::new();
-            loop {
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                if i >= total {
-                    break;
-                }
-                let t = Instant::now();
-                one(i).await?;
-                d.push(t.elapsed());
-                pb.inc(1);
-            }
-            anyhow::Ok(d)
-        }));
-    }
-    let mut all = Vec::with_capacity(total);
-    for t in tasks {
-        all.extend(t.await??);
-    }
-    pb.finish();
-    Ok(all)
 }
 
 /// One GraphQL request: query and variables.
@@ -560,6 +521,10 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
             )
             .await?;
         }
+    }
+
+    if args.runs(10) {
+        rest::run(&b.http, &b.url, args.requests / 3).await?;
     }
 
     let total = started.elapsed();

@@ -23,6 +23,7 @@ mod prompt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sea_orm::ActiveEnum;
 use tokio::sync::watch;
 
 use crate::config::DeriverConfig;
@@ -288,7 +289,7 @@ impl Deriver {
             if premises.is_empty() {
                 metrics()
                     .conclusions
-                    .with_label_values(&[level.as_str(), "refused"])
+                    .with_label_values(&[level.to_value().as_str(), "refused"])
                     .inc();
                 tracing::warn!(content = %content, "deriver: conclusion without a known premise refused");
                 continue;
@@ -422,9 +423,9 @@ impl Deriver {
 
 fn count_outcome(o: &BatchOutcome) {
     let c = &metrics().conclusions;
-    c.with_label_values(&[Level::Explicit.as_str(), "created"])
+    c.with_label_values(&[Level::Explicit.to_value().as_str(), "created"])
         .inc_by(o.facts_created as u64);
-    c.with_label_values(&[Level::Explicit.as_str(), "reinforced"])
+    c.with_label_values(&[Level::Explicit.to_value().as_str(), "reinforced"])
         .inc_by(o.facts_reinforced as u64);
     for d in &o.derived {
         let result = if d.times_derived == 1 {
@@ -432,7 +433,8 @@ fn count_outcome(o: &BatchOutcome) {
         } else {
             "reinforced"
         };
-        c.with_label_values(&[d.level.as_str(), result]).inc();
+        c.with_label_values(&[d.level.to_value().as_str(), result])
+            .inc();
     }
     c.with_label_values(&["derived", "refused"])
         .inc_by(o.refused as u64);

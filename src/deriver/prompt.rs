@@ -1,5 +1,6 @@
 //! What the deriver asks the model, and how it reads the answers.
 
+use sea_orm::ActiveEnum;
 use serde_json::{Value, json};
 
 use crate::store::conclusion::{Conclusion, Level};
@@ -123,7 +124,12 @@ pub(crate) fn reasoning_user(facts: &[String], existing: &[Conclusion]) -> Strin
         out.push_str("(none)\n");
     }
     for c in existing {
-        out.push_str(&format!("[{}] ({}) {}\n", c.id, c.level, c.content));
+        out.push_str(&format!(
+            "[{}] ({}) {}\n",
+            c.id,
+            c.level.to_value(),
+            c.content
+        ));
     }
     out
 }
@@ -182,7 +188,7 @@ pub(crate) fn read_derived(answer: &Value) -> Vec<DerivedAnswer> {
             let level = item["level"]
                 .as_str()
                 .map(|l| l.trim().to_ascii_lowercase())
-                .and_then(|l| Level::parse(&l))
+                .and_then(|l| Level::try_from_value(&l).ok())
                 .filter(|l| *l != Level::Explicit);
             let source_ids = item["source_ids"]
                 .as_array()

@@ -11,7 +11,7 @@ pub struct Model {
     pub observed: String,
     pub session_name: Option<String>,
     pub content: String,
-    pub level: String,
+    pub level: Level,
     pub times_derived: i32,
     pub source_ids: Option<Vec<String>>,
     pub internal_metadata: Json,
@@ -19,6 +19,20 @@ pub struct Model {
     pub metadata: Json,
     pub created_at: DateTimeUtc,
     pub deleted_at: Option<DateTimeUtc>,
+}
+
+/// How a conclusion came to be. Stored as lowercase text, as Honcho stores it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum)]
+#[sea_orm(rs_type = "String", db_type = "String(StringLen::None)")]
+pub enum Level {
+    #[sea_orm(string_value = "explicit")]
+    Explicit,
+    #[sea_orm(string_value = "deductive")]
+    Deductive,
+    #[sea_orm(string_value = "inductive")]
+    Inductive,
+    #[sea_orm(string_value = "contradiction")]
+    Contradiction,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -25,20 +25,22 @@ use std::sync::{Arc, Mutex, OnceLock};
 use async_graphql::dataloader::{DataLoader, HashMapCache};
 use async_graphql::futures_util::stream::{self, BoxStream, StreamExt};
 use async_graphql::{
-    Context, Data, ErrorExtensions, Executor, ID, Request, Response, Subscription,
+    Context, Data, ErrorExtensions, Executor, ID, Lookahead, Request, Response, Subscription,
 };
 use futures::Stream;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::error::{ApiError, ApiResult, Code};
-use super::guard::{self, On, rule};
+use super::guard::{self, Access, Field, On, rule};
 use super::limits::{Exceeded, Limits};
 use super::loaders::Loaders;
 use super::types::{Conclusion, Message};
 use super::{AppSchema, RequestLoader, loaders, prefetch};
 use crate::store::Store;
 use crate::store::conclusion::Conclusion as ConclusionRow;
-use crate::store::events::{Event, EventBus, MessageBatch};
+use crate::store::events::{
+    Batch, ConclusionBatch, ConclusionIds, Event, EventBus, MessageBatch, MessageRange, Rows,
+};
 use crate::store::message::Message as MessageRow;
 
 #[derive(Default)]
@@ -52,21 +54,8 @@ struct MessageFilter {
 }
 
 impl MessageFilter {
-    /// What the subscription reaches, for its authorization rule.
-    fn on(&self) -> On<'_> {
-        On {
-            workspace: Some(&self.workspace),
-            peer: self.peer.as_deref(),
-            session: self.session.as_deref(),
-        }
-    }
-
     fn wants_batch(&self, b: &MessageBatch) -> bool {
         b.workspace == self.workspace && self.session.as_ref().is_none_or(|s| *s == b.session)
-    }
-
-    fn wants(&self, m: &MessageRow) -> bool {
-        self.peer.as_ref().is_none_or(|p| *p == m.peer_name)
     }
 }
 
@@ -75,14 +64,6 @@ struct ConclusionFilter {
     workspace: String,
     observer: Option<String>,
     observed: Option<String>,
-}
-
-impl ConclusionFilter {
-    fn wants(&self, c: &ConclusionRow) -> bool {
-        c.workspace_name == self.workspace
-            && self.observer.as_ref().is_none_or(|p| *p == c.observer)
-            && self.observed.as_ref().is_none_or(|p| *p == c.observed)
-    }
 }
 
 /// Ends a subscription that cannot promise it saw every event.
@@ -118,9 +99,6 @@ impl SubscriptionRoot {
         session_id: Option<ID>,
         peer_id: Option<ID>,
     ) -> Result<impl Stream<Item = ApiResult<Message>>, ApiError> {
-        let bus = ctx
-            .data_opt::<EventBus>()
-            .ok_or_else(|| Code::Internal.error("subscriptions are not enabled on this server"))?;
         let filter = MessageFilter {
             workspace: workspace_id.0,
             session: session_id.map(|s| s.0),
@@ -128,64 +106,8 @@ impl SubscriptionRoot {
         };
         let field = rule!(SubscriptionRoot.messageCreated);
         let access = guard::require(ctx, field, filter.on()).await?;
-        let store = access.store().clone();
-        let loader = access.loader();
         prefetch::check_context_arguments(ctx.field())?;
-        // Subscribe now, not on the stream's first poll: events from here on are ours.
-        let mut rx = bus.subscribe();
-        Ok(async_stream::stream! {
-            loop {
-                let batch = match rx.recv().await {
-                    Ok(Event::Messages(b)) if filter.wants_batch(&b) => b,
-                    Ok(Event::Messages(_) | Event::Conclusions(_)) => continue,
-                    Ok(Event::Gap) => {
-                        yield Err(events_missed("listener_reconnected", None));
-                        break;
-                    }
-                    Err(RecvError::Lagged(n)) => {
-                        yield Err(events_missed("lagged", Some(n)));
-                        break;
-                    }
-                    Err(RecvError::Closed) => break,
-                };
-                let rows: Vec<MessageRow> = match batch.rows(&store).await {
-                    Ok(rows) => rows.iter().filter(|m| filter.wants(m)).cloned().collect(),
-                    Err(err) => {
-                        yield Err(err.into());
-                        break;
-                    }
-                };
-                if rows.is_empty() {
-                    continue;
-                }
-                // Nested fields: the batch's loader is warmed once per process, one subscriber at a
-                // time (the first runs the queries its selection needs, the rest mostly hit the
-                // cache), then copied into this subscription's loader. Earlier items are fully
-                // resolved before the stream is polled again, so replacing its cache is safe.
-                let Some(shared) = batch.shared(|| BatchLoader::new(&store)) else {
-                    yield Err(Code::Internal.error("event batch state of another type"));
-                    break;
-                };
-                let warmed = {
-                    let _turn = shared.turn.lock().await;
-                    prefetch::messages_with(&shared.loader, &rows, &[ctx.look_ahead()]).await
-                };
-                if let Err(err) = warmed {
-                    yield Err(err);
-                    break;
-                }
-                loaders::refill_from(loader, &shared.loader).await;
-                for m in rows {
-                    // Again for each event: a key's scope can change while it listens (a peer
-                    // leaves the session).
-                    if let Err(err) = guard::require(ctx, field, filter.on()).await {
-                        yield Err(err);
-                        return;
-                    }
-                    yield Ok(Message(m));
-                }
-            }
-        })
+        deliver(ctx, field, filter, access)
     }
 
     /// Conclusions created from now on in the workspace (`createConclusions`, and derived
@@ -199,71 +121,179 @@ impl SubscriptionRoot {
         observer_id: Option<ID>,
         observed_id: Option<ID>,
     ) -> Result<impl Stream<Item = ApiResult<Conclusion>>, ApiError> {
-        let bus = ctx
-            .data_opt::<EventBus>()
-            .ok_or_else(|| Code::Internal.error("subscriptions are not enabled on this server"))?;
         let filter = ConclusionFilter {
             workspace: workspace_id.0,
             observer: observer_id.map(|p| p.0),
             observed: observed_id.map(|p| p.0),
         };
         let field = rule!(SubscriptionRoot.conclusionCreated);
-        let access = guard::require(ctx, field, On::workspace(&filter.workspace)).await?;
-        let store = access.store().clone();
-        let loader = access.loader();
-        let mut rx = bus.subscribe();
-        Ok(async_stream::stream! {
-            loop {
-                let batch = match rx.recv().await {
-                    Ok(Event::Conclusions(b)) if b.workspace == filter.workspace => b,
-                    Ok(Event::Conclusions(_) | Event::Messages(_)) => continue,
-                    Ok(Event::Gap) => {
-                        yield Err(events_missed("listener_reconnected", None));
-                        break;
-                    }
-                    Err(RecvError::Lagged(n)) => {
-                        yield Err(events_missed("lagged", Some(n)));
-                        break;
-                    }
-                    Err(RecvError::Closed) => break,
-                };
-                let rows: Vec<ConclusionRow> = match batch.rows(&store).await {
-                    Ok(rows) => rows.iter().filter(|c| filter.wants(c)).cloned().collect(),
-                    Err(err) => {
-                        yield Err(err.into());
-                        break;
-                    }
-                };
-                if rows.is_empty() {
-                    continue;
-                }
-                // As in messageCreated: one shared loader per batch, warmed one subscriber at a
-                // time, then copied into this subscription's loader.
-                let Some(shared) = batch.shared(|| BatchLoader::new(&store)) else {
-                    yield Err(Code::Internal.error("event batch state of another type"));
-                    break;
-                };
-                let warmed = {
-                    let _turn = shared.turn.lock().await;
-                    prefetch::conclusions_with(&shared.loader, &rows, [ctx.look_ahead()]).await
-                };
-                if let Err(err) = warmed {
-                    yield Err(err);
-                    break;
-                }
-                loaders::refill_from(loader, &shared.loader).await;
-                for c in rows {
-                    if let Err(err) =
-                        guard::require(ctx, field, On::workspace(&filter.workspace)).await
-                    {
-                        yield Err(err);
-                        return;
-                    }
-                    yield Ok(Conclusion(c));
-                }
-            }
-        })
+        let access = guard::require(ctx, field, filter.on()).await?;
+        deliver(ctx, field, filter, access)
     }
+}
+
+/// What one subscription field listens for: which events' batches, which of their rows, and how
+/// the rows' nested fields are prefetched. [`deliver`] is the one event loop for all of them.
+trait Feed: Send + Sync {
+    type Names: Rows<Row = Self::Row>;
+    type Row: Clone + Send + Sync + 'static;
+    type Item: Send;
+
+    /// The event's batch when it is of this feed's kind and may hold rows it wants.
+    fn batch(&self, event: Event) -> Option<Arc<Batch<Self::Names>>>;
+    fn wants(&self, row: &Self::Row) -> bool;
+    /// What the subscription reaches, for its authorization rule.
+    fn on(&self) -> On<'_>;
+    fn prefetch<'a>(
+        loader: &'a RequestLoader,
+        rows: &'a [Self::Row],
+        selection: Lookahead<'a>,
+    ) -> impl Future<Output = ApiResult<()>> + Send + 'a;
+    fn item(row: Self::Row) -> Self::Item;
+}
+
+impl Feed for MessageFilter {
+    type Names = MessageRange;
+    type Row = MessageRow;
+    type Item = Message;
+
+    fn batch(&self, event: Event) -> Option<Arc<MessageBatch>> {
+        match event {
+            Event::Messages(b) if self.wants_batch(&b) => Some(b),
+            _ => None,
+        }
+    }
+
+    fn wants(&self, m: &MessageRow) -> bool {
+        self.peer.as_ref().is_none_or(|p| *p == m.peer_name)
+    }
+
+    fn on(&self) -> On<'_> {
+        On {
+            workspace: Some(&self.workspace),
+            peer: self.peer.as_deref(),
+            session: self.session.as_deref(),
+        }
+    }
+
+    async fn prefetch(
+        loader: &RequestLoader,
+        rows: &[MessageRow],
+        selection: Lookahead<'_>,
+    ) -> ApiResult<()> {
+        prefetch::messages_with(loader, rows, &[selection]).await
+    }
+
+    fn item(row: MessageRow) -> Message {
+        Message(row)
+    }
+}
+
+impl Feed for ConclusionFilter {
+    type Names = ConclusionIds;
+    type Row = ConclusionRow;
+    type Item = Conclusion;
+
+    fn batch(&self, event: Event) -> Option<Arc<ConclusionBatch>> {
+        match event {
+            Event::Conclusions(b) if b.workspace == self.workspace => Some(b),
+            _ => None,
+        }
+    }
+
+    fn wants(&self, c: &ConclusionRow) -> bool {
+        c.workspace_name == self.workspace
+            && self.observer.as_ref().is_none_or(|p| *p == c.observer)
+            && self.observed.as_ref().is_none_or(|p| *p == c.observed)
+    }
+
+    fn on(&self) -> On<'_> {
+        On::workspace(&self.workspace)
+    }
+
+    fn prefetch<'a>(
+        loader: &'a RequestLoader,
+        rows: &'a [ConclusionRow],
+        selection: Lookahead<'a>,
+    ) -> impl Future<Output = ApiResult<()>> + Send + 'a {
+        prefetch::conclusions_with(loader, rows, [selection])
+    }
+
+    fn item(row: ConclusionRow) -> Conclusion {
+        Conclusion(row)
+    }
+}
+
+/// The event loop of a subscription: the feed's rows of every batch from now on, in order, their
+/// nested fields prefetched; ends with `EVENTS_MISSED` when events were lost.
+fn deliver<'a, 'c: 'a, F: Feed + 'a>(
+    ctx: &'a Context<'c>,
+    field: Field,
+    feed: F,
+    access: Access<'c>,
+) -> ApiResult<impl Stream<Item = ApiResult<F::Item>> + 'a> {
+    let bus = ctx
+        .data_opt::<EventBus>()
+        .ok_or_else(|| Code::Internal.error("subscriptions are not enabled on this server"))?;
+    let store = access.store().clone();
+    let loader = access.loader();
+    // Subscribe now, not on the stream's first poll: events from here on are ours.
+    let mut rx = bus.subscribe();
+    Ok(async_stream::stream! {
+        loop {
+            let event = match rx.recv().await {
+                Ok(Event::Gap) => {
+                    yield Err(events_missed("listener_reconnected", None));
+                    break;
+                }
+                Ok(event) => event,
+                Err(RecvError::Lagged(n)) => {
+                    yield Err(events_missed("lagged", Some(n)));
+                    break;
+                }
+                Err(RecvError::Closed) => break,
+            };
+            let Some(batch) = feed.batch(event) else {
+                continue;
+            };
+            let rows: Vec<F::Row> = match batch.rows(&store).await {
+                Ok(rows) => rows.iter().filter(|r| feed.wants(r)).cloned().collect(),
+                Err(err) => {
+                    yield Err(err.into());
+                    break;
+                }
+            };
+            if rows.is_empty() {
+                continue;
+            }
+            // Nested fields: the batch's loader is warmed once per process, one subscriber at a
+            // time (the first runs the queries its selection needs, the rest mostly hit the
+            // cache), then copied into this subscription's loader. Earlier items are fully
+            // resolved before the stream is polled again, so replacing its cache is safe.
+            let Some(shared) = batch.shared(|| BatchLoader::new(&store)) else {
+                yield Err(Code::Internal.error("event batch state of another type"));
+                break;
+            };
+            let warmed = {
+                let _turn = shared.turn.lock().await;
+                F::prefetch(&shared.loader, &rows, ctx.look_ahead()).await
+            };
+            if let Err(err) = warmed {
+                yield Err(err);
+                break;
+            }
+            loaders::refill_from(loader, &shared.loader).await;
+            for row in rows {
+                // Again for each event: a key's scope can change while it listens (a peer
+                // leaves the session).
+                if let Err(err) = guard::require(ctx, field, feed.on()).await {
+                    yield Err(err);
+                    return;
+                }
+                yield Ok(F::item(row));
+            }
+        }
+    })
 }
 
 /// The loader of one event batch, shared by the process's subscribers; `turn` makes its warm-up

@@ -6,6 +6,7 @@ use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
+use sea_orm::ActiveEnum;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -46,7 +47,7 @@ impl From<crate::store::conclusion::Conclusion> for Conclusion {
             observer_id: c.observer,
             observed_id: c.observed,
             session_id: c.session_name,
-            level: c.level,
+            level: c.level.to_value(),
             created_at: c.created_at,
         }
     }

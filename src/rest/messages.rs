@@ -21,6 +21,7 @@ use crate::store::message::{MessageScope, NewMessage};
 pub fn routes() -> OpenApiRouter<AppSchema> {
     OpenApiRouter::new()
         .routes(routes!(create))
+        .routes(routes!(upload))
         .routes(routes!(list))
         .routes(routes!(get, update))
 }
@@ -105,9 +106,81 @@ async fn create(
             created_at: m.created_at,
         })
         .collect();
-    let created = access
-        .store()
-        .create_messages(&workspace_id, &session_id, batch)
+    insert(access.store(), &workspace_id, &session_id, batch).await
+}
+
+/// Adds a text file as messages by `peer_id`, one per chunk of at most 25,000 characters
+/// (multipart fields `file`, `peer_id`, and optionally `metadata` and `created_at`). Text and
+/// JSON files only (415 otherwise); at most 100 chunks, in one transaction (413 above).
+#[utoipa::path(post, path = "/v3/workspaces/{workspace_id}/sessions/{session_id}/messages/upload",
+    responses((status = 201, body = Vec<Message>), (status = 413), (status = 415)))]
+async fn upload(
+    gate: Gate,
+    Path((workspace_id, session_id)): Path<(String, String)>,
+    mut form: axum::extract::Multipart,
+) -> RestResult<Response> {
+    let access = gate
+        .require(
+            rule!(MutationRoot.createMessages),
+            On::session(&workspace_id, &session_id),
+        )
+        .await?;
+    let (mut text, mut peer, mut metadata, mut created_at) = (None, None, None, None);
+    let bad = |e: axum::extract::multipart::MultipartError| RestError::invalid(e.body_text());
+    while let Some(field) = form.next_field().await.map_err(bad)? {
+        match field.name().unwrap_or_default() {
+            "file" => {
+                let kind = field.content_type().unwrap_or("text/plain").to_owned();
+                if !(kind.starts_with("text/") || kind == "application/json") {
+                    return Err(RestError::new(
+                        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                        format!("{kind} files are not supported: text and JSON files only"),
+                    ));
+                }
+                let bytes = field.bytes().await.map_err(bad)?;
+                text = Some(String::from_utf8_lossy(&bytes).into_owned());
+            }
+            "peer_id" => peer = Some(field.text().await.map_err(bad)?),
+            // As Honcho: a value that does not parse is left out.
+            "metadata" => metadata = serde_json::from_str(&field.text().await.map_err(bad)?).ok(),
+            "created_at" => created_at = field.text().await.map_err(bad)?.parse().ok(),
+            _ => {}
+        }
+    }
+    let text = text.ok_or_else(|| RestError::invalid("the form needs a file field"))?;
+    let peer = peer.ok_or_else(|| RestError::invalid("the form needs a peer_id field"))?;
+    let chars: Vec<char> = text.chars().collect();
+    let chunks: Vec<String> = chars
+        .chunks(crate::store::validate::MAX_MESSAGE_CHARS)
+        .map(|c| c.iter().collect())
+        .collect();
+    if chunks.len() > crate::store::validate::MAX_BATCH {
+        return Err(RestError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the file makes more than 100 messages of 25,000 characters",
+        ));
+    }
+    let batch = chunks
+        .into_iter()
+        .map(|content| NewMessage {
+            peer: peer.clone(),
+            content,
+            metadata: metadata.clone(),
+            created_at,
+        })
+        .collect();
+    insert(access.store(), &workspace_id, &session_id, batch).await
+}
+
+/// Creates the batch; 201 with the messages.
+async fn insert(
+    store: &Store,
+    workspace_id: &str,
+    session_id: &str,
+    batch: Vec<NewMessage>,
+) -> RestResult<Response> {
+    let created = store
+        .create_messages(workspace_id, session_id, batch)
         .await?;
     let body: Vec<Message> = created.into_iter().map(Message::from).collect();
     Ok((StatusCode::CREATED, Json(body)).into_response())

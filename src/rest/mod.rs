@@ -9,6 +9,7 @@
 pub mod conclusions;
 pub mod error;
 pub mod keys;
+pub mod memory;
 pub mod messages;
 pub mod peers;
 pub mod sessions;
@@ -51,6 +52,7 @@ fn api() -> OpenApiRouter<AppSchema> {
         .merge(messages::routes())
         .merge(conclusions::routes())
         .merge(keys::routes())
+        .merge(memory::routes())
         .merge(unsupported::routes())
 }
 

@@ -22,8 +22,8 @@ use super::events::{self, Notice};
 use super::filter::{self, Resource};
 use super::page::{self, Order, Page, Slice};
 use super::{
-    IterativeScan, Store, StoreError, StoreResult, TxOptions, new_id, stmt, tokens, validate,
-    vector_literal,
+    IterativeScan, Store, StoreError, StoreResult, TxOptions, columns, new_id, stmt, tokens,
+    validate, vector_literal,
 };
 use crate::embed::{EmbedError, embed_non_blank};
 use crate::entity::conclusion;
@@ -45,40 +45,13 @@ pub const MAX_TREE_DEPTH: i32 = 20;
 pub const MAX_TREE_NODES: i32 = 10_000;
 pub const DEFAULT_TREE_NODES: i32 = 2_000;
 
-/// The conclusion columns (everything but the embedding), for hand-written SELECT/RETURNING.
-const COLUMNS: &str = "id, workspace_name, observer, observed, session_name, content, level, \
-    times_derived, source_ids, internal_metadata, metadata, created_at, deleted_at";
-
-/// How a conclusion came to be. Stored lowercase, as Honcho stores it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Level {
-    Explicit,
-    Deductive,
-    Inductive,
-    Contradiction,
+/// The conclusion columns (the entity's: everything but the embedding) for hand-written
+/// SELECT/RETURNING, qualified by `alias` unless it is empty.
+fn cols(alias: &str) -> String {
+    columns::list::<conclusion::Entity>(alias)
 }
 
-impl Level {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Level::Explicit => "explicit",
-            Level::Deductive => "deductive",
-            Level::Inductive => "inductive",
-            Level::Contradiction => "contradiction",
-        }
-    }
-
-    /// The stored spelling back to a level; `None` for anything else.
-    pub fn parse(s: &str) -> Option<Level> {
-        match s {
-            "explicit" => Some(Level::Explicit),
-            "deductive" => Some(Level::Deductive),
-            "inductive" => Some(Level::Inductive),
-            "contradiction" => Some(Level::Contradiction),
-            _ => None,
-        }
-    }
-}
+pub use crate::entity::conclusion::Level;
 
 /// A conclusion a client states (always EXPLICIT).
 #[derive(Clone, Debug)]
@@ -157,7 +130,7 @@ impl Store {
                      JOIN unnest($1::text[], $2::text[]) AS k(w, i) \
                        ON c.id = k.i AND c.workspace_name = k.w \
                      WHERE c.deleted_at IS NULL",
-                    prefixed("c")
+                    cols("c")
                 ),
                 [ws.into(), ids.into()],
             ))
@@ -188,7 +161,7 @@ impl Store {
                     "SELECT k.source AS derived_for, {} \
                      FROM unnest($1::text[], $2::text[]) AS k(ws, source) \
                      CROSS JOIN LATERAL ( \
-                       SELECT {COLUMNS} FROM conclusions \
+                       SELECT {columns} FROM conclusions \
                        WHERE workspace_name = k.ws AND source_ids && ARRAY[k.source] \
                          AND deleted_at IS NULL \
                          AND ($4::text IS NULL OR (created_at, id) > ( \
@@ -196,7 +169,8 @@ impl Store {
                            WHERE a.workspace_name = k.ws AND a.id = $4)) \
                        ORDER BY created_at, id LIMIT $3) c \
                      ORDER BY c.created_at, c.id",
-                    prefixed("c")
+                    cols("c"),
+                    columns = cols(""),
                 ),
                 [
                     workspaces.into(),
@@ -267,7 +241,7 @@ impl Store {
                     observed: Set(c.observed),
                     session_name: Set(c.session),
                     content: Set(content),
-                    level: Set(Level::Explicit.as_str().to_owned()),
+                    level: Set(Level::Explicit),
                     times_derived: Set(1),
                     source_ids: Set(None),
                     internal_metadata: Set(json!({})),
@@ -315,15 +289,14 @@ impl Store {
         id: &str,
         metadata: Option<Value>,
     ) -> StoreResult<Conclusion> {
-        let metadata = metadata
-            .map(|m| validate::metadata("metadata", m))
-            .transpose()?;
+        let metadata = validate::optional_metadata(metadata)?;
         conclusion::Entity::find()
             .from_raw_sql(stmt(
                 &format!(
                     "UPDATE conclusions SET metadata = COALESCE($3, metadata) \
                      WHERE workspace_name = $1 AND id = $2 AND deleted_at IS NULL \
-                     RETURNING {COLUMNS}"
+                     RETURNING {}",
+                    cols("")
                 ),
                 [workspace.into(), id.into(), metadata.into()],
             ))
@@ -645,7 +618,8 @@ pub(crate) async fn upsert_derived<C: ConnectionTrait>(
                        WHERE x.id <> conclusions.id \
                        GROUP BY x.id) u), conclusions.source_ids), \
                    embedding = COALESCE(conclusions.embedding, EXCLUDED.embedding) \
-                 RETURNING {COLUMNS}"
+                 RETURNING {}",
+                cols("")
             ),
             [
                 new_id().into(),
@@ -654,7 +628,7 @@ pub(crate) async fn upsert_derived<C: ConnectionTrait>(
                 observed.into(),
                 session.into(),
                 content.into(),
-                level.as_str().into(),
+                level.into(),
                 sources.to_vec().into(),
                 embedding.into(),
             ],
@@ -662,15 +636,6 @@ pub(crate) async fn upsert_derived<C: ConnectionTrait>(
         .one(db)
         .await?
         .ok_or_else(|| StoreError::Internal("derived conclusion upsert returned no row".into()))
-}
-
-/// `COLUMNS` qualified by a table alias.
-fn prefixed(alias: &str) -> String {
-    COLUMNS
-        .split(", ")
-        .map(|c| format!("{alias}.{c}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Content rules (Honcho's): 1..65535 characters counted before NUL bytes are stripped (as
@@ -838,6 +803,6 @@ fn tree_sql(direction: TreeDirection) -> String {
          LEFT JOIN cites ci ON ci.id = t.id \
          CROSS JOIN beyond \
          ORDER BY t.depth, c.created_at, c.id",
-        cols = prefixed("c"),
+        cols = cols("c"),
     )
 }

@@ -7,12 +7,13 @@ use serde_json::{Value, json};
 use super::events::{self, Notice};
 use super::filter::{self, Resource};
 use super::page::{self, Order, Page, Slice};
-use super::session::{MemberConfig, add_members, lock_session};
+use super::session::{MemberConfig, add_members, lock_session, require_active_session};
 use super::workspace::ensure_workspace;
 use super::{
-    Store, StoreError, StoreResult, TxOptions, new_id, stmt, tokens, validate, vector_literal,
+    Store, StoreError, StoreResult, TxOptions, columns, new_id, stmt, tokens, validate,
+    vector_literal,
 };
-use crate::entity::{message, session};
+use crate::entity::message;
 
 pub type Message = message::Model;
 
@@ -191,16 +192,18 @@ impl Store {
             // GINs, the B-trees), which costs more than the insert itself.
             let mut created = message::Entity::find()
                 .from_raw_sql(stmt(
-                    "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, \
-                       seq_in_session, content, metadata, internal_metadata, token_count, \
-                       created_at, embedding) \
-                     SELECT r.public_id, $1, $2, r.peer, r.seq, r.content, r.metadata::jsonb, \
-                       '{}'::jsonb, r.tokens, r.created_at, NULLIF(r.embedding, '')::vector \
-                     FROM unnest($3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], \
-                       $8::int[], $9::timestamptz[], $10::text[]) \
-                       AS r(public_id, peer, seq, content, metadata, tokens, created_at, embedding) \
-                     RETURNING id, public_id, workspace_name, session_name, peer_name, \
-                       seq_in_session, content, metadata, internal_metadata, token_count, created_at",
+                    &format!(
+                        "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, \
+                           seq_in_session, content, metadata, internal_metadata, token_count, \
+                           created_at, embedding) \
+                         SELECT r.public_id, $1, $2, r.peer, r.seq, r.content, r.metadata::jsonb, \
+                           '{{}}'::jsonb, r.tokens, r.created_at, NULLIF(r.embedding, '')::vector \
+                         FROM unnest($3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], \
+                           $8::int[], $9::timestamptz[], $10::text[]) \
+                           AS r(public_id, peer, seq, content, metadata, tokens, created_at, embedding) \
+                         RETURNING {}",
+                        columns::list::<message::Entity>("")
+                    ),
                     [
                         workspace.into(),
                         session_name.into(),
@@ -243,15 +246,14 @@ impl Store {
         id: &str,
         metadata: Option<Value>,
     ) -> StoreResult<Message> {
-        let metadata = metadata
-            .map(|m| validate::metadata("metadata", m))
-            .transpose()?;
+        let metadata = validate::optional_metadata(metadata)?;
         message::Entity::find()
             .from_raw_sql(stmt(
-                "UPDATE messages SET metadata = COALESCE($3, metadata) \
-                 WHERE workspace_name = $1 AND public_id = $2 \
-                 RETURNING id, public_id, workspace_name, session_name, peer_name, seq_in_session, \
-                   content, metadata, internal_metadata, token_count, created_at",
+                &format!(
+                    "UPDATE messages SET metadata = COALESCE($3, metadata) \
+                     WHERE workspace_name = $1 AND public_id = $2 RETURNING {}",
+                    columns::list::<message::Entity>("")
+                ),
                 [workspace.into(), id.into(), metadata.into()],
             ))
             .one(self.db())
@@ -353,14 +355,6 @@ async fn ensure_session<C: ConnectionTrait>(
         [new_id().into(), name.into(), workspace.into()],
     ))
     .await?;
-    let active = session::Entity::find()
-        .filter(session::Column::WorkspaceName.eq(workspace))
-        .filter(session::Column::Name.eq(name))
-        .filter(session::Column::IsActive.eq(true))
-        .one(db)
-        .await?;
-    match active {
-        Some(_) => Ok(()),
-        None => Err(StoreError::not_found("session", name)),
-    }
+    require_active_session(db, workspace, name).await?;
+    Ok(())
 }

@@ -1,5 +1,6 @@
 //! Everything that reads or writes the database, one module per resource. Knows nothing of GraphQL.
 
+pub mod columns;
 pub mod conclusion;
 pub mod embedding;
 pub mod error;

@@ -3,15 +3,13 @@
 //! trip per level of its path before any real work starts; for short requests (a 50-message slice
 //! is ~5 ms of SQL) those lookups are a large share of the total.
 
-use sea_orm::{
-    ConnectionTrait, EntityTrait, FromQueryResult, Iterable, QueryResult, TryGetError, Value,
-};
+use sea_orm::{ConnectionTrait, FromQueryResult, QueryResult, TryGetError, Value};
 
 use super::conclusion::Conclusion;
 use super::peer::Peer;
 use super::session::Session;
 use super::workspace::Workspace;
-use super::{Store, StoreResult, stmt};
+use super::{Store, StoreResult, columns, stmt};
 use crate::entity::{conclusion, peer, session, workspace};
 
 /// Most names of one kind looked up with the workspace. The lookups are LEFT JOINs, so the rows are
@@ -37,15 +35,6 @@ pub struct WorkspacePath {
     pub sessions: Vec<Session>,
     pub peers: Vec<Peer>,
     pub conclusions: Vec<Conclusion>,
-}
-
-/// `alias.col AS prefixcol, …` for every column of the entity.
-fn columns<E: EntityTrait>(alias: &str, prefix: &str) -> String {
-    use sea_orm::IdenStatic;
-    E::Column::iter()
-        .map(|c| format!("{alias}.{0} AS {prefix}{0}", c.as_str()))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// The row's `prefix`ed model, or None when the LEFT JOIN found nothing (its columns are NULL).
@@ -75,7 +64,7 @@ impl Store {
         names: &PathNames,
     ) -> StoreResult<Option<WorkspacePath>> {
         let cap = |v: &[String]| v[..v.len().min(MAX_PATH_NAMES)].to_vec();
-        let mut select = vec![columns::<workspace::Entity>("w", "w_")];
+        let mut select = vec![columns::aliased::<workspace::Entity>("w", "w_")];
         let mut joins = String::new();
         let mut values: Vec<Value> = vec![name.into()];
         let mut join = |kind: &[String], cols: String, sql: &str| {
@@ -89,18 +78,18 @@ impl Store {
         };
         let with_sessions = join(
             &names.sessions,
-            columns::<session::Entity>("s", "s_"),
+            columns::aliased::<session::Entity>("s", "s_"),
             " LEFT JOIN sessions s ON s.workspace_name = w.name AND s.name = ANY($n) \
                AND s.is_active",
         );
         let with_peers = join(
             &names.peers,
-            columns::<peer::Entity>("p", "p_"),
+            columns::aliased::<peer::Entity>("p", "p_"),
             " LEFT JOIN peers p ON p.workspace_name = w.name AND p.name = ANY($n)",
         );
         let with_conclusions = join(
             &names.conclusions,
-            columns::<conclusion::Entity>("c", "c_"),
+            columns::aliased::<conclusion::Entity>("c", "c_"),
             " LEFT JOIN conclusions c ON c.workspace_name = w.name AND c.id = ANY($n) \
                AND c.deleted_at IS NULL",
         );

@@ -46,12 +46,7 @@ impl Store {
     ) -> StoreResult<Peer> {
         validate::name("workspace", workspace)?;
         validate::name("peer", name)?;
-        let metadata = metadata
-            .map(|m| validate::metadata("metadata", m))
-            .transpose()?;
-        let configuration = configuration
-            .map(|c| validate::configuration("configuration", c))
-            .transpose()?;
+        let (metadata, configuration) = validate::attributes(metadata, configuration)?;
         // Without the right to an existing row, the upsert becomes an insert that does nothing
         // on conflict, so the decision is taken by the same statement that writes.
         let on_conflict = match reach {
@@ -98,12 +93,7 @@ impl Store {
         metadata: Option<Value>,
         configuration: Option<Value>,
     ) -> StoreResult<Peer> {
-        let metadata = metadata
-            .map(|m| validate::metadata("metadata", m))
-            .transpose()?;
-        let configuration = configuration
-            .map(|c| validate::configuration("configuration", c))
-            .transpose()?;
+        let (metadata, configuration) = validate::attributes(metadata, configuration)?;
         peer::Entity::find()
             .from_raw_sql(stmt(
                 "UPDATE peers SET metadata = COALESCE($3, metadata), \
@@ -140,6 +130,49 @@ impl Store {
             slice,
         )
         .await
+    }
+
+    /// What `observer` keeps about `observed` as a list of short facts (its peer card), None
+    /// when never set. Kept in the observer's internal metadata, under `peer_cards`.
+    pub async fn peer_card(
+        &self,
+        workspace: &str,
+        observer: &str,
+        observed: &str,
+    ) -> StoreResult<Option<Vec<String>>> {
+        let peer = peer::Entity::find()
+            .filter(peer::Column::WorkspaceName.eq(workspace))
+            .filter(peer::Column::Name.eq(observer))
+            .one(self.db())
+            .await?
+            .ok_or_else(|| StoreError::not_found("peer", observer))?;
+        let card = &peer.internal_metadata["peer_cards"][observed];
+        Ok(serde_json::from_value(card.clone()).ok())
+    }
+
+    /// Replaces `observer`'s card of `observed` (NUL characters stripped).
+    pub async fn set_peer_card(
+        &self,
+        workspace: &str,
+        observer: &str,
+        observed: &str,
+        card: Vec<String>,
+    ) -> StoreResult<Vec<String>> {
+        let card: Vec<String> = card.into_iter().map(|c| c.replace('\0', "")).collect();
+        let value = serde_json::to_value(&card).unwrap_or_default();
+        let done = self
+            .db()
+            .execute_raw(stmt(
+                "UPDATE peers SET internal_metadata = jsonb_set(internal_metadata, '{peer_cards}', \
+                   COALESCE(internal_metadata->'peer_cards', '{}'::jsonb) || jsonb_build_object($3::text, $4::jsonb)) \
+                 WHERE workspace_name = $1 AND name = $2",
+                [workspace.into(), observer.into(), observed.into(), value.into()],
+            ))
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::not_found("peer", observer));
+        }
+        Ok(card)
     }
 
     /// Sessions the peer has ever been a member of, including ones it left (as Honcho).

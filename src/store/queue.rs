@@ -21,7 +21,7 @@ use sea_orm::{ConnectionTrait, DatabaseTransaction};
 
 use super::conclusion::{Conclusion, Level, live_ids, upsert_derived};
 use super::events::{self, Notice};
-use super::{Store, StoreError, StoreResult, TxOptions, new_id, stmt, vector_literal};
+use super::{Store, StoreError, StoreResult, TxOptions, columns, new_id, stmt, vector_literal};
 use crate::entity::conclusion;
 
 /// Queues the messages `ids` (just inserted in `txn`) for every observer the observation rules
@@ -499,9 +499,7 @@ impl Store {
         vectors: &[Vec<f32>],
         limit: i64,
     ) -> StoreResult<Vec<Conclusion>> {
-        let columns = "c.id, c.workspace_name, c.observer, c.observed, c.session_name, \
-            c.content, c.level, c.times_derived, c.source_ids, c.internal_metadata, c.metadata, \
-            c.created_at, c.deleted_at";
+        let columns = columns::list::<conclusion::Entity>("c");
         let base = "c.workspace_name = $1 AND c.observer = $2 AND c.observed = $3 \
             AND c.deleted_at IS NULL";
         let statement = if vectors.is_empty() {
@@ -599,8 +597,7 @@ async fn record_fact(
     use sea_orm::EntityTrait;
     let vector = fact.embedding.as_deref().map(vector_literal);
     let max_distance = (1.0 - dedup_similarity).max(0.0);
-    let columns = "id, workspace_name, observer, observed, session_name, content, level, \
-        times_derived, source_ids, internal_metadata, metadata, created_at, deleted_at";
+    let columns = columns::list::<conclusion::Entity>("");
     let duplicate = conclusion::Entity::find()
         .from_raw_sql(stmt(
             &format!(

@@ -106,12 +106,7 @@ impl Store {
     ) -> StoreResult<Session> {
         validate::name("workspace", workspace)?;
         validate::name("session", name)?;
-        let metadata = metadata
-            .map(|m| validate::metadata("metadata", m))
-            .transpose()?;
-        let configuration = configuration
-            .map(|c| validate::configuration("configuration", c))
-            .transpose()?;
+        let (metadata, configuration) = validate::attributes(metadata, configuration)?;
         let (metadata, configuration) = (&metadata, &configuration);
         if let SessionReach::Member(me) = reach
             && let Some(other) = peers.iter().find(|p| p.peer != me)
@@ -180,12 +175,7 @@ impl Store {
         metadata: Option<Value>,
         configuration: Option<Value>,
     ) -> StoreResult<Session> {
-        let metadata = metadata
-            .map(|m| validate::metadata("metadata", m))
-            .transpose()?;
-        let configuration = configuration
-            .map(|c| validate::configuration("configuration", c))
-            .transpose()?;
+        let (metadata, configuration) = validate::attributes(metadata, configuration)?;
         session::Entity::find()
             .from_raw_sql(stmt(
                 "UPDATE sessions SET metadata = COALESCE($3, metadata), \
@@ -468,16 +458,25 @@ async fn active_session<C: ConnectionTrait>(
         .await?)
 }
 
-/// [`lock_session`], then the session, which must exist and be active.
+/// The session, which must exist and be active: NOT_FOUND otherwise.
+pub(crate) async fn require_active_session<C: ConnectionTrait>(
+    db: &C,
+    workspace: &str,
+    name: &str,
+) -> StoreResult<Session> {
+    active_session(db, workspace, name)
+        .await?
+        .ok_or_else(|| StoreError::not_found("session", name))
+}
+
+/// [`lock_session`], then [`require_active_session`].
 async fn lock_active_session<C: ConnectionTrait>(
     db: &C,
     workspace: &str,
     name: &str,
 ) -> StoreResult<Session> {
     lock_session(db, workspace, name).await?;
-    active_session(db, workspace, name)
-        .await?
-        .ok_or_else(|| StoreError::not_found("session", name))
+    require_active_session(db, workspace, name).await
 }
 
 /// Upserts memberships: new members join with the given config, members that had left rejoin with

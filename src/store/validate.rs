@@ -53,6 +53,24 @@ pub fn metadata(field: &str, value: Value) -> StoreResult<Value> {
     Ok(strip_nul(Value::Object(map)))
 }
 
+/// The optional metadata and configuration of a create or update, each checked when given.
+pub fn attributes(
+    meta: Option<Value>,
+    config: Option<Value>,
+) -> StoreResult<(Option<Value>, Option<Value>)> {
+    Ok((
+        optional_metadata(meta)?,
+        config
+            .map(|c| configuration("configuration", c))
+            .transpose()?,
+    ))
+}
+
+/// [`metadata`] of a field named `metadata`, when given.
+pub fn optional_metadata(value: Option<Value>) -> StoreResult<Option<Value>> {
+    value.map(|m| metadata("metadata", m)).transpose()
+}
+
 /// A free-form configuration object (workspace, peer, session).
 pub fn configuration(field: &str, value: Value) -> StoreResult<Value> {
     match value {

@@ -24,12 +24,7 @@ impl Store {
         configuration: Option<Value>,
     ) -> StoreResult<Workspace> {
         validate::name("workspace", name)?;
-        let metadata = metadata
-            .map(|m| validate::metadata("metadata", m))
-            .transpose()?;
-        let configuration = configuration
-            .map(|c| validate::configuration("configuration", c))
-            .transpose()?;
+        let (metadata, configuration) = validate::attributes(metadata, configuration)?;
         ensure_workspace(self.db(), name, metadata, configuration).await
     }
 
@@ -40,12 +35,7 @@ impl Store {
         metadata: Option<Value>,
         configuration: Option<Value>,
     ) -> StoreResult<Workspace> {
-        let metadata = metadata
-            .map(|m| validate::metadata("metadata", m))
-            .transpose()?;
-        let configuration = configuration
-            .map(|c| validate::configuration("configuration", c))
-            .transpose()?;
+        let (metadata, configuration) = validate::attributes(metadata, configuration)?;
         workspace::Entity::find()
             .from_raw_sql(stmt(
                 "UPDATE workspaces SET metadata = COALESCE($2, metadata), \

@@ -617,3 +617,166 @@ async fn rest_serves_its_openapi_document_and_says_what_it_does_not_serve() {
         405
     );
 }
+
+#[tokio::test]
+async fn rest_memory_reads_come_from_stored_conclusions_cards_and_messages() {
+    let api = Rest::serve(TestApp::with_embedder().await).await;
+    api.post(
+        "/v3/workspaces/w/sessions",
+        json!({"id": "s", "peers": {"alice": {}, "bob": {}}}),
+    )
+    .await;
+    let (_, made) = api
+        .post(
+            "/v3/workspaces/w/conclusions",
+            json!({"conclusions": [
+                {"content": "alice keeps bees", "observer_id": "alice", "observed_id": "alice"},
+                {"content": "bob thinks alice is shy", "observer_id": "bob", "observed_id": "alice", "session_id": "s"}
+            ]}),
+        )
+        .await;
+    assert_eq!(made.as_array().unwrap().len(), 2);
+    let (status, rep) = api
+        .post("/v3/workspaces/w/peers/alice/representation", json!({}))
+        .await;
+    assert_eq!(status, 200);
+    let text = rep["representation"].as_str().unwrap();
+    assert!(text.starts_with("EXPLICIT:\n\n1. ["), "{text}");
+    assert!(
+        text.contains("] alice keeps bees") && !text.contains("shy"),
+        "{text}"
+    );
+    let (_, of_alice) = api
+        .post(
+            "/v3/workspaces/w/peers/bob/representation",
+            json!({"target": "alice", "session_id": "s"}),
+        )
+        .await;
+    assert!(of_alice["representation"].as_str().unwrap().contains("shy"));
+    // Cards: null until set, per target.
+    let (_, card) = api
+        .get("/v3/workspaces/w/peers/bob/card?target=alice")
+        .await;
+    assert_eq!(card, json!({"peer_card": null}));
+    let (status, set) = api
+        .put(
+            "/v3/workspaces/w/peers/bob/card?target=alice",
+            json!({"peer_card": ["Name: Alice", "Keeps bees"]}),
+        )
+        .await;
+    assert_eq!((status, &set["peer_card"][1]), (200, &json!("Keeps bees")));
+    let (_, own) = api.get("/v3/workspaces/w/peers/bob/card").await;
+    assert_eq!(own["peer_card"], Value::Null);
+    let (_, ctx) = api
+        .get("/v3/workspaces/w/peers/bob/context?target=alice")
+        .await;
+    assert_eq!(ctx["target_id"], "alice");
+    assert_eq!(ctx["peer_card"], json!(["Name: Alice", "Keeps bees"]));
+    assert!(ctx["representation"].as_str().unwrap().contains("shy"));
+    // Session context: the newest messages within the token budget, oldest first.
+    let batch: Vec<Value> = (0..4)
+        .map(|i| json!({"peer_id": "alice", "content": format!("message {i} about the bees")}))
+        .collect();
+    let (_, created) = api
+        .post(
+            "/v3/workspaces/w/sessions/s/messages",
+            json!({"messages": batch}),
+        )
+        .await;
+    let per = created[0]["token_count"].as_i64().unwrap();
+    assert!(per > 0);
+    let (status, sctx) = api
+        .get(&format!(
+            "/v3/workspaces/w/sessions/s/context?tokens={}&peer_target=alice&peer_perspective=bob",
+            per * 2
+        ))
+        .await;
+    assert_eq!(status, 200);
+    let contents: Vec<&str> = sctx["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        contents,
+        ["message 2 about the bees", "message 3 about the bees"]
+    );
+    assert_eq!(sctx["peer_card"], json!(["Name: Alice", "Keeps bees"]));
+    assert_eq!(sctx["summary"], Value::Null);
+    let (_, sums) = api.get("/v3/workspaces/w/sessions/s/summaries").await;
+    assert_eq!(
+        sums,
+        json!({"id": "s", "short_summary": null, "long_summary": null})
+    );
+    let (status, queue) = api.get("/v3/workspaces/w/queue/status").await;
+    assert_eq!((status, &queue["pending_work_units"]), (200, &json!(0)));
+}
+
+#[tokio::test]
+async fn rest_upload_adds_a_text_file_as_messages_and_refuses_other_kinds() {
+    let api = Rest::new().await;
+    let form = |kind: &str, text: &str| {
+        let b = "XBOUNDARYX";
+        let body = format!(
+            "--{b}\r\nContent-Disposition: form-data; name=\"peer_id\"\r\n\r\nalice\r\n\
+             --{b}\r\nContent-Disposition: form-data; name=\"metadata\"\r\n\r\n{{\"src\": \"f\"}}\r\n\
+             --{b}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\r\n\
+             Content-Type: {kind}\r\n\r\n{text}\r\n--{b}--\r\n"
+        );
+        api.client
+            .post(format!(
+                "{}/v3/workspaces/w/sessions/s/messages/upload",
+                api.base
+            ))
+            .header("content-type", format!("multipart/form-data; boundary={b}"))
+            .body(body)
+    };
+    let long = "y".repeat(25_010);
+    let resp = form("text/plain", &long).send().await.unwrap();
+    assert_eq!(resp.status(), 201);
+    let made: Value = resp.json().await.unwrap();
+    let made = made.as_array().unwrap();
+    assert_eq!(made.len(), 2);
+    assert_eq!(made[1]["content"], "y".repeat(10));
+    assert_eq!(made[0]["peer_id"], "alice");
+    assert_eq!(made[0]["metadata"], json!({"src": "f"}));
+    let resp = form("image/png", "x").send().await.unwrap();
+    assert_eq!(resp.status(), 415);
+    let (_, page) = api
+        .post("/v3/workspaces/w/sessions/s/messages/list", json!({}))
+        .await;
+    assert_eq!(page["total"], 2);
+}
+
+/// Honcho's README quick-start with the Python SDK (honcho-ai, from PyPI) against the server
+/// binary: peers, a session, messages, search, conclusions.
+#[tokio::test]
+async fn rest_python_quickstart_runs_against_the_server() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python");
+    let setup = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/setup-honcho-py.sh");
+    let python = format!("{dir}/.venv/bin/python");
+    let installed = std::process::Command::new(setup)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !installed || !std::path::Path::new(&python).exists() {
+        crate::harness::skip(&format!(
+            "could not install honcho-ai from PyPI (run {setup})"
+        ));
+        return;
+    }
+    let db = crate::harness::blank_database().await;
+    let server = crate::harness::ServerProcess::start(&db, &[("HONCHO_AUTH_SECRET", "")]).await;
+    let out = tokio::process::Command::new(&python)
+        .arg(format!("{dir}/quickstart.py"))
+        .env("HONCHO_URL", server.url(""))
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.trim_end().ends_with("OK"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

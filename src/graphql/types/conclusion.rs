@@ -3,7 +3,7 @@ use async_graphql::{Context, Enum, ID, Json, Object, SimpleObject};
 use serde_json::Value;
 
 use super::{Message, Peer, Session};
-use crate::graphql::error::{ApiResult, Code};
+use crate::graphql::error::ApiResult;
 use crate::graphql::guard::{self, On, rule};
 use crate::graphql::loaders::{ConclusionKey, DerivedKey, PeerKey, SessionKey, SourceMessagesKey};
 use crate::graphql::prefetch;
@@ -139,10 +139,8 @@ impl Conclusion {
     }
 
     /// Read-only: EXPLICIT for conclusions clients create, the deriver's level otherwise.
-    async fn level(&self) -> ApiResult<ConclusionLevel> {
-        Level::parse(&self.0.level)
-            .map(Into::into)
-            .ok_or_else(|| Code::Internal.error("conclusion has an unknown level"))
+    async fn level(&self) -> ConclusionLevel {
+        self.0.level.into()
     }
 
     /// How many times the conclusion has been derived independently (read-only; 1 for explicit

@@ -83,8 +83,9 @@ impl Operand for DateTime {
 
 impl Operand for ConclusionLevel {
     fn json(&self) -> Value {
+        use sea_orm::ActiveEnum;
         let level: crate::store::conclusion::Level = (*self).into();
-        Value::String(level.as_str().to_owned())
+        Value::String(level.to_value())
     }
 }
 

@@ -1,0 +1,381 @@
+//! The reads Honcho fills by LLM, served from what is stored: a peer's representation (its
+//! conclusions, by level, as Honcho formats them), peer cards, peer and session context,
+//! session summaries (none are written here: null), and the deriver's queue status.
+
+use axum::Json;
+use axum::extract::{Path, Query};
+use chrono::{DateTime, Utc};
+use sea_orm::{ActiveEnum, Iterable};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::messages::Message;
+use super::{Body, Gate, RestError, RestResult};
+use crate::graphql::AppSchema;
+use crate::graphql::guard::{On, rule};
+use crate::store::Store;
+use crate::store::conclusion::Level;
+use crate::store::message::MessageScope;
+use crate::store::page::{MAX_PAGE, Order, Slice};
+
+pub fn routes() -> OpenApiRouter<AppSchema> {
+    OpenApiRouter::new()
+        .routes(routes!(representation))
+        .routes(routes!(card, set_card))
+        .routes(routes!(peer_context))
+        .routes(routes!(session_context))
+        .routes(routes!(summaries))
+        .routes(routes!(queue_status))
+}
+
+/// Most conclusions a representation shows by default (Honcho's).
+const DEFAULT_MAX_CONCLUSIONS: u64 = 25;
+/// A session context's token budget when none is asked for, and the largest one (Honcho's).
+const MAX_CONTEXT_TOKENS: i64 = 100_000;
+/// Most pages of messages a session context reads back before its budget runs out.
+const MAX_CONTEXT_PAGES: u64 = 10;
+
+/// `observer`'s representation of `observed`: its newest `max` live conclusions (of `session`
+/// only, when given), per level, oldest first, in Honcho's layout; "" when there are none.
+async fn represent(
+    store: &Store,
+    workspace: &str,
+    observer: &str,
+    observed: &str,
+    session: Option<&str>,
+    max: u64,
+) -> RestResult<String> {
+    if !(1..=MAX_PAGE).contains(&max) {
+        return Err(RestError::invalid(format!(
+            "max_conclusions must be between 1 and {MAX_PAGE}"
+        )));
+    }
+    let mut filters = json!({"observed_id": observed});
+    if let Some(s) = session {
+        filters["session_id"] = json!(s);
+    }
+    let slice = Slice {
+        first: Some(max),
+        ..Slice::default()
+    };
+    let mut page = store
+        .list_conclusions(workspace, Some(observer), &filters, Order::Desc, slice)
+        .await?;
+    if page.items.is_empty() {
+        return Ok(String::new());
+    }
+    page.items.reverse();
+    let mut out = Vec::new();
+    for level in Level::iter() {
+        out.push(format!("{}:\n", level.to_value().to_uppercase()));
+        let of_level = page.items.iter().filter(|c| c.level == level);
+        for (i, c) in of_level.enumerate() {
+            let at = c.created_at.format("%Y-%m-%d %H:%M:%S");
+            out.push(format!("{}. [{at}] {}", i + 1, c.content));
+        }
+        out.push(String::new());
+    }
+    Ok(out.join("\n"))
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct RepresentationBody {
+    /// Only conclusions drawn in this session.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// The peer represented (the path's peer when absent).
+    #[serde(default)]
+    pub target: Option<String>,
+    /// 1 to 100 (25).
+    #[serde(default)]
+    pub max_conclusions: Option<u64>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Representation {
+    pub representation: String,
+}
+
+/// What the peer knows of itself, or of `target`, from its stored conclusions.
+#[utoipa::path(post, path = "/v3/workspaces/{workspace_id}/peers/{peer_id}/representation",
+    request_body = RepresentationBody, responses((status = 200, body = Representation)))]
+async fn representation(
+    gate: Gate,
+    Path((workspace_id, peer_id)): Path<(String, String)>,
+    Body(body): Body<Option<RepresentationBody>>,
+) -> RestResult<Json<Representation>> {
+    let access = gate
+        .require(rule!(Peer.conclusions), On::peer(&workspace_id, &peer_id))
+        .await?;
+    let body = body.unwrap_or_default();
+    let target = body.target.as_deref().unwrap_or(&peer_id);
+    let representation = represent(
+        access.store(),
+        &workspace_id,
+        &peer_id,
+        target,
+        body.session_id.as_deref(),
+        body.max_conclusions.unwrap_or(DEFAULT_MAX_CONCLUSIONS),
+    )
+    .await?;
+    Ok(Json(Representation { representation }))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TargetParams {
+    /// The other peer (the path's peer when absent).
+    target: Option<String>,
+    /// 1 to 100 (25).
+    max_conclusions: Option<u64>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PeerCard {
+    pub peer_card: Option<Vec<String>>,
+}
+
+/// The peer's card of itself, or of `target`; null when never set.
+#[utoipa::path(get, path = "/v3/workspaces/{workspace_id}/peers/{peer_id}/card",
+    params(TargetParams), responses((status = 200, body = PeerCard)))]
+async fn card(
+    gate: Gate,
+    Path((workspace_id, peer_id)): Path<(String, String)>,
+    Query(params): Query<TargetParams>,
+) -> RestResult<Json<PeerCard>> {
+    let access = gate
+        .require(rule!(Workspace.peer), On::peer(&workspace_id, &peer_id))
+        .await?;
+    let target = params.target.as_deref().unwrap_or(&peer_id);
+    let peer_card = access
+        .store()
+        .peer_card(&workspace_id, &peer_id, target)
+        .await?;
+    Ok(Json(PeerCard { peer_card }))
+}
+
+/// Replaces the peer's card of itself, or of `target`.
+#[utoipa::path(put, path = "/v3/workspaces/{workspace_id}/peers/{peer_id}/card",
+    params(TargetParams), request_body = PeerCard, responses((status = 200, body = PeerCard)))]
+async fn set_card(
+    gate: Gate,
+    Path((workspace_id, peer_id)): Path<(String, String)>,
+    Query(params): Query<TargetParams>,
+    Body(body): Body<PeerCard>,
+) -> RestResult<Json<PeerCard>> {
+    let access = gate
+        .require(
+            rule!(MutationRoot.updatePeer),
+            On::peer(&workspace_id, &peer_id),
+        )
+        .await?;
+    let target = params.target.as_deref().unwrap_or(&peer_id);
+    let card = access
+        .store()
+        .set_peer_card(
+            &workspace_id,
+            &peer_id,
+            target,
+            body.peer_card.unwrap_or_default(),
+        )
+        .await?;
+    Ok(Json(PeerCard {
+        peer_card: Some(card),
+    }))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PeerContext {
+    pub peer_id: String,
+    pub target_id: String,
+    pub representation: String,
+    pub peer_card: Option<Vec<String>>,
+}
+
+/// The peer's representation and card of itself, or of `target`, in one call.
+#[utoipa::path(get, path = "/v3/workspaces/{workspace_id}/peers/{peer_id}/context",
+    params(TargetParams), responses((status = 200, body = PeerContext)))]
+async fn peer_context(
+    gate: Gate,
+    Path((workspace_id, peer_id)): Path<(String, String)>,
+    Query(params): Query<TargetParams>,
+) -> RestResult<Json<PeerContext>> {
+    let access = gate
+        .require(rule!(Peer.conclusions), On::peer(&workspace_id, &peer_id))
+        .await?;
+    let store = access.store();
+    let target = params.target.clone().unwrap_or_else(|| peer_id.clone());
+    let max = params.max_conclusions.unwrap_or(DEFAULT_MAX_CONCLUSIONS);
+    let representation = represent(store, &workspace_id, &peer_id, &target, None, max).await?;
+    let peer_card = store.peer_card(&workspace_id, &peer_id, &target).await?;
+    Ok(Json(PeerContext {
+        peer_id,
+        target_id: target,
+        representation,
+        peer_card,
+    }))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SessionContextParams {
+    /// Token budget of the messages, up to 100000 (100000).
+    tokens: Option<i64>,
+    /// Add this peer's representation and card.
+    peer_target: Option<String>,
+    /// Whose view of `peer_target` (its own when absent).
+    peer_perspective: Option<String>,
+    /// 1 to 100 (25).
+    max_conclusions: Option<u64>,
+}
+
+/// A summary of a session (none are written by this server).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Summary {
+    pub content: String,
+    pub message_id: String,
+    pub summary_type: String,
+    pub created_at: DateTime<Utc>,
+    pub token_count: i64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionContext {
+    pub id: String,
+    pub messages: Vec<Message>,
+    pub summary: Option<Summary>,
+    pub peer_representation: Option<String>,
+    pub peer_card: Option<Vec<String>>,
+}
+
+/// The session's newest messages that fit the token budget (oldest first), and optionally a
+/// peer's representation and card.
+#[utoipa::path(get, path = "/v3/workspaces/{workspace_id}/sessions/{session_id}/context",
+    params(SessionContextParams), responses((status = 200, body = SessionContext)))]
+async fn session_context(
+    gate: Gate,
+    Path((workspace_id, session_id)): Path<(String, String)>,
+    Query(params): Query<SessionContextParams>,
+) -> RestResult<Json<SessionContext>> {
+    let access = gate
+        .require(
+            rule!(Session.messages),
+            On::session(&workspace_id, &session_id),
+        )
+        .await?;
+    let store = access.store();
+    let budget = params.tokens.unwrap_or(MAX_CONTEXT_TOKENS);
+    if !(1..=MAX_CONTEXT_TOKENS).contains(&budget) {
+        return Err(RestError::invalid(format!(
+            "tokens must be between 1 and {MAX_CONTEXT_TOKENS}"
+        )));
+    }
+    let (mut messages, mut used) = (Vec::new(), 0i64);
+    'pages: for n in 0..MAX_CONTEXT_PAGES {
+        let slice = Slice {
+            first: Some(MAX_PAGE),
+            after: (n * MAX_PAGE).checked_sub(1),
+            ..Slice::default()
+        };
+        let page = store
+            .list_messages(
+                MessageScope::Session(&workspace_id, &session_id),
+                &json!({}),
+                Order::Desc,
+                slice,
+            )
+            .await?;
+        for m in page.items {
+            used += i64::from(m.token_count);
+            if used > budget {
+                break 'pages;
+            }
+            messages.push(Message::from(m));
+        }
+        if !page.has_next {
+            break;
+        }
+    }
+    messages.reverse();
+    let (peer_representation, peer_card) = match &params.peer_target {
+        Some(target) => {
+            let observer = params.peer_perspective.as_deref().unwrap_or(target);
+            let max = params.max_conclusions.unwrap_or(DEFAULT_MAX_CONCLUSIONS);
+            let rep = represent(store, &workspace_id, observer, target, None, max).await?;
+            let card = store
+                .peer_card(&workspace_id, observer, target)
+                .await
+                .ok()
+                .flatten();
+            (Some(rep), card)
+        }
+        None => (None, None),
+    };
+    Ok(Json(SessionContext {
+        id: session_id,
+        messages,
+        summary: None,
+        peer_representation,
+        peer_card,
+    }))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Summaries {
+    pub id: String,
+    pub short_summary: Option<Summary>,
+    pub long_summary: Option<Summary>,
+}
+
+/// The session's summaries: none are written by this server, so both are null.
+#[utoipa::path(get, path = "/v3/workspaces/{workspace_id}/sessions/{session_id}/summaries",
+    responses((status = 200, body = Summaries)))]
+async fn summaries(
+    gate: Gate,
+    Path((workspace_id, session_id)): Path<(String, String)>,
+) -> RestResult<Json<Summaries>> {
+    gate.require(
+        rule!(Session.messages),
+        On::session(&workspace_id, &session_id),
+    )
+    .await?;
+    Ok(Json(Summaries {
+        id: session_id,
+        short_summary: None,
+        long_summary: None,
+    }))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QueueStatus {
+    pub total_work_units: i64,
+    /// Always 0: finished units are deleted, not counted.
+    pub completed_work_units: i64,
+    pub in_progress_work_units: i64,
+    pub pending_work_units: i64,
+    #[schema(value_type = Object)]
+    pub sessions: Value,
+}
+
+/// The deriver's queue for the workspace.
+#[utoipa::path(get, path = "/v3/workspaces/{workspace_id}/queue/status",
+    responses((status = 200, body = QueueStatus)))]
+async fn queue_status(
+    gate: Gate,
+    Path(workspace_id): Path<String>,
+) -> RestResult<Json<QueueStatus>> {
+    let access = gate
+        .require(rule!(Workspace.deriverStatus), On::workspace(&workspace_id))
+        .await?;
+    let status = access.store().deriver_status(&workspace_id).await?;
+    Ok(Json(QueueStatus {
+        total_work_units: status.pending + status.in_progress,
+        completed_work_units: 0,
+        in_progress_work_units: status.in_progress,
+        pending_work_units: status.pending,
+        sessions: json!({}),
+    }))
+}
