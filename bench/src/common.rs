@@ -99,8 +99,10 @@ pub async fn serve(store: Store) -> anyhow::Result<String> {
     let app = honcho_graphql::http::router(schema, store, 32 << 20);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
+    // The server's own accept loop with its connection deadlines, as `serve` runs it.
+    let timeouts = honcho_graphql::http::ConnectionTimeouts::default();
     tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
+        let _ = honcho_graphql::http::serve(listener, app, timeouts, std::future::pending()).await;
     });
     Ok(format!("http://{addr}/graphql"))
 }

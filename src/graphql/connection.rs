@@ -7,26 +7,46 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use super::error::{ApiResult, bad_input};
-use crate::store::page::{MAX_OFFSET, MAX_PAGE, Order, Page, Slice};
+use crate::store::page::{Cursor, KeyPart, MAX_OFFSET, MAX_PAGE, Order, Page, Slice};
 
-/// Opaque cursor: the position of an item in the ordered, filtered list.
-pub struct OffsetCursor(pub u64);
+/// Opaque cursor: an item's position in the ordered, filtered list and its ordering key
+/// (`k:` and JSON, base64url), so the next page seeks by key; cursors of the form `o:<position>`,
+/// given out before keys were, are still read (by position).
+pub struct PageCursor(pub Cursor);
 
-impl CursorType for OffsetCursor {
+impl CursorType for PageCursor {
     type Error = &'static str;
 
     fn decode_cursor(s: &str) -> Result<Self, Self::Error> {
         let bytes = URL_SAFE_NO_PAD.decode(s).map_err(|_| "invalid cursor")?;
         let text = std::str::from_utf8(&bytes).map_err(|_| "invalid cursor")?;
-        text.strip_prefix("o:")
-            .and_then(|n| n.parse().ok())
-            .filter(|n| *n <= MAX_OFFSET)
-            .map(OffsetCursor)
+        let cursor = if let Some(n) = text.strip_prefix("o:") {
+            n.parse().ok().map(Cursor::at)
+        } else if let Some(json) = text.strip_prefix("k:") {
+            serde_json::from_str::<(u64, Vec<KeyPart>)>(json)
+                .ok()
+                .map(|(position, key)| Cursor {
+                    position,
+                    key: Some(key),
+                })
+        } else {
+            None
+        };
+        cursor
+            .filter(|c| c.position <= MAX_OFFSET)
+            .map(PageCursor)
             .ok_or("invalid cursor")
     }
 
     fn encode_cursor(&self) -> String {
-        URL_SAFE_NO_PAD.encode(format!("o:{}", self.0))
+        let text = match &self.0.key {
+            Some(key) if !key.is_empty() => format!(
+                "k:{}",
+                serde_json::to_string(&(self.0.position, key)).unwrap_or_default()
+            ),
+            _ => format!("o:{}", self.0.position),
+        };
+        URL_SAFE_NO_PAD.encode(text)
     }
 }
 
@@ -36,7 +56,7 @@ pub struct Total {
     total_count: u64,
 }
 
-pub type Conn<N> = Connection<OffsetCursor, N, Total>;
+pub type Conn<N> = Connection<PageCursor, N, Total>;
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SortOrder {
@@ -71,9 +91,9 @@ pub fn slice(
             ))),
         }
     };
-    let cursor = |name: &str, v: Option<String>| -> ApiResult<Option<u64>> {
+    let cursor = |name: &str, v: Option<String>| -> ApiResult<Option<Cursor>> {
         v.map(|c| {
-            OffsetCursor::decode_cursor(&c)
+            PageCursor::decode_cursor(&c)
                 .map(|o| o.0)
                 .map_err(|_| bad_input(format!("{name} is not a cursor from this list")))
         })
@@ -96,11 +116,14 @@ pub fn connection<T, N: OutputType>(page: Page<T>, node: impl Fn(T) -> N) -> Con
             total_count: page.total.unwrap_or_default(),
         },
     );
-    conn.edges.extend(
-        page.items
-            .into_iter()
-            .enumerate()
-            .map(|(i, item)| Edge::new(OffsetCursor(page.start + i as u64), node(item))),
-    );
+    let mut keys = page.keys.into_iter();
+    conn.edges
+        .extend(page.items.into_iter().enumerate().map(|(i, item)| {
+            let cursor = Cursor {
+                position: page.start + i as u64,
+                key: keys.next(),
+            };
+            Edge::new(PageCursor(cursor), node(item))
+        }));
     conn
 }

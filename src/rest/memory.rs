@@ -19,7 +19,7 @@ use crate::graphql::guard::{On, rule};
 use crate::store::Store;
 use crate::store::conclusion::Level;
 use crate::store::message::MessageScope;
-use crate::store::page::{MAX_PAGE, Order, Slice};
+use crate::store::page::{Cursor, MAX_PAGE, Order, Slice};
 
 pub fn routes() -> OpenApiRouter<AppSchema> {
     OpenApiRouter::new()
@@ -277,7 +277,7 @@ async fn session_context(
     'pages: for n in 0..MAX_CONTEXT_PAGES {
         let slice = Slice {
             first: Some(MAX_PAGE),
-            after: (n * MAX_PAGE).checked_sub(1),
+            after: (n * MAX_PAGE).checked_sub(1).map(Cursor::at),
             ..Slice::default()
         };
         let page = store

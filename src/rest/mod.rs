@@ -192,7 +192,7 @@ impl PageParams {
             .ok_or_else(|| RestError::invalid("page is too large"))?;
         Ok(Slice {
             first: Some(size),
-            after: skip.checked_sub(1),
+            after: skip.checked_sub(1).map(crate::store::page::Cursor::at),
             want_total: true,
             ..Slice::default()
         })

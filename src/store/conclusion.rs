@@ -340,12 +340,14 @@ impl Store {
         if let Some(observer) = observer {
             select = select.filter(conclusion::Column::Observer.eq(observer));
         }
-        let select = page::ordered(
+        page::fetch(
+            self.reader(),
             select,
             order,
             &[conclusion::Column::CreatedAt, conclusion::Column::Id],
-        );
-        page::fetch(self.reader(), select, slice).await
+            slice,
+        )
+        .await
     }
 
     /// The `top_k` live conclusions closest to `query` by cosine distance (nearest first), within

@@ -342,8 +342,7 @@ impl Store {
                 message::Column::Id,
             ),
         };
-        let select = page::ordered(select, order, &[key]);
-        page::fetch(self.reader(), select, slice).await
+        page::fetch(self.reader(), select, order, &[key], slice).await
     }
 
     /// All messages inside any of `ranges`, in one statement. Ranges may overlap; each message

@@ -1,8 +1,18 @@
-//! Relay-style slicing of an ordered list by position. Cursors are offsets into the ordered,
-//! filtered list: cheap, and stable for lists that only grow at the end (messages by seq); a list
-//! that changes under a reader may shift by the rows inserted before its cursor, which we accept.
+//! Relay-style slicing of an ordered list. A cursor names an item's position in the ordered,
+//! filtered list and, for cursors given out now, the item's ordering key (its seq, or its creation
+//! time and id): the next page is then `WHERE key > cursor` on the index, not `OFFSET position`,
+//! which reads and throws away every row before it (a deep page of a long session cost as much as
+//! reading the session). Cursors holding only a position (`o:N`, given out before) still work, by
+//! offset. Positions number the items for `hasPreviousPage`; a list that changes under a reader
+//! may shift them by the rows inserted before its cursor, which we accept.
 
-use sea_orm::{ConnectionTrait, EntityTrait, FromQueryResult, PaginatorTrait, QuerySelect, Select};
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::{Expr, SimpleExpr};
+use sea_orm::{
+    ConnectionTrait, EntityTrait, FromQueryResult, ModelTrait, PaginatorTrait, QueryFilter,
+    QuerySelect, Select,
+};
+use serde::{Deserialize, Serialize};
 
 use super::error::{StoreError, StoreResult};
 
@@ -19,13 +29,57 @@ pub enum Order {
     Desc,
 }
 
-/// What the client asked for, with cursors already decoded to offsets.
-#[derive(Clone, Copy, Debug, Default)]
+/// One value of an item's ordering key.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum KeyPart {
+    Int(i64),
+    Text(String),
+    Time(DateTime<Utc>),
+}
+
+impl KeyPart {
+    fn of(value: sea_orm::Value) -> Option<KeyPart> {
+        match value {
+            sea_orm::Value::BigInt(Some(n)) => Some(KeyPart::Int(n)),
+            sea_orm::Value::Int(Some(n)) => Some(KeyPart::Int(n.into())),
+            sea_orm::Value::String(Some(s)) => Some(KeyPart::Text(s.to_string())),
+            sea_orm::Value::ChronoDateTimeUtc(Some(t)) => Some(KeyPart::Time(t)),
+            _ => None,
+        }
+    }
+
+    fn expr(&self) -> SimpleExpr {
+        match self {
+            KeyPart::Int(n) => Expr::val(*n),
+            KeyPart::Text(s) => Expr::val(s.clone()),
+            KeyPart::Time(t) => Expr::val(*t),
+        }
+    }
+}
+
+/// A decoded cursor: the item's position and, when the cursor carries it, its ordering key.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Cursor {
+    pub position: u64,
+    pub key: Option<Vec<KeyPart>>,
+}
+
+impl Cursor {
+    pub fn at(position: u64) -> Cursor {
+        Cursor {
+            position,
+            key: None,
+        }
+    }
+}
+
+/// What the client asked for, with cursors decoded.
+#[derive(Clone, Debug, Default)]
 pub struct Slice {
     pub first: Option<u64>,
-    pub after: Option<u64>,
+    pub after: Option<Cursor>,
     pub last: Option<u64>,
-    pub before: Option<u64>,
+    pub before: Option<Cursor>,
     /// Count the whole list even when the window does not need it (`totalCount` was selected).
     pub want_total: bool,
 }
@@ -33,6 +87,8 @@ pub struct Slice {
 #[derive(Debug)]
 pub struct Page<T> {
     pub items: Vec<T>,
+    /// The ordering key of each item (empty where a value could not be read as a key).
+    pub keys: Vec<Vec<KeyPart>>,
     /// Offset of `items[0]` in the whole list.
     pub start: u64,
     pub has_previous: bool,
@@ -51,8 +107,8 @@ impl Slice {
                 )));
             }
         }
-        for (name, v) in [("after", self.after), ("before", self.before)] {
-            if v.is_some_and(|o| o > MAX_OFFSET) {
+        for (name, v) in [("after", &self.after), ("before", &self.before)] {
+            if v.as_ref().is_some_and(|c| c.position > MAX_OFFSET) {
                 return Err(StoreError::invalid(format!(
                     "{name} is not a cursor from this list"
                 )));
@@ -62,24 +118,66 @@ impl Slice {
     }
 }
 
-/// Runs `select` for the requested slice: at most one COUNT (only when `last` has no `before` to
-/// anchor it, or the total was asked for) and one SELECT of `limit + 1` rows, the extra row telling
-/// whether a next page exists.
-pub async fn fetch<E, C>(db: &C, select: Select<E>, slice: Slice) -> StoreResult<Page<E::Model>>
+/// Runs `select`, ordered by `keys` (all in one direction, the last breaking ties), for the
+/// requested slice. Forward from a keyed `after` (or back from a keyed `before` with `last`), it
+/// seeks by key; otherwise by offset, with at most one COUNT (only when `last` has no `before` to
+/// anchor it, or the total was asked for). One SELECT of `limit + 1` rows, the extra row telling
+/// whether a further page exists.
+pub async fn fetch<E, C>(
+    db: &C,
+    select: Select<E>,
+    order: Order,
+    keys: &[E::Column],
+    slice: Slice,
+) -> StoreResult<Page<E::Model>>
 where
     E: EntityTrait,
     E::Model: FromQueryResult + Send + Sync,
     C: ConnectionTrait,
 {
     slice.validate()?;
-    let needs_total = slice.want_total || (slice.last.is_some() && slice.before.is_none());
-    let total = if needs_total {
+    let total = if slice.want_total || (slice.last.is_some() && slice.before.is_none()) {
         Some(select.clone().count(db).await?)
     } else {
         None
     };
-    let mut start = slice.after.map_or(0, |a| a.saturating_add(1));
-    let mut end = slice.before.or(total);
+    let keyed = |c: &Option<Cursor>| {
+        c.as_ref()
+            .and_then(|c| c.key.clone().map(|k| (c.position, k)))
+            .filter(|(_, k)| k.len() == keys.len())
+    };
+    // Forward from a keyed cursor: the rows after its key.
+    if slice.last.is_none()
+        && slice.before.is_none()
+        && let Some((position, key)) = keyed(&slice.after)
+    {
+        let limit = slice.first.unwrap_or(DEFAULT_PAGE);
+        let select = ordered(select, order, keys).filter(seek::<E>(keys, &key, order, true));
+        let mut items = select.limit(limit + 1).all(db).await?;
+        let has_next = items.len() as u64 > limit;
+        items.truncate(limit as usize);
+        return Ok(page(items, keys, position + 1, has_next, total));
+    }
+    // Back from a keyed cursor: the rows before its key, read in reverse.
+    if slice.first.is_none()
+        && slice.after.is_none()
+        && let (Some(last), Some((position, key))) = (slice.last, keyed(&slice.before))
+    {
+        let select =
+            ordered(select, order.reversed(), keys).filter(seek::<E>(keys, &key, order, false));
+        let mut items = select.limit(last).all(db).await?;
+        items.reverse();
+        let start = position.saturating_sub(items.len() as u64);
+        let mut page = page(items, keys, start, true, total);
+        page.has_previous = start > 0;
+        return Ok(page);
+    }
+    let select = ordered(select, order, keys);
+    let mut start = slice
+        .after
+        .as_ref()
+        .map_or(0, |a| a.position.saturating_add(1));
+    let mut end = slice.before.as_ref().map(|b| b.position).or(total);
     if let (Some(e), Some(t)) = (end, total) {
         end = Some(e.min(t));
     }
@@ -96,29 +194,86 @@ where
     }
     let end = end.unwrap_or(start);
     if end <= start {
-        return Ok(Page {
-            items: Vec::new(),
+        let mut page = page(
+            Vec::new(),
+            keys,
             start,
-            has_previous: start > 0,
-            has_next: total.is_some_and(|t| start < t),
+            total.is_some_and(|t| start < t),
             total,
-        });
+        );
+        page.has_previous = start > 0;
+        return Ok(page);
     }
     let limit = end - start;
     let mut items = select.offset(start).limit(limit + 1).all(db).await?;
     let has_next = items.len() as u64 > limit;
     items.truncate(limit as usize);
-    Ok(Page {
+    Ok(page(items, keys, start, has_next, total))
+}
+
+fn page<M: ModelTrait>(
+    items: Vec<M>,
+    keys: &[<M::Entity as EntityTrait>::Column],
+    start: u64,
+    has_next: bool,
+    total: Option<u64>,
+) -> Page<M> {
+    let item_keys = items
+        .iter()
+        .map(|item| {
+            let key: Option<Vec<KeyPart>> =
+                keys.iter().map(|k| KeyPart::of(item.get(*k))).collect();
+            key.unwrap_or_default()
+        })
+        .collect();
+    Page {
         items,
+        keys: item_keys,
         start,
         has_previous: start > 0,
         has_next,
         total,
-    })
+    }
+}
+
+/// `(keys) > (key)` in the list's order (`<` for a descending list), or the opposite when
+/// seeking backwards: a row comparison that the index on the keys answers.
+fn seek<E: EntityTrait>(
+    columns: &[E::Column],
+    key: &[KeyPart],
+    order: Order,
+    forward: bool,
+) -> SimpleExpr {
+    // In scope here only: its `min`/`max` would shadow the integers' elsewhere.
+    use sea_orm::sea_query::ExprTrait as _;
+    let cols: Vec<SimpleExpr> = columns
+        .iter()
+        .map(|c| Expr::col((E::default(), *c)))
+        .collect();
+    let vals: Vec<SimpleExpr> = key.iter().map(KeyPart::expr).collect();
+    let (lhs, rhs) = if cols.len() == 1 {
+        (cols[0].clone(), vals[0].clone())
+    } else {
+        (Expr::tuple(cols), Expr::tuple(vals))
+    };
+    if (order == Order::Asc) == forward {
+        lhs.gt(rhs)
+    } else {
+        lhs.lt(rhs)
+    }
+}
+
+impl Order {
+    fn reversed(self) -> Order {
+        match self {
+            Order::Asc => Order::Desc,
+            Order::Desc => Order::Asc,
+        }
+    }
 }
 
 /// Orders `select` by `keys`, all in one direction (the last key breaks ties).
-pub fn ordered<E: EntityTrait>(select: Select<E>, order: Order, keys: &[E::Column]) -> Select<E> {
+fn ordered<E: EntityTrait>(select: Select<E>, order: Order, keys: &[E::Column]) -> Select<E> {
     let dir = match order {
         Order::Asc => sea_orm::Order::Asc,
         Order::Desc => sea_orm::Order::Desc,

@@ -122,8 +122,14 @@ impl Store {
         let select = peer::Entity::find()
             .filter(peer::Column::WorkspaceName.eq(workspace))
             .filter(filter.condition("peers"));
-        let select = page::ordered(select, order, &[peer::Column::CreatedAt, peer::Column::Id]);
-        page::fetch(self.reader(), select, slice).await
+        page::fetch(
+            self.reader(),
+            select,
+            order,
+            &[peer::Column::CreatedAt, peer::Column::Id],
+            slice,
+        )
+        .await
     }
 
     /// What `observer` keeps about `observed` as a list of short facts (its peer card), None
@@ -190,12 +196,14 @@ impl Store {
             .filter(session::Column::WorkspaceName.eq(workspace))
             .filter(session::Column::Name.in_subquery(member_of))
             .filter(filter.condition("sessions"));
-        let select = page::ordered(
+        page::fetch(
+            self.reader(),
             select,
             order,
             &[session::Column::CreatedAt, session::Column::Id],
-        );
-        page::fetch(self.reader(), select, slice).await
+            slice,
+        )
+        .await
     }
 }
 

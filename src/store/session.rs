@@ -417,12 +417,14 @@ impl Store {
             .filter(session::Column::WorkspaceName.eq(workspace))
             .filter(session::Column::IsActive.eq(true))
             .filter(filter.condition("sessions"));
-        let select = page::ordered(
+        page::fetch(
+            self.reader(),
             select,
             order,
             &[session::Column::CreatedAt, session::Column::Id],
-        );
-        page::fetch(self.reader(), select, slice).await
+            slice,
+        )
+        .await
     }
 }
 

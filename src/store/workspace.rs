@@ -89,12 +89,14 @@ impl Store {
     ) -> StoreResult<Page<Workspace>> {
         let filter = filter::parse(Resource::Workspace, filters)?;
         let select = workspace::Entity::find().filter(filter.condition("workspaces"));
-        let select = page::ordered(
+        page::fetch(
+            self.reader(),
             select,
             order,
             &[workspace::Column::CreatedAt, workspace::Column::Id],
-        );
-        page::fetch(self.reader(), select, slice).await
+            slice,
+        )
+        .await
     }
 }
 

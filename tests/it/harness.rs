@@ -11,7 +11,7 @@ use honcho_graphql::graphql::{self, AppSchema, Limits};
 use honcho_graphql::store::Store;
 use migration::{Migrator, MigratorTrait};
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 static TEMPLATE: OnceCell<String> = OnceCell::const_new();
@@ -459,4 +459,19 @@ pub async fn seeded_w1() -> TestApp {
     )
     .await;
     app
+}
+
+/// Session `s` of workspace `ws` with `n` messages by `alice`, "message 1" to "message n".
+pub async fn session_of(app: &TestApp, n: usize) {
+    for chunk in (1..=n).collect::<Vec<_>>().chunks(100) {
+        let messages: Vec<Value> = chunk
+            .iter()
+            .map(|i| json!({"peerId": "alice", "content": format!("message {i}")}))
+            .collect();
+        app.ok(
+            "mutation($m: [MessageInput!]!) { createMessages(workspaceId: \"ws\", sessionId: \"s\", messages: $m) { id } }",
+            json!({"m": messages}),
+        )
+        .await;
+    }
 }

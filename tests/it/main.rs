@@ -17,6 +17,7 @@ mod limits;
 mod llm;
 mod messages;
 mod migrations;
+mod paging;
 mod readme;
 mod replicas;
 mod rest;

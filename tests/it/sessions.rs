@@ -160,14 +160,7 @@ async fn clone_session_keeps_seqs_token_counts_and_timestamps_up_to_the_cutoff()
 #[tokio::test]
 async fn clone_session_pairs_new_ids_with_messages_in_sql_without_reading_them() {
     let app = TestApp::new().await;
-    let messages: Vec<_> = (1..=30)
-        .map(|i| json!({"peerId": "alice", "content": format!("message {i}")}))
-        .collect();
-    app.ok(
-        "mutation($m: [MessageInput!]!) { createMessages(workspaceId: \"ws\", sessionId: \"s\", messages: $m) { id } }",
-        json!({"m": messages}),
-    )
-    .await;
+    crate::harness::session_of(&app, 30).await;
     app.take_sql();
     let d = app
         .ok(
