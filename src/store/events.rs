@@ -35,7 +35,9 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
+
+use backon::BackoffBuilder;
 
 use sea_orm::ConnectionTrait;
 use sea_orm::sqlx::ConnectOptions as _;
@@ -47,6 +49,10 @@ use tokio::task::JoinHandle;
 use super::conclusion::Conclusion;
 use super::message::{Message, SeqRange};
 use super::{Store, StoreError, StoreResult, stmt};
+use crate::retry;
+
+/// The longest wait between two reconnection attempts of the listener.
+const RECONNECT_LONGEST_WAIT: Duration = Duration::from_secs(10);
 
 /// The one notification channel of this server.
 pub const CHANNEL: &str = "honcho_events";
@@ -409,28 +415,19 @@ async fn run(
     }
 }
 
-/// Tries until it succeeds: 100 ms, doubling to 10 s, each wait with up to 50 % jitter.
+/// Tries until it succeeds, waiting 50-100 ms first, doubling up to 5-10 s.
 async fn reconnect(opts: &PgConnectOptions) -> PgListener {
-    let mut delay = Duration::from_millis(100);
+    let mut waits = retry::backoff(Duration::from_millis(100), RECONNECT_LONGEST_WAIT)
+        .without_max_times()
+        .build();
     loop {
-        tokio::time::sleep(jitter(delay)).await;
+        let wait = waits.next().unwrap_or(RECONNECT_LONGEST_WAIT);
+        tokio::time::sleep(wait).await;
         match connect(opts).await {
             Ok(listener) => return listener,
-            Err(err) => {
-                tracing::warn!(error = %err, retry_in = ?delay, "event listener: reconnect failed");
-                delay = (delay * 2).min(Duration::from_secs(10));
-            }
+            Err(err) => tracing::warn!(error = %err, "event listener: reconnect failed"),
         }
     }
-}
-
-fn jitter(d: Duration) -> Duration {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|t| t.subsec_nanos())
-        .unwrap_or(0);
-    // 50 %..100 % of d.
-    d / 2 + d / 2 * (nanos % 1000) / 1000
 }
 
 /// Parses a notice and sends its event; returns the event (to release its cache later).
@@ -514,10 +511,4 @@ mod tests {
         assert_eq!(serde_json::from_str::<Notice>(&json).unwrap(), n);
     }
 
-    #[test]
-    fn jitter_stays_between_half_and_all() {
-        let d = Duration::from_millis(1000);
-        let j = jitter(d);
-        assert!(j >= d / 2 && j <= d, "{j:?}");
-    }
 }
