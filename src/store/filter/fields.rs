@@ -26,7 +26,7 @@ pub(crate) enum Kind {
     Bool,
     /// `timestamptz` column: RFC 3339 or date-only strings.
     DateTime,
-    /// Conclusion level: the closed set [`LEVELS`]; equality, `ne`, `in`.
+    /// Conclusion level: the closed set of `entity::conclusion::Level`; equality, `ne`, `in`.
     Level,
     /// The public JSONB `metadata` column (nested-metadata rules).
     Metadata,
@@ -76,9 +76,6 @@ const fn f(camel: &'static str, snake: &'static str, column: &'static str, kind:
         kind,
     }
 }
-
-/// Conclusion levels, as stored in the `level` column.
-pub const LEVELS: [&str; 4] = ["explicit", "deductive", "inductive", "contradiction"];
 
 const ID_NAME: Field = f("id", "id", "name", Kind::Text);
 const WORKSPACE_ID: Field = f("workspaceId", "workspace_id", "workspace_name", Kind::Text);

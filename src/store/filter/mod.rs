@@ -26,7 +26,8 @@ mod tests_pg;
 use sea_orm::sea_query::Condition;
 
 pub use error::{FilterError, FilterErrorKind};
-pub use fields::{LEVELS, Resource};
+pub use fields::Resource;
+pub(crate) use lower::like_pattern;
 pub use parse::{MAX_DEPTH, MAX_VALUES};
 pub use tree::{CmpOp, KeyTest, Node, Scalar};
 
