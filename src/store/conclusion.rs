@@ -683,12 +683,12 @@ async fn require_peers_and_sessions<C: ConnectionTrait>(
     peers: &[String],
     sessions: &[String],
 ) -> StoreResult<()> {
-    let found = |table: &'static str, extra: &'static str, names: Vec<String>| async move {
+    let found = |table: &'static str, names: Vec<String>| async move {
         let rows = db
             .query_all_raw(stmt(
                 &format!(
                     "SELECT name FROM {table} WHERE workspace_name = $1 AND name = ANY($2::text[]) \
-                     {extra} ORDER BY name FOR KEY SHARE"
+                     ORDER BY name FOR KEY SHARE"
                 ),
                 [workspace.into(), names.into()],
             ))
@@ -707,7 +707,7 @@ async fn require_peers_and_sessions<C: ConnectionTrait>(
             .collect::<Vec<_>>()
     };
     let peers = dedup(peers);
-    let live_peers = found("peers", "", peers.clone()).await?;
+    let live_peers = found("peers", peers.clone()).await?;
     if let Some(missing) = peers.iter().find(|p| !live_peers.contains(*p)) {
         let ws_exists = db
             .query_one_raw(stmt(
@@ -723,7 +723,7 @@ async fn require_peers_and_sessions<C: ConnectionTrait>(
     }
     let sessions = dedup(sessions);
     if !sessions.is_empty() {
-        let live = found("sessions", "AND is_active", sessions.clone()).await?;
+        let live = found("sessions", sessions.clone()).await?;
         if let Some(missing) = sessions.iter().find(|s| !live.contains(*s)) {
             return Err(StoreError::not_found("session", missing.clone()));
         }

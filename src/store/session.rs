@@ -5,7 +5,7 @@ use super::filter::{self, Resource};
 use super::page::{self, Order, Page, Slice};
 use super::peer::ensure_peers;
 use super::workspace::ensure_workspace;
-use super::{Store, StoreError, StoreResult, TxOptions, new_id, stmt, validate};
+use super::{Store, StoreError, StoreResult, TxOptions, keys, new_id, stmt, validate};
 use crate::entity::{message, session, session_peer};
 
 pub type Session = session::Model;
@@ -42,21 +42,11 @@ impl MemberConfig {
 
 impl Store {
     pub async fn session(&self, workspace: &str, name: &str) -> StoreResult<Option<Session>> {
-        active_session(self.reader(), workspace, name).await
+        find_session(self.reader(), workspace, name).await
     }
 
     pub async fn sessions_by_keys(&self, keys: &[(String, String)]) -> StoreResult<Vec<Session>> {
-        let (ws, names): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
-        Ok(session::Entity::find()
-            .from_raw_sql(stmt(
-                "SELECT s.* FROM sessions s \
-                 JOIN unnest($1::text[], $2::text[]) AS k(w, n) \
-                   ON s.workspace_name = k.w AND s.name = k.n \
-                 WHERE s.is_active",
-                [ws.into(), names.into()],
-            ))
-            .all(self.reader())
-            .await?)
+        keys::by_names::<session::Entity, _>(self.reader(), keys).await
     }
 
     /// Active members of many sessions in one statement, in join order.
@@ -119,7 +109,7 @@ impl Store {
         self.transaction(TxOptions::default(), |txn| async move {
             lock_session(&*txn, workspace, name).await?;
             if let SessionReach::Member(me) = reach
-                && let Some(existing) = active_session(&*txn, workspace, name).await?
+                && let Some(existing) = find_session(&*txn, workspace, name).await?
             {
                 let member = session_peer::Entity::find()
                     .filter(session_peer::Column::WorkspaceName.eq(workspace))
@@ -180,7 +170,7 @@ impl Store {
             .from_raw_sql(stmt(
                 "UPDATE sessions SET metadata = COALESCE($3, metadata), \
                  configuration = configuration || COALESCE($4, '{}'::jsonb) \
-                 WHERE workspace_name = $1 AND name = $2 AND is_active RETURNING *",
+                 WHERE workspace_name = $1 AND name = $2 RETURNING *",
                 [
                     workspace.into(),
                     name.into(),
@@ -228,7 +218,7 @@ impl Store {
         up_to_message: Option<&str>,
     ) -> StoreResult<Session> {
         self.transaction(TxOptions::default(), |txn| async move {
-            let original = lock_active_session(&*txn, workspace, name).await?;
+            let original = lock_existing_session(&*txn, workspace, name).await?;
             let cutoff = match up_to_message {
                 None => i64::MAX,
                 Some(id) => {
@@ -321,7 +311,7 @@ impl Store {
         peers: &[String],
     ) -> StoreResult<Session> {
         self.transaction(TxOptions::default(), |txn| async move {
-            let session = lock_active_session(&*txn, workspace, name).await?;
+            let session = lock_existing_session(&*txn, workspace, name).await?;
             txn.execute_raw(stmt(
                 "UPDATE session_peers SET left_at = now() \
                  WHERE workspace_name = $1 AND session_name = $2 AND peer_name = ANY($3) \
@@ -345,7 +335,7 @@ impl Store {
         let names: Vec<String> = peers.iter().map(|p| p.peer.clone()).collect();
         let names = &names;
         self.transaction(TxOptions::default(), |txn| async move {
-            let session = lock_active_session(&*txn, workspace, name).await?;
+            let session = lock_existing_session(&*txn, workspace, name).await?;
             txn.execute_raw(stmt(
                 "UPDATE session_peers SET left_at = now() \
                  WHERE workspace_name = $1 AND session_name = $2 AND peer_name <> ALL($3) \
@@ -370,7 +360,7 @@ impl Store {
         // Under the session's lock: concurrent calls each counting 10 observers before the other
         // committed would otherwise let 12 through.
         self.transaction(TxOptions::default(), |txn| async move {
-            lock_active_session(&*txn, workspace, session_name).await?;
+            lock_existing_session(&*txn, workspace, session_name).await?;
             if crate::entity::peer::Entity::find()
                 .filter(crate::entity::peer::Column::WorkspaceName.eq(workspace))
                 .filter(crate::entity::peer::Column::Name.eq(config.peer.as_str()))
@@ -415,7 +405,6 @@ impl Store {
         let filter = filter::parse(Resource::Session, filters)?;
         let select = session::Entity::find()
             .filter(session::Column::WorkspaceName.eq(workspace))
-            .filter(session::Column::IsActive.eq(true))
             .filter(filter.condition("sessions"));
         page::fetch(
             self.reader(),
@@ -453,30 +442,29 @@ async fn active_session<C: ConnectionTrait>(
     Ok(session::Entity::find()
         .filter(session::Column::WorkspaceName.eq(workspace))
         .filter(session::Column::Name.eq(name))
-        .filter(session::Column::IsActive.eq(true))
         .one(db)
         .await?)
 }
 
-/// The session, which must exist and be active: NOT_FOUND otherwise.
-pub(crate) async fn require_active_session<C: ConnectionTrait>(
+/// The session, which must exist: NOT_FOUND otherwise.
+pub(crate) async fn require_session<C: ConnectionTrait>(
     db: &C,
     workspace: &str,
     name: &str,
 ) -> StoreResult<Session> {
-    active_session(db, workspace, name)
+    find_session(db, workspace, name)
         .await?
         .ok_or_else(|| StoreError::not_found("session", name))
 }
 
-/// [`lock_session`], then [`require_active_session`].
-async fn lock_active_session<C: ConnectionTrait>(
+/// [`lock_session`], then [`require_session`].
+async fn lock_existing_session<C: ConnectionTrait>(
     db: &C,
     workspace: &str,
     name: &str,
 ) -> StoreResult<Session> {
     lock_session(db, workspace, name).await?;
-    require_active_session(db, workspace, name).await
+    require_session(db, workspace, name).await
 }
 
 /// Upserts memberships: new members join with the given config, members that had left rejoin with

@@ -77,6 +77,10 @@ const fn f(camel: &'static str, snake: &'static str, column: &'static str, kind:
     }
 }
 
+/// The column of `Session.isActive`, which has none: a deleted session is gone at once, so every
+/// session a query can see is active. Comparisons on it are lowered against the constant `TRUE`.
+pub(crate) const ALWAYS_TRUE: &str = "TRUE";
+
 const ID_NAME: Field = f("id", "id", "name", Kind::Text);
 const WORKSPACE_ID: Field = f("workspaceId", "workspace_id", "workspace_name", Kind::Text);
 const CREATED_AT: Field = f("createdAt", "created_at", "created_at", Kind::DateTime);
@@ -89,7 +93,7 @@ static PEER: &[Field] = &[ID_NAME, WORKSPACE_ID, CREATED_AT, METADATA];
 static SESSION: &[Field] = &[
     ID_NAME,
     WORKSPACE_ID,
-    f("isActive", "is_active", "is_active", Kind::Bool),
+    f("isActive", "is_active", ALWAYS_TRUE, Kind::Bool),
     CREATED_AT,
     METADATA,
 ];

@@ -45,7 +45,7 @@ const SCHEMA: &[&str] = &[
      created_at timestamptz NOT NULL DEFAULT now()) ON COMMIT DROP",
     "CREATE TEMP TABLE peers (name text, workspace_name text, metadata jsonb NOT NULL DEFAULT '{}', \
      created_at timestamptz NOT NULL DEFAULT now()) ON COMMIT DROP",
-    "CREATE TEMP TABLE sessions (name text, workspace_name text, is_active boolean NOT NULL, \
+    "CREATE TEMP TABLE sessions (name text, workspace_name text, \
      metadata jsonb NOT NULL DEFAULT '{}', created_at timestamptz NOT NULL DEFAULT now()) ON COMMIT DROP",
     "CREATE TEMP TABLE messages (public_id text PRIMARY KEY, workspace_name text, session_name text, \
      peer_name text, seq_in_session bigint NOT NULL, content text, metadata jsonb NOT NULL, \
@@ -55,7 +55,7 @@ const SCHEMA: &[&str] = &[
      created_at timestamptz NOT NULL) ON COMMIT DROP",
     "INSERT INTO workspaces (name, metadata) VALUES ('w1', '{\"plan\": \"pro\"}'), ('w2', '{}')",
     "INSERT INTO peers (name, workspace_name) VALUES ('alice', 'w1'), ('bob', 'w1')",
-    "INSERT INTO sessions (name, workspace_name, is_active) VALUES ('s1', 'w1', true), ('s2', 'w1', false)",
+    "INSERT INTO sessions (name, workspace_name) VALUES ('s1', 'w1'), ('s2', 'w1')",
     r#"INSERT INTO messages VALUES
      ('m1', 'w1', 's1', 'alice', 1, 'Hello 50% off_sale', '{"importance": "high", "score": 5, "tag": "x"}', 3, '2025-12-31T23:00:00Z'),
      ('m2', 'w1', 's1', 'bob', 2, 'hello 500 world', '{"score": "5", "nested": {"a": 1, "b": 2}}', 10, '2026-01-01T00:00:00Z'),
@@ -253,8 +253,11 @@ async fn filters_select_the_right_rows() {
         check(&txn, Conclusion, j, &want).await;
     }
 
-    check(&txn, Session, json!({"isActive": false}), &["s2"]).await;
-    check(&txn, Session, json!({"is_active": {"ne": true}}), &["s2"]).await;
+    // Every session that exists is active.
+    check(&txn, Session, json!({"isActive": false}), &[]).await;
+    check(&txn, Session, json!({"is_active": {"ne": true}}), &[]).await;
+    check(&txn, Session, json!({"isActive": true}), &["s1", "s2"]).await;
+    check(&txn, Session, json!({"isActive": {"in": [false, null]}}), &[]).await;
     check(&txn, Peer, json!({"id": {"icontains": "AL"}}), &["alice"]).await;
     check(
         &txn,
