@@ -75,7 +75,11 @@ pub(crate) async fn post_json(
             Ok(bytes) => return Ok(bytes),
             Err(f) => f,
         };
-        let wait = if retryable(&failure) { waits.next() } else { None };
+        let wait = if retryable(&failure) {
+            waits.next()
+        } else {
+            None
+        };
         let Some(wait) = wait else {
             return Err(PostError { failure, attempts });
         };
@@ -173,7 +177,11 @@ mod tests {
         assert_eq!(waits.len(), 20);
         for (i, wait) in waits.iter().enumerate() {
             let step = BACKOFF_BASE.saturating_mul(1 << i.min(16)).min(BACKOFF_MAX);
-            assert!(*wait >= step / 2 && *wait <= step, "retry {}: {wait:?}", i + 1);
+            assert!(
+                *wait >= step / 2 && *wait <= step,
+                "retry {}: {wait:?}",
+                i + 1
+            );
         }
         let first = Duration::from_millis(150);
         assert_eq!(

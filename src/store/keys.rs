@@ -1,6 +1,6 @@
 //! Rows named by many (workspace, name) keys at once, for the dataloaders' batches.
 
-use sea_orm::{ConnectionTrait, EntityName, EntityTrait};
+use sea_orm::{ConnectionTrait, EntityTrait};
 
 use super::{StoreResult, stmt};
 

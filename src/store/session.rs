@@ -434,7 +434,7 @@ pub(crate) async fn lock_session<C: ConnectionTrait>(
     Ok(())
 }
 
-async fn active_session<C: ConnectionTrait>(
+async fn find_session<C: ConnectionTrait>(
     db: &C,
     workspace: &str,
     name: &str,

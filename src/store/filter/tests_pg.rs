@@ -257,7 +257,13 @@ async fn filters_select_the_right_rows() {
     check(&txn, Session, json!({"isActive": false}), &[]).await;
     check(&txn, Session, json!({"is_active": {"ne": true}}), &[]).await;
     check(&txn, Session, json!({"isActive": true}), &["s1", "s2"]).await;
-    check(&txn, Session, json!({"isActive": {"in": [false, null]}}), &[]).await;
+    check(
+        &txn,
+        Session,
+        json!({"isActive": {"in": [false, null]}}),
+        &[],
+    )
+    .await;
     check(&txn, Peer, json!({"id": {"icontains": "AL"}}), &["alice"]).await;
     check(
         &txn,
