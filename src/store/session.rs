@@ -221,72 +221,11 @@ impl Store {
             let original = lock_existing_session(&*txn, workspace, name).await?;
             let cutoff = match up_to_message {
                 None => i64::MAX,
-                Some(id) => {
-                    message::Entity::find()
-                        .filter(message::Column::WorkspaceName.eq(workspace))
-                        .filter(message::Column::SessionName.eq(name))
-                        .filter(message::Column::PublicId.eq(id))
-                        .one(&*txn)
-                        .await?
-                        .ok_or_else(|| StoreError::not_found("message", id))?
-                        .seq_in_session
-                }
+                Some(id) => message_seq(&*txn, workspace, name, id).await?,
             };
-            let clone_name = new_id();
-            let clone = session::Entity::find()
-                .from_raw_sql(stmt(
-                    "INSERT INTO sessions (id, name, workspace_name, metadata, configuration) \
-                     VALUES ($1, $2, $3, $4, $5) RETURNING *",
-                    [
-                        new_id().into(),
-                        clone_name.clone().into(),
-                        workspace.into(),
-                        original.metadata.clone().into(),
-                        original.configuration.clone().into(),
-                    ],
-                ))
-                .one(&*txn)
-                .await?
-                .ok_or_else(|| StoreError::Internal("session insert returned no row".into()))?;
-            txn.execute_raw(stmt(
-                "INSERT INTO session_peers (workspace_name, session_name, peer_name, configuration) \
-                 SELECT workspace_name, $3, peer_name, configuration FROM session_peers \
-                 WHERE workspace_name = $1 AND session_name = $2",
-                [workspace.into(), name.into(), clone_name.clone().into()],
-            ))
-            .await?;
-            // Public ids must be fresh nanoids; the database has no nanoid function, so they are made
-            // here, one per message counted, and paired with the rows in seq order by SQL (the
-            // messages themselves never leave the database).
-            let count = txn
-                .query_one_raw(stmt(
-                    "SELECT count(*) FROM messages \
-                     WHERE workspace_name = $1 AND session_name = $2 AND seq_in_session <= $3",
-                    [workspace.into(), name.into(), cutoff.into()],
-                ))
-                .await?
-                .map(|row| row.try_get_by_index::<i64>(0))
-                .transpose()?
-                .unwrap_or(0);
-            let ids: Vec<String> = (0..count).map(|_| new_id()).collect();
-            txn.execute_raw(stmt(
-                "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, \
-                   seq_in_session, content, metadata, token_count, created_at, embedding) \
-                 SELECT k.id, m.workspace_name, $3, m.peer_name, m.seq_in_session, m.content, \
-                   m.metadata, m.token_count, m.created_at, m.embedding \
-                 FROM (SELECT *, row_number() OVER (ORDER BY seq_in_session) AS n FROM messages \
-                       WHERE workspace_name = $1 AND session_name = $2 AND seq_in_session <= $5) m \
-                 JOIN unnest($4::text[]) WITH ORDINALITY AS k(id, n) ON k.n = m.n \
-                 ORDER BY m.seq_in_session",
-                [
-                    workspace.into(),
-                    name.into(),
-                    clone_name.into(),
-                    ids.into(),
-                    cutoff.into(),
-                ],
-            ))
-            .await?;
+            let clone = insert_copy(&*txn, &original).await?;
+            copy_members(&*txn, &original, &clone).await?;
+            copy_messages(&*txn, &original, &clone, cutoff).await?;
             Ok(clone)
         })
         .await
@@ -415,6 +354,106 @@ impl Store {
         )
         .await
     }
+}
+
+/// The seq of message `id` in the session; NOT_FOUND when it is no message of that session.
+async fn message_seq<C: ConnectionTrait>(
+    db: &C,
+    workspace: &str,
+    session: &str,
+    id: &str,
+) -> StoreResult<i64> {
+    Ok(message::Entity::find()
+        .filter(message::Column::WorkspaceName.eq(workspace))
+        .filter(message::Column::SessionName.eq(session))
+        .filter(message::Column::PublicId.eq(id))
+        .one(db)
+        .await?
+        .ok_or_else(|| StoreError::not_found("message", id))?
+        .seq_in_session)
+}
+
+/// A new session under a fresh name with `original`'s metadata and configuration.
+async fn insert_copy<C: ConnectionTrait>(db: &C, original: &Session) -> StoreResult<Session> {
+    session::Entity::find()
+        .from_raw_sql(stmt(
+            "INSERT INTO sessions (id, name, workspace_name, metadata, configuration) \
+             VALUES ($1, $2, $3, $4, $5) RETURNING *",
+            [
+                new_id().into(),
+                new_id().into(),
+                original.workspace_name.clone().into(),
+                original.metadata.clone().into(),
+                original.configuration.clone().into(),
+            ],
+        ))
+        .one(db)
+        .await?
+        .ok_or_else(|| StoreError::Internal("session insert returned no row".into()))
+}
+
+/// `original`'s memberships, with their configuration, into `clone`: every member joins now.
+async fn copy_members<C: ConnectionTrait>(
+    db: &C,
+    original: &Session,
+    clone: &Session,
+) -> StoreResult<()> {
+    db.execute_raw(stmt(
+        "INSERT INTO session_peers (workspace_name, session_name, peer_name, configuration) \
+         SELECT workspace_name, $3, peer_name, configuration FROM session_peers \
+         WHERE workspace_name = $1 AND session_name = $2",
+        [
+            original.workspace_name.clone().into(),
+            original.name.clone().into(),
+            clone.name.clone().into(),
+        ],
+    ))
+    .await?;
+    Ok(())
+}
+
+/// `original`'s messages up to seq `cutoff` into `clone`, with their seqs, token counts,
+/// timestamps and embeddings, under fresh public ids.
+async fn copy_messages<C: ConnectionTrait>(
+    db: &C,
+    original: &Session,
+    clone: &Session,
+    cutoff: i64,
+) -> StoreResult<()> {
+    let (workspace, name) = (&original.workspace_name, &original.name);
+    // Public ids must be fresh nanoids; the database has no nanoid function, so they are made
+    // here, one per message counted, and paired with the rows in seq order by SQL (the messages
+    // themselves never leave the database).
+    let count = db
+        .query_one_raw(stmt(
+            "SELECT count(*) FROM messages \
+             WHERE workspace_name = $1 AND session_name = $2 AND seq_in_session <= $3",
+            [workspace.clone().into(), name.clone().into(), cutoff.into()],
+        ))
+        .await?
+        .map(|row| row.try_get_by_index::<i64>(0))
+        .transpose()?
+        .unwrap_or(0);
+    let ids: Vec<String> = (0..count).map(|_| new_id()).collect();
+    db.execute_raw(stmt(
+        "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, \
+           seq_in_session, content, metadata, token_count, created_at, embedding) \
+         SELECT k.id, m.workspace_name, $3, m.peer_name, m.seq_in_session, m.content, \
+           m.metadata, m.token_count, m.created_at, m.embedding \
+         FROM (SELECT *, row_number() OVER (ORDER BY seq_in_session) AS n FROM messages \
+               WHERE workspace_name = $1 AND session_name = $2 AND seq_in_session <= $5) m \
+         JOIN unnest($4::text[]) WITH ORDINALITY AS k(id, n) ON k.n = m.n \
+         ORDER BY m.seq_in_session",
+        [
+            workspace.clone().into(),
+            name.clone().into(),
+            clone.name.clone().into(),
+            ids.into(),
+            cutoff.into(),
+        ],
+    ))
+    .await?;
+    Ok(())
 }
 
 /// Serialises the writes to one session (messages, memberships, deletion) until the transaction
