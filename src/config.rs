@@ -22,6 +22,103 @@ pub struct DbConfig {
     /// PostgreSQL aborts any statement running longer than this (milliseconds; 0 = no limit).
     #[arg(long, env = "HONCHO_STATEMENT_TIMEOUT_MS", default_value_t = 30_000)]
     pub statement_timeout_ms: u64,
+
+    /// Every command that opens the database knows the embedder: it sizes the vector columns,
+    /// and `serve` refuses one of another model than the stored vectors'.
+    #[command(flatten)]
+    pub embedder: EmbedderConfig,
+}
+
+/// The embedder. Values are checked when the embedder is configured
+/// ([`crate::embed::EmbedConfig::from_settings`]), with messages naming the variable; a
+/// variable set to blank counts as unset.
+#[derive(Args, Clone, Default)]
+pub struct EmbedderConfig {
+    /// `minilm` (in-process all-MiniLM-L6-v2, 384 dimensions), `openai` (any OpenAI-compatible
+    /// /v1/embeddings) or `none` (full-text search only).
+    #[arg(long = "embedder", env = "HONCHO_EMBEDDER", default_value = "minilm")]
+    pub kind: String,
+
+    /// MiniLM model directory (config.json, tokenizer.json, model.safetensors)
+    /// [default: .data/models/all-MiniLM-L6-v2, in the working directory or else the source tree]
+    #[arg(long = "model-dir", env = "HONCHO_MODEL_DIR")]
+    pub model_dir: Option<String>,
+
+    /// OpenAI-compatible base URL; `/embeddings` is appended.
+    #[arg(
+        long = "openai-base-url",
+        env = "HONCHO_OPENAI_BASE_URL",
+        default_value = crate::embed::DEFAULT_OPENAI_BASE_URL
+    )]
+    pub openai_base_url: String,
+
+    /// Embedding model name sent in requests.
+    #[arg(
+        long = "openai-model",
+        env = "HONCHO_OPENAI_MODEL",
+        default_value = crate::embed::DEFAULT_OPENAI_MODEL
+    )]
+    pub openai_model: String,
+
+    /// Bearer token of the embeddings endpoint (optional).
+    #[arg(
+        long = "openai-api-key",
+        env = "HONCHO_OPENAI_API_KEY",
+        hide_env_values = true
+    )]
+    pub openai_api_key: Option<String>,
+
+    /// Vector length [default: the model's, known for OpenAI's models (1536 for
+    /// text-embedding-3-small), else required]
+    #[arg(long = "openai-dims", env = "HONCHO_OPENAI_DIMS")]
+    pub openai_dims: Option<String>,
+
+    /// Timeout of one embeddings request, in seconds (may be fractional).
+    #[arg(
+        long = "openai-timeout-secs",
+        env = "HONCHO_OPENAI_TIMEOUT_SECS",
+        default_value = "30"
+    )]
+    pub openai_timeout_secs: String,
+
+    /// Retries after the first attempt on 429, 5xx, timeouts and connection errors (0..=10).
+    #[arg(
+        long = "openai-max-retries",
+        env = "HONCHO_OPENAI_MAX_RETRIES",
+        default_value = "3"
+    )]
+    pub openai_max_retries: String,
+}
+
+impl std::fmt::Debug for EmbedderConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbedderConfig")
+            .field("kind", &self.kind)
+            .field("model_dir", &self.model_dir)
+            .field("openai_base_url", &self.openai_base_url)
+            .field("openai_model", &self.openai_model)
+            .field(
+                "openai_api_key",
+                &self.openai_api_key.as_ref().map(|_| "***"),
+            )
+            .field("openai_dims", &self.openai_dims)
+            .field("openai_timeout_secs", &self.openai_timeout_secs)
+            .field("openai_max_retries", &self.openai_max_retries)
+            .finish()
+    }
+}
+
+impl EmbedderConfig {
+    /// The embedder's settings from the environment alone, with the same parser as the command
+    /// line (for the tests and the bench, which have no command line of their own).
+    pub fn from_env() -> Result<Self, clap::Error> {
+        #[derive(clap::Parser)]
+        struct Env {
+            #[command(flatten)]
+            embedder: EmbedderConfig,
+        }
+        Ok(<Env as clap::Parser>::try_parse_from(["honcho-graphql"])?.embedder)
+    }
 }
 
 #[derive(Args, Clone, Debug)]

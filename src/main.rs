@@ -105,7 +105,7 @@ async fn run() -> anyhow::Result<()> {
         Command::Migrate { action, db } => {
             // A fresh database's vector columns take the configured embedder's dimension, as
             // `serve` would give them.
-            honcho_graphql::configured_embedder()?;
+            honcho_graphql::configured_embedder(&db.embedder)?;
             let store = Store::connect(&db.database_url, 2, None).await?;
             let conn = store.db();
             match action {
