@@ -458,3 +458,78 @@ impl Default for DeriverConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::{Args as _, Command};
+
+    use super::*;
+
+    /// The variables `serve --help` lists.
+    fn serve_variables() -> Vec<String> {
+        ServeConfig::augment_args(Command::new("serve"))
+            .get_arguments()
+            .filter_map(|a| a.get_env())
+            .map(|e| e.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// The variables of the README's configuration table (`RUST_LOG` is tracing's, not ours).
+    fn readme_variables() -> Vec<String> {
+        let readme = include_str!("../README.md");
+        let table = readme
+            .split("## Configuration (environment)")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .expect("the README has a configuration section");
+        table
+            .lines()
+            .filter(|l| l.starts_with("| `"))
+            .flat_map(|l| l.split('|').nth(1).unwrap_or("").split('/'))
+            .map(|v| v.trim().trim_matches('`').to_owned())
+            .filter(|v| v != "RUST_LOG")
+            .collect()
+    }
+
+    #[test]
+    fn serve_help_lists_every_variable_of_the_readme_and_no_other() {
+        let (help, readme) = (serve_variables(), readme_variables());
+        for var in ["HONCHO_EMBEDDER", "HONCHO_OPENAI_DIMS", "HONCHO_MODEL_DIR"] {
+            assert!(help.iter().any(|h| h == var), "{var} missing from --help");
+        }
+        for var in &readme {
+            assert!(help.contains(var), "{var} is in the README, not in --help");
+        }
+        for var in &help {
+            assert!(
+                readme.contains(var),
+                "{var} is in --help, not in the README"
+            );
+        }
+    }
+
+    #[test]
+    fn every_embedder_variable_is_a_flag_too_and_a_blank_value_is_unset() {
+        let settings = embedder_from_flags(&["--embedder=none", "--openai-dims= "]);
+        assert_eq!(settings.kind, "none");
+        let cfg = crate::embed::EmbedConfig::from_settings(&settings).unwrap();
+        assert_eq!(cfg.kind, crate::embed::EmbedderKind::None);
+        assert_eq!(cfg.openai_dims, 1536, "blank dims: the default model's");
+    }
+}
+
+/// The embedder's settings from `flags` alone: the environment of the test run is not read.
+#[cfg(test)]
+pub(crate) fn embedder_from_flags(flags: &[&str]) -> EmbedderConfig {
+    use clap::{CommandFactory as _, FromArgMatches as _};
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        embedder: EmbedderConfig,
+    }
+    let matches = Cli::command()
+        .mut_args(|a| a.env(None::<&'static str>))
+        .try_get_matches_from(std::iter::once("honcho-graphql").chain(flags.iter().copied()))
+        .unwrap();
+    Cli::from_arg_matches(&matches).unwrap().embedder
+}

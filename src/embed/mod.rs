@@ -356,23 +356,15 @@ mod tests {
 
     /// The settings as the command line would give them: `HONCHO_OPENAI_DIMS` is `--openai-dims`.
     fn cfg(vars: &[(&str, &str)]) -> Result<EmbedConfig, EmbedError> {
-        #[derive(clap::Parser)]
-        struct Cli {
-            #[command(flatten)]
-            embedder: EmbedderConfig,
-        }
-        let mut args = vec!["honcho-graphql".to_owned()];
-        for (var, value) in vars {
-            let flag = var
-                .trim_start_matches("HONCHO_")
-                .to_lowercase()
-                .replace('_', "-");
-            args.push(format!("--{flag}={value}"));
-        }
-        let settings = <Cli as clap::Parser>::try_parse_from(args)
-            .unwrap()
-            .embedder;
-        EmbedConfig::from_settings(&settings)
+        let flags: Vec<String> = vars
+            .iter()
+            .map(|(var, value)| {
+                let flag = var.trim_start_matches("HONCHO_").to_lowercase();
+                format!("--{}={value}", flag.replace('_', "-"))
+            })
+            .collect();
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        EmbedConfig::from_settings(&crate::config::embedder_from_flags(&flags))
     }
 
     #[test]
