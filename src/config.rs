@@ -451,6 +451,22 @@ impl Default for DeriverConfig {
     }
 }
 
+/// The embedder's settings from `flags` alone: the environment of the test run is not read.
+#[cfg(test)]
+pub(crate) fn embedder_from_flags(flags: &[&str]) -> EmbedderConfig {
+    use clap::{CommandFactory as _, FromArgMatches as _};
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        embedder: EmbedderConfig,
+    }
+    let matches = Cli::command()
+        .mut_args(|a| a.env(None::<&'static str>))
+        .try_get_matches_from(std::iter::once("honcho-graphql").chain(flags.iter().copied()))
+        .unwrap();
+    Cli::from_arg_matches(&matches).unwrap().embedder
+}
+
 #[cfg(test)]
 mod tests {
     use clap::{Args as _, Command};
@@ -508,20 +524,4 @@ mod tests {
         assert_eq!(cfg.kind, crate::embed::EmbedderKind::None);
         assert_eq!(cfg.openai_dims, 1536, "blank dims: the default model's");
     }
-}
-
-/// The embedder's settings from `flags` alone: the environment of the test run is not read.
-#[cfg(test)]
-pub(crate) fn embedder_from_flags(flags: &[&str]) -> EmbedderConfig {
-    use clap::{CommandFactory as _, FromArgMatches as _};
-    #[derive(clap::Parser)]
-    struct Cli {
-        #[command(flatten)]
-        embedder: EmbedderConfig,
-    }
-    let matches = Cli::command()
-        .mut_args(|a| a.env(None::<&'static str>))
-        .try_get_matches_from(std::iter::once("honcho-graphql").chain(flags.iter().copied()))
-        .unwrap();
-    Cli::from_arg_matches(&matches).unwrap().embedder
 }
