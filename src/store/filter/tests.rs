@@ -482,7 +482,7 @@ fn text_bool_datetime_level_values() {
     );
     assert_eq!(
         built(Session, json!({"isActive": [true]})),
-        ("TRUE IN ($1)".into(), vec![SqlValue::Bool(Some(true))])
+        ("(TRUE) IN ($1)".into(), vec![SqlValue::Bool(Some(true))])
     );
     let eight = Utc.with_ymd_and_hms(2026, 1, 1, 8, 0, 0).unwrap();
     assert_eq!(
