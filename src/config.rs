@@ -36,7 +36,13 @@ pub struct DbConfig {
 pub struct EmbedderConfig {
     /// `minilm` (in-process all-MiniLM-L6-v2, 384 dimensions), `openai` (any OpenAI-compatible
     /// /v1/embeddings) or `none` (full-text search only).
-    #[arg(long = "embedder", env = "HONCHO_EMBEDDER", default_value = "minilm")]
+    #[arg(
+        id = "embedder",
+        long = "embedder",
+        value_name = "KIND",
+        env = "HONCHO_EMBEDDER",
+        default_value = "minilm"
+    )]
     pub kind: String,
 
     /// MiniLM model directory (config.json, tokenizer.json, model.safetensors)
@@ -475,7 +481,10 @@ mod tests {
 
     /// The variables `serve --help` lists.
     fn serve_variables() -> Vec<String> {
-        ServeConfig::augment_args(Command::new("serve"))
+        let serve = ServeConfig::augment_args(Command::new("serve"));
+        // What clap checks when a command is built (unique argument ids, …).
+        serve.clone().debug_assert();
+        serve
             .get_arguments()
             .filter_map(|a| a.get_env())
             .map(|e| e.to_string_lossy().into_owned())
