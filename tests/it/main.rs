@@ -10,6 +10,7 @@ mod cost;
 mod deriver;
 mod embeddings;
 mod fake_llm;
+mod filter_sql;
 mod filters;
 mod frontend;
 mod http;
