@@ -28,6 +28,7 @@ mod sessions;
 mod standby;
 mod subscriptions;
 mod survival;
+mod telemetry;
 mod transactions;
 mod typed_where;
 mod workspaces_peers;
