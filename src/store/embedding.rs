@@ -121,6 +121,7 @@ impl Store {
 
     /// Embeds rows that have none (`all`: every row) in batches, telling `progress` as it goes.
     /// `resize` first converts the vector columns to the embedder's dimension.
+    #[tracing::instrument(name = "store.reembed", level = "debug", skip_all)]
     pub async fn reembed(
         &self,
         all: bool,

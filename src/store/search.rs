@@ -160,6 +160,7 @@ pub fn check_context_window(window: i64) -> StoreResult<()> {
 impl Store {
     /// The `limit` best messages of `scope` for `query` (and the filter DSL), best first.
     /// A workspace or session that does not exist has no messages: the result is empty.
+    #[tracing::instrument(name = "store.search", level = "debug", skip_all)]
     pub async fn search(
         &self,
         scope: SearchScope<'_>,

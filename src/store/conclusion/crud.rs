@@ -34,6 +34,7 @@ pub const MAX_DISTANCE: f64 = 2.0;
 impl Store {
     /// Live conclusions for many (workspace, id) keys in one statement; absent and deleted keys
     /// are simply missing.
+    #[tracing::instrument(name = "store.conclusions_by_ids", level = "debug", skip_all)]
     pub async fn conclusions_by_ids(
         &self,
         keys: &[(String, String)],
@@ -62,6 +63,7 @@ impl Store {
     /// Honcho does not create them here). Contents are embedded before the transaction opens.
     /// Returns the rows in input order; a batch's rows are 1 µs apart in `created_at`, in input
     /// order, so time order is input order.
+    #[tracing::instrument(name = "store.create_conclusions", level = "debug", skip_all)]
     pub async fn create_conclusions(
         &self,
         workspace: &str,
@@ -152,6 +154,7 @@ impl Store {
 
     /// Replaces a live conclusion's metadata; `None` leaves it as it is. Deleted or unknown →
     /// NOT_FOUND. Nothing else about a conclusion can change.
+    #[tracing::instrument(name = "store.update_conclusion_metadata", level = "debug", skip_all)]
     pub async fn update_conclusion_metadata(
         &self,
         workspace: &str,
@@ -176,6 +179,7 @@ impl Store {
 
     /// Soft delete: the row stays (its id may be cited) but no read, tree or search sees it
     /// again. Already deleted or unknown → NOT_FOUND.
+    #[tracing::instrument(name = "store.delete_conclusion", level = "debug", skip_all)]
     pub async fn delete_conclusion(&self, workspace: &str, id: &str) -> StoreResult<()> {
         let done = self
             .db()
@@ -193,6 +197,7 @@ impl Store {
 
     /// Live conclusions of the workspace (of one observer when given). `Order::Desc` is newest
     /// first (Honcho's default for conclusions); ties broken by id.
+    #[tracing::instrument(name = "store.list_conclusions", level = "debug", skip_all)]
     pub async fn list_conclusions(
         &self,
         workspace: &str,
@@ -222,6 +227,7 @@ impl Store {
     /// The `top_k` live conclusions closest to `query` by cosine distance (nearest first), within
     /// `max_distance` when given, among those matching `filters`. Conclusions without an embedding
     /// are not candidates. A blank query finds nothing. Needs an embedder.
+    #[tracing::instrument(name = "store.query_conclusions", level = "debug", skip_all)]
     pub async fn query_conclusions(
         &self,
         workspace: &str,

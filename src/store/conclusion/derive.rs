@@ -34,6 +34,7 @@ impl Store {
     /// never cites itself), level and session unchanged. One `INSERT … ON CONFLICT` over the
     /// partial unique index `uq_conclusions_derived_content` makes this race-free: concurrent
     /// identical derivations yield one row whose count includes every one of them.
+    #[tracing::instrument(name = "store.record_derived_conclusion", level = "debug", skip_all)]
     pub async fn record_derived_conclusion(
         &self,
         workspace: &str,

@@ -57,6 +57,7 @@ impl Store {
     /// `first` per key, after the conclusion `after` (by creation time, then id; an `after` that
     /// is no conclusion of the workspace gives an empty page). Each row comes with the id of the
     /// key it was found for.
+    #[tracing::instrument(name = "store.derived_by_source_ids", level = "debug", skip_all)]
     pub async fn derived_by_source_ids(
         &self,
         keys: &[(String, String)],
@@ -111,6 +112,7 @@ impl Store {
     /// (diamonds) or cycles lead to it, so the work is linear in the tree, never in the number of
     /// paths. Deleted conclusions are neither returned nor walked through. A deleted or unknown
     /// root → NOT_FOUND.
+    #[tracing::instrument(name = "store.reasoning_tree", level = "debug", skip_all)]
     pub async fn reasoning_tree(
         &self,
         workspace: &str,
