@@ -491,7 +491,9 @@ mod tests {
             .collect()
     }
 
-    /// The variables of the README's configuration table (`RUST_LOG` is tracing's, not ours).
+    /// The variables of the README's configuration table that are ours: `RUST_LOG` is read by
+    /// tracing's filter and the standard `OTEL_*` ones by the OpenTelemetry SDK, as their
+    /// specifications say.
     fn readme_variables() -> Vec<String> {
         let readme = include_str!("../README.md");
         let table = readme
@@ -504,7 +506,7 @@ mod tests {
             .filter(|l| l.starts_with("| `"))
             .flat_map(|l| l.split('|').nth(1).unwrap_or("").split('/'))
             .map(|v| v.trim().trim_matches('`').to_owned())
-            .filter(|v| v != "RUST_LOG")
+            .filter(|v| v != "RUST_LOG" && !v.starts_with("OTEL_"))
             .collect()
     }
 
