@@ -327,27 +327,22 @@ impl Auth {
     }
 }
 
-/// Parses a duration such as `90s`, `15m`, `1h`, `7d` or `2w` (a bare number is seconds).
+/// Parses a duration such as `90s`, `15m`, `1h 30m`, `7d` or `2w` (humantime's units; a bare
+/// number is seconds).
 pub fn parse_duration(text: &str) -> Result<chrono::Duration, String> {
     let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let n: i64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 90s, 15m, 1h, 7d"))?;
-    let secs = match unit {
-        "" | "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        "w" => 604_800,
-        _ => return Err(format!("{text:?}: unit must be s, m, h, d or w")),
+    let seconds;
+    let spelled = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        seconds = format!("{text}s");
+        &seconds
+    } else {
+        text
     };
-    n.checked_mul(secs)
-        .filter(|s| *s > 0)
-        .and_then(chrono::Duration::try_seconds)
+    let duration = humantime::parse_duration(spelled)
+        .map_err(|e| format!("{text:?} is not a duration like 90s, 15m, 1h, 7d: {e}"))?;
+    chrono::Duration::from_std(duration)
+        .ok()
+        .filter(|d| *d > chrono::Duration::zero())
         .ok_or_else(|| format!("{text:?} must be a positive duration"))
 }
 
@@ -540,7 +535,9 @@ mod tests {
         assert_eq!(parse_duration("1h").unwrap().num_seconds(), 3600);
         assert_eq!(parse_duration("7d").unwrap().num_seconds(), 604_800);
         assert!(parse_duration("0s").is_err());
-        assert!(parse_duration("1y").is_err());
+        assert_eq!(parse_duration("1h 30m").unwrap().num_seconds(), 5400);
+        assert!(parse_duration("1x").is_err());
+        assert!(parse_duration("").is_err());
         assert!(parse_duration("h").is_err());
         assert!(parse_duration("99999999999999999999d").is_err());
     }

@@ -265,21 +265,29 @@ async fn shutdown_signal() {
     tracing::info!("shutting down: finishing in-flight requests");
 }
 
-/// The URL without its password, for messages.
-pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let creds = &url[scheme + 3..at];
-            match creds.find(':') {
-                Some(colon) => format!(
-                    "{}{}:***{}",
-                    &url[..scheme + 3],
-                    &creds[..colon],
-                    &url[at..]
-                ),
-                None => url.to_owned(),
-            }
+/// The URL without its password, for messages; a text that is no URL is returned as it is.
+pub fn redact(text: &str) -> String {
+    match url::Url::parse(text) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
         }
-        _ => url.to_owned(),
+        _ => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn redact_hides_the_password_and_keeps_the_rest() {
+        assert_eq!(
+            redact("postgres://app:s3cr%40t@db.example:5432/honcho?sslmode=require"),
+            "postgres://app:***@db.example:5432/honcho?sslmode=require"
+        );
+        let plain = "postgres://postgres@127.0.0.1:5432/honcho";
+        assert_eq!(redact(plain), plain);
+        assert_eq!(redact("not a url"), "not a url");
     }
 }
