@@ -253,10 +253,10 @@ impl Auth {
 
     /// From the configured secret: unset means off; an empty secret is refused (it would sign
     /// keys anyone can forge).
-    pub fn from_secret(secret: Option<&str>) -> anyhow::Result<Self> {
+    pub fn from_secret(secret: Option<&str>) -> Result<Self, crate::StartError> {
         match secret {
             None => Ok(Auth::disabled()),
-            Some("") => anyhow::bail!("HONCHO_AUTH_SECRET is set but empty"),
+            Some("") => Err(crate::StartError::EmptyAuthSecret),
             Some(s) => Ok(Auth::with_secret(s)),
         }
     }

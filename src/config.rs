@@ -274,7 +274,7 @@ impl std::fmt::Debug for AuthConfig {
 }
 
 impl AuthConfig {
-    pub fn auth(&self) -> anyhow::Result<crate::auth::Auth> {
+    pub fn auth(&self) -> Result<crate::auth::Auth, crate::StartError> {
         crate::auth::Auth::from_secret(self.secret.as_deref())
     }
 }

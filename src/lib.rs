@@ -12,10 +12,12 @@ pub mod http;
 pub mod llm;
 pub mod rest;
 pub(crate) mod retry;
+mod start;
 pub mod store;
 pub mod telemetry;
 
-use anyhow::Context as _;
+pub use start::StartError;
+
 use migration::{Migrator, MigratorTrait};
 
 use config::ServeConfig;
@@ -36,7 +38,7 @@ pub unsafe fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 
 /// Connects, migrates (unless told not to), checks the database matches this server, and serves
 /// until SIGINT/SIGTERM, letting in-flight requests finish.
-pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
+pub async fn serve(cfg: ServeConfig) -> Result<(), StartError> {
     let auth = cfg.auth.auth()?;
     if auth.enabled() {
         tracing::info!("auth is on: requests need `Authorization: Bearer <key>`");
@@ -67,7 +69,9 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         .with_derivation(llm.is_some())
         .with_read_pool(open_read_pool(&cfg.db, &cfg.reads).await?);
     if !cfg.no_migrate {
-        Migrator::up(store.db(), None).await.context("migrating")?;
+        Migrator::up(store.db(), None)
+            .await
+            .map_err(StartError::Migrate)?;
     }
     store.check_embedder().await?;
     let (stop_workers, shutdown) = tokio::sync::watch::channel(false);
@@ -118,7 +122,10 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         .unwrap_or(&cfg.db.database_url);
     let events = store::events::EventBus::start(events_url, cfg.event_buffer)
         .await
-        .with_context(|| format!("listening for events on {}", redact(events_url)))?;
+        .map_err(|cause| StartError::Events {
+            url: redact(events_url),
+            cause,
+        })?;
     let schema = graphql::build_schema_with(store.clone(), &limits, auth, Some(events));
     let playground = http::Playground::resolve(cfg.playground_dir.clone());
     match (&playground, &cfg.playground_dir) {
@@ -144,7 +151,10 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     let app = http::router_with(schema, store, options);
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
-        .with_context(|| format!("binding {}", cfg.listen))?;
+        .map_err(|cause| StartError::Bind {
+            addr: cfg.listen,
+            cause,
+        })?;
     tracing::info!(
         "serving GraphQL on http://{0}/graphql (subscriptions: ws://{0}/graphql/ws)",
         cfg.listen
@@ -156,7 +166,9 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         header_read: std::time::Duration::from_millis(cfg.header_read_timeout_ms),
         idle: std::time::Duration::from_millis(cfg.idle_timeout_ms),
     };
-    http::serve(listener, app, timeouts, shutdown_signal()).await?;
+    http::serve(listener, app, timeouts, shutdown_signal())
+        .await
+        .map_err(StartError::Serve)?;
     let _ = stop_workers.send(true);
     for w in workers {
         let _ = w.await;
@@ -170,12 +182,14 @@ pub async fn derive(
     db: config::DbConfig,
     llm_cfg: config::LlmConfig,
     cfg: config::DeriverConfig,
-) -> anyhow::Result<()> {
+) -> Result<(), StartError> {
     let Some(llm) = llm::build(&llm_cfg)? else {
-        anyhow::bail!("HONCHO_LLM=none: the deriver needs an LLM (HONCHO_LLM=openai)");
+        return Err(StartError::NoLlm);
     };
     let store = open_store(&db).await?.with_derivation(true);
-    Migrator::up(store.db(), None).await.context("migrating")?;
+    Migrator::up(store.db(), None)
+        .await
+        .map_err(StartError::Migrate)?;
     store.check_embedder().await?;
     let workers = cfg.workers.max(1);
     tracing::info!(model = llm.model_id(), workers, "deriver started");
@@ -194,7 +208,7 @@ pub async fn derive(
 /// columns afterwards give them its dimension (the default's without an embedder).
 pub fn configured_embedder(
     settings: &config::EmbedderConfig,
-) -> anyhow::Result<Option<std::sync::Arc<dyn embed::Embedder>>> {
+) -> Result<Option<std::sync::Arc<dyn embed::Embedder>>, StartError> {
     let embedder = embed::build(&embed::EmbedConfig::from_settings(settings)?)?;
     match &embedder {
         Some(e) => {
@@ -208,13 +222,16 @@ pub fn configured_embedder(
 
 /// Connects to the database with the configured embedder (HONCHO_EMBEDDER); a fresh database's
 /// vector columns get the embedder's dimension.
-pub async fn open_store(db: &config::DbConfig) -> anyhow::Result<Store> {
+pub async fn open_store(db: &config::DbConfig) -> Result<Store, StartError> {
     let embedder = configured_embedder(&db.embedder)?;
     let timeout = (db.statement_timeout_ms > 0)
         .then(|| std::time::Duration::from_millis(db.statement_timeout_ms));
     let store = Store::connect(&db.database_url, db.db_pool, timeout)
         .await
-        .with_context(|| format!("connecting to {}", redact(&db.database_url)))?;
+        .map_err(|cause| StartError::Connect {
+            url: redact(&db.database_url),
+            cause,
+        })?;
     Ok(store.with_embedder(embedder))
 }
 
@@ -223,7 +240,7 @@ pub async fn open_store(db: &config::DbConfig) -> anyhow::Result<Store> {
 pub async fn open_read_pool(
     db: &config::DbConfig,
     reads: &config::ReadConfig,
-) -> anyhow::Result<Option<std::sync::Arc<store::ReadPool>>> {
+) -> Result<Option<std::sync::Arc<store::ReadPool>>, StartError> {
     let urls = reads.urls();
     if urls.is_empty() {
         return Ok(None);
@@ -237,7 +254,7 @@ pub async fn open_read_pool(
     };
     let pool = store::ReadPool::connect(&db.database_url, &urls, settings)
         .await
-        .context("connecting to the read replicas")?;
+        .map_err(StartError::Replicas)?;
     for r in pool.replicas() {
         tracing::info!(
             replica = r.name(),

@@ -96,8 +96,10 @@ async fn run() -> anyhow::Result<()> {
     // Held to the end of the command: dropping it flushes the spans not yet exported.
     let _telemetry = honcho_graphql::telemetry::init()?;
     match Cli::parse().command {
-        Command::Serve(cfg) => honcho_graphql::serve(*cfg).await,
-        Command::Deriver { db, llm, deriver } => honcho_graphql::derive(db, llm, deriver).await,
+        Command::Serve(cfg) => Ok(honcho_graphql::serve(*cfg).await?),
+        Command::Deriver { db, llm, deriver } => {
+            Ok(honcho_graphql::derive(db, llm, deriver).await?)
+        }
         Command::Migrate { action, db } => {
             // A fresh database's vector columns take the configured embedder's dimension, as
             // `serve` would give them.

@@ -62,7 +62,7 @@ pub fn otlp_endpoint() -> Option<String> {
 
 /// Installs the process's tracing subscriber: logs filtered by `RUST_LOG`, and with an OTLP
 /// endpoint configured, a second layer that exports spans.
-pub fn init() -> anyhow::Result<Telemetry> {
+pub fn init() -> Result<Telemetry, crate::StartError> {
     let logs = EnvFilter::try_from_default_env().unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
     if otlp_endpoint().is_none() {
         tracing_subscriber::fmt().with_env_filter(logs).init();
@@ -73,7 +73,8 @@ pub fn init() -> anyhow::Result<Telemetry> {
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(Protocol::HttpBinary)
-        .build()?;
+        .build()
+        .map_err(|e| crate::StartError::Telemetry(e.to_string()))?;
     let service = std::env::var("OTEL_SERVICE_NAME")
         .ok()
         .filter(|s| !s.trim().is_empty())
