@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod config;
 pub mod deriver;
+pub mod dialectic;
 pub mod embed;
 pub mod entity;
 pub mod graphql;
@@ -61,6 +62,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     };
     let persisted = std::sync::Arc::new(http::Persisted::new(trusted, cfg.trusted_documents_admin));
     let llm = llm::build(&cfg.llm)?;
+    let dialectic = llm.clone().map(dialectic::Dialectic::new);
     let store = open_store(&cfg.db)
         .await?
         .with_derivation(llm.is_some())
@@ -118,7 +120,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     let events = store::events::EventBus::start(events_url, cfg.event_buffer)
         .await
         .with_context(|| format!("listening for events on {}", redact(events_url)))?;
-    let schema = graphql::build_schema_with(store.clone(), &limits, auth, Some(events));
+    let schema = graphql::build_schema_with(store.clone(), &limits, auth, Some(events), dialectic);
     let playground = http::Playground::resolve(cfg.playground_dir.clone());
     match (&playground, &cfg.playground_dir) {
         (http::Playground::Dir(dir), _) => {
