@@ -71,6 +71,13 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         Migrator::up(store.db(), None).await.context("migrating")?;
     }
     store.check_embedder().await?;
+    if store.vectors_predate_context().await? {
+        tracing::warn!(
+            "stored vectors predate contextual embeddings (messages embedded alone, conclusions \
+             without their peers' ids): search finds less until `honcho-graphql reembed --all` \
+             recomputes them"
+        );
+    }
     let (stop_workers, shutdown) = tokio::sync::watch::channel(false);
     let workers = match llm {
         Some(llm) if cfg.deriver.workers > 0 => {

@@ -3,8 +3,9 @@
 use indicatif::{ProgressBar, ProgressStyle};
 use sea_orm::ConnectionTrait;
 
+use super::meta::{CONTEXTUAL, EMBEDDING_TEXT};
 use super::{Store, StoreError, StoreResult, TxOptions, stmt, vector_literal};
-use crate::embed::{CONTEXT_TURNS, embed_non_blank, message_text};
+use crate::embed::{CONTEXT_TURNS, conclusion_text, embed_non_blank, message_text};
 
 /// Tables with an `embedding` column, and the type of their `id`.
 const TABLES: [(&str, &str); 2] = [("messages", "bigint"), ("conclusions", "text")];
@@ -79,7 +80,7 @@ impl Store {
                 String::new()
             };
             // A message is embedded with the turns before it (`embed::message_text`), read here
-            // newest first.
+            // newest first; a conclusion with its peers' ids (`embed::conclusion_text`).
             let context = if table == "messages" {
                 format!(
                     ", peer_name, \
@@ -91,7 +92,7 @@ impl Store {
                        ORDER BY p.seq_in_session DESC LIMIT {CONTEXT_TURNS}) AS before_contents"
                 )
             } else {
-                String::new()
+                ", observer, observed".to_owned()
             };
             loop {
                 let rows = self
@@ -124,7 +125,8 @@ impl Store {
                             .collect();
                         message_text(&before, &r.try_get::<String>("", "peer_name")?, &content)
                     } else {
-                        content
+                        let observer = r.try_get::<String>("", "observer")?;
+                        conclusion_text(&observer, &r.try_get::<String>("", "observed")?, &content)
                     });
                 }
                 let vectors = embedder
@@ -147,13 +149,12 @@ impl Store {
             }
             bar.finish();
         }
-        self.db()
-            .execute_raw(stmt(
-                "INSERT INTO honcho_meta (key, value) VALUES ('embedding_model', $1) \
-                 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                [embedder.model_id().into()],
-            ))
+        self.set_meta("embedding_model", embedder.model_id())
             .await?;
+        if all || resize {
+            // Every vector is now of the current text (the warning at start-up stops).
+            self.set_meta(EMBEDDING_TEXT, CONTEXTUAL).await?;
+        }
         Ok(done)
     }
 
