@@ -252,6 +252,13 @@ async fn graphql(State(app): State<AppState>, request: Request<Body>) -> Respons
         }
     };
     let mut request = params.into_request(query).data(caller);
+    if let Some(id) = parts
+        .headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+    {
+        request = request.data(crate::graphql::RequestId(id.to_owned()));
+    }
     match read_after(&parts.headers) {
         Ok(Some(after)) => request = request.data(after),
         Ok(None) => {}

@@ -14,6 +14,7 @@ pub mod llm;
 pub mod rest;
 pub(crate) mod retry;
 pub mod store;
+pub mod telemetry;
 
 use anyhow::Context as _;
 use migration::{Migrator, MigratorTrait};

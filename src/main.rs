@@ -91,12 +91,8 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,sqlx=warn,sea_orm=warn".into()),
-        )
-        .init();
+    // Held to the end of the command: dropping it flushes the spans not yet exported.
+    let _telemetry = honcho_graphql::telemetry::init()?;
     match Cli::parse().command {
         Command::Serve(cfg) => honcho_graphql::serve(*cfg).await,
         Command::Deriver { db, llm, deriver } => honcho_graphql::derive(db, llm, deriver).await,

@@ -22,6 +22,7 @@ use async_graphql::dataloader::{DataLoader, HashMapCache};
 use async_graphql::futures_util::stream::{self, BoxStream, StreamExt};
 use async_graphql::parser::types::OperationType;
 use async_graphql::{Data, Request, Response, Schema};
+use tracing::Instrument;
 
 use crate::auth::{Auth, AuthError, Caller};
 use crate::dialectic::Dialectic;
@@ -172,9 +173,10 @@ pub fn refusal(exceeded: limits::Exceeded) -> Response {
 }
 
 fn request_loader(store: &Store) -> RequestLoader {
+    // A batch runs on a task of its own; it stays in the trace of the operation that asked.
     DataLoader::with_cache(
         Loaders::new(store.clone()),
-        tokio::spawn,
+        |batch| tokio::spawn(batch.in_current_span()),
         HashMapCache::default(),
     )
 }
@@ -187,8 +189,45 @@ pub async fn execute(schema: &AppSchema, request: Request) -> Response {
     }
 }
 
-/// Executes a request [`admit`] let through.
+/// The id of the HTTP request a GraphQL request came in (`x-request-id`), put in its data by the
+/// transport so the operation's trace span carries it.
+#[derive(Clone, Debug)]
+pub struct RequestId(pub String);
+
+impl Admitted {
+    /// The operation's trace span ([`crate::telemetry`]): built only when a trace layer is
+    /// installed, otherwise a disabled span that costs nothing to enter.
+    fn span(&self) -> tracing::Span {
+        let ty = match self.ty {
+            Some(OperationType::Query) => "query",
+            Some(OperationType::Mutation) => "mutation",
+            Some(OperationType::Subscription) => "subscription",
+            None => "unknown",
+        };
+        let name = self.name.as_deref().unwrap_or("anonymous");
+        let request_id = self
+            .request
+            .data
+            .get(&std::any::TypeId::of::<RequestId>())
+            .and_then(|d| d.downcast_ref::<RequestId>())
+            .map_or("-", |id| id.0.as_str());
+        tracing::debug_span!(
+            "graphql.operation",
+            otel.name = %format!("{ty} {name}"),
+            graphql.operation.type = ty,
+            graphql.operation.name = name,
+            request_id = request_id,
+        )
+    }
+}
+
+/// Executes a request [`admit`] let through, inside its operation's span.
 pub async fn execute_admitted(schema: &AppSchema, admitted: Admitted) -> Response {
+    let span = admitted.span();
+    execute_traced(schema, admitted).instrument(span).await
+}
+
+async fn execute_traced(schema: &AppSchema, admitted: Admitted) -> Response {
     let Some(store) = schema.data::<guard::Sealed<Store>>() else {
         return Response::from_errors(vec![async_graphql::ServerError::new(
             "schema built without a store",

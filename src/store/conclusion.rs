@@ -115,6 +115,7 @@ pub struct TreeNode {
 impl Store {
     /// Live conclusions for many (workspace, id) keys in one statement; absent and deleted keys
     /// are simply missing.
+    #[tracing::instrument(name = "store.conclusions_by_ids", level = "debug", skip_all)]
     pub async fn conclusions_by_ids(
         &self,
         keys: &[(String, String)],
@@ -143,6 +144,7 @@ impl Store {
     /// `first` per key, after the conclusion `after` (by creation time, then id; an `after` that
     /// is no conclusion of the workspace gives an empty page). Each row comes with the id of the
     /// key it was found for.
+    #[tracing::instrument(name = "store.derived_by_source_ids", level = "debug", skip_all)]
     pub async fn derived_by_source_ids(
         &self,
         keys: &[(String, String)],
@@ -193,6 +195,7 @@ impl Store {
     /// Honcho does not create them here). Contents are embedded before the transaction opens.
     /// Returns the rows in input order; a batch's rows are 1 µs apart in `created_at`, in input
     /// order, so time order is input order.
+    #[tracing::instrument(name = "store.create_conclusions", level = "debug", skip_all)]
     pub async fn create_conclusions(
         &self,
         workspace: &str,
@@ -286,6 +289,7 @@ impl Store {
 
     /// Replaces a live conclusion's metadata; `None` leaves it as it is. Deleted or unknown →
     /// NOT_FOUND. Nothing else about a conclusion can change.
+    #[tracing::instrument(name = "store.update_conclusion_metadata", level = "debug", skip_all)]
     pub async fn update_conclusion_metadata(
         &self,
         workspace: &str,
@@ -310,6 +314,7 @@ impl Store {
 
     /// Soft delete: the row stays (its id may be cited) but no read, tree or search sees it
     /// again. Already deleted or unknown → NOT_FOUND.
+    #[tracing::instrument(name = "store.delete_conclusion", level = "debug", skip_all)]
     pub async fn delete_conclusion(&self, workspace: &str, id: &str) -> StoreResult<()> {
         let done = self
             .db()
@@ -327,6 +332,7 @@ impl Store {
 
     /// Live conclusions of the workspace (of one observer when given). `Order::Desc` is newest
     /// first (Honcho's default for conclusions); ties broken by id.
+    #[tracing::instrument(name = "store.list_conclusions", level = "debug", skip_all)]
     pub async fn list_conclusions(
         &self,
         workspace: &str,
@@ -357,6 +363,7 @@ impl Store {
     /// the nearest by cosine distance and those holding any of its words (in the content or in
     /// either peer's id), fused by Reciprocal Rank Fusion. `max_distance` bounds both. Conclusions
     /// without an embedding are not candidates. A blank query finds nothing. Needs an embedder.
+    #[tracing::instrument(name = "store.query_conclusions", level = "debug", skip_all)]
     pub async fn query_conclusions(
         &self,
         workspace: &str,
@@ -454,6 +461,7 @@ impl Store {
     /// never cites itself), level and session unchanged. One `INSERT … ON CONFLICT` over the
     /// partial unique index `uq_conclusions_derived_content` makes this race-free: concurrent
     /// identical derivations yield one row whose count includes every one of them.
+    #[tracing::instrument(name = "store.record_derived_conclusion", level = "debug", skip_all)]
     pub async fn record_derived_conclusion(
         &self,
         workspace: &str,
@@ -534,6 +542,7 @@ impl Store {
     /// (diamonds) or cycles lead to it, so the work is linear in the tree, never in the number of
     /// paths. Deleted conclusions are neither returned nor walked through. A deleted or unknown
     /// root → NOT_FOUND.
+    #[tracing::instrument(name = "store.reasoning_tree", level = "debug", skip_all)]
     pub async fn reasoning_tree(
         &self,
         workspace: &str,

@@ -29,6 +29,7 @@ impl Store {
 
     /// Embeds rows that have none (`all`: every row) in batches, with a progress bar.
     /// `resize` first converts the vector columns to the embedder's dimension.
+    #[tracing::instrument(name = "store.reembed", level = "debug", skip_all)]
     pub async fn reembed(&self, all: bool, resize: bool, show_progress: bool) -> StoreResult<u64> {
         let embedder = self
             .embedder()

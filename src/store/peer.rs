@@ -20,6 +20,7 @@ pub enum PeerReach {
 
 impl Store {
     /// Peers for many (workspace, name) keys in one statement; absent keys are simply missing.
+    #[tracing::instrument(name = "store.peers_by_keys", level = "debug", skip_all)]
     pub async fn peers_by_keys(&self, keys: &[(String, String)]) -> StoreResult<Vec<Peer>> {
         let (ws, names): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
         Ok(peer::Entity::find()
@@ -36,6 +37,7 @@ impl Store {
     /// Creates the peer (and its workspace) or, when it exists and `reach` allows, replaces the
     /// metadata and configuration that were given (Honcho's get-or-create). With [`PeerReach::CreateOnly`] an
     /// existing peer is FORBIDDEN: neither read nor changed.
+    #[tracing::instrument(name = "store.get_or_create_peer", level = "debug", skip_all)]
     pub async fn get_or_create_peer(
         &self,
         workspace: &str,
@@ -86,6 +88,7 @@ impl Store {
     }
 
     /// Replaces metadata and configuration where given.
+    #[tracing::instrument(name = "store.update_peer", level = "debug", skip_all)]
     pub async fn update_peer(
         &self,
         workspace: &str,
@@ -111,6 +114,7 @@ impl Store {
             .ok_or_else(|| StoreError::not_found("peer", name))
     }
 
+    #[tracing::instrument(name = "store.list_peers", level = "debug", skip_all)]
     pub async fn list_peers(
         &self,
         workspace: &str,
@@ -134,6 +138,7 @@ impl Store {
 
     /// What `observer` keeps about `observed` as a list of short facts (its peer card), None
     /// when never set. Kept in the observer's internal metadata, under `peer_cards`.
+    #[tracing::instrument(name = "store.peer_card", level = "debug", skip_all)]
     pub async fn peer_card(
         &self,
         workspace: &str,
@@ -151,6 +156,7 @@ impl Store {
     }
 
     /// Replaces `observer`'s card of `observed` (NUL characters stripped).
+    #[tracing::instrument(name = "store.set_peer_card", level = "debug", skip_all)]
     pub async fn set_peer_card(
         &self,
         workspace: &str,
@@ -176,6 +182,7 @@ impl Store {
     }
 
     /// Sessions the peer has ever been a member of, including ones it left (as Honcho).
+    #[tracing::instrument(name = "store.list_peer_sessions", level = "debug", skip_all)]
     pub async fn list_peer_sessions(
         &self,
         workspace: &str,

@@ -162,6 +162,7 @@ pub fn check_context_window(window: i64) -> StoreResult<()> {
 impl Store {
     /// The `limit` best messages of `scope` for `query` (and the filter DSL), best first.
     /// A workspace or session that does not exist has no messages: the result is empty.
+    #[tracing::instrument(name = "store.search", level = "debug", skip_all)]
     pub async fn search(
         &self,
         scope: SearchScope<'_>,
@@ -194,6 +195,7 @@ impl Store {
     /// [`Store::search`] with the snippets of its results: per session, the windows
     /// `[seq − window, seq + window]` of the matches, merged when they overlap or touch, all
     /// fetched in one statement (none for `window` 0, where the context is the matches).
+    #[tracing::instrument(name = "store.search_with_context", level = "debug", skip_all)]
     pub async fn search_with_context(
         &self,
         scope: SearchScope<'_>,

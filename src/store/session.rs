@@ -41,10 +41,12 @@ impl MemberConfig {
 }
 
 impl Store {
+    #[tracing::instrument(name = "store.session", level = "debug", skip_all)]
     pub async fn session(&self, workspace: &str, name: &str) -> StoreResult<Option<Session>> {
         active_session(self.reader(), workspace, name).await
     }
 
+    #[tracing::instrument(name = "store.sessions_by_keys", level = "debug", skip_all)]
     pub async fn sessions_by_keys(&self, keys: &[(String, String)]) -> StoreResult<Vec<Session>> {
         let (ws, names): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
         Ok(session::Entity::find()
@@ -60,6 +62,7 @@ impl Store {
     }
 
     /// Active members of many sessions in one statement, in join order.
+    #[tracing::instrument(name = "store.members_by_sessions", level = "debug", skip_all)]
     pub async fn members_by_sessions(
         &self,
         keys: &[(String, String)],
@@ -78,6 +81,7 @@ impl Store {
             .await?)
     }
 
+    #[tracing::instrument(name = "store.session_member", level = "debug", skip_all)]
     pub async fn session_member(
         &self,
         workspace: &str,
@@ -95,6 +99,7 @@ impl Store {
     /// Creates the session (with its workspace and any missing peers) or, when it exists, replaces
     /// its metadata, shallow-merges its configuration and makes the listed peers members; what
     /// `reach` forbids is FORBIDDEN, decided under the session's lock on what the transaction sees.
+    #[tracing::instrument(name = "store.get_or_create_session", level = "debug", skip_all)]
     pub async fn get_or_create_session(
         &self,
         workspace: &str,
@@ -168,6 +173,7 @@ impl Store {
         .await
     }
 
+    #[tracing::instrument(name = "store.update_session", level = "debug", skip_all)]
     pub async fn update_session(
         &self,
         workspace: &str,
@@ -200,6 +206,7 @@ impl Store {
     ///
     /// It takes the session's lock first, so a concurrent `create_messages` either finishes
     /// before (and its messages go with the session) or starts after (and makes a new session).
+    #[tracing::instrument(name = "store.delete_session", level = "debug", skip_all)]
     pub async fn delete_session(&self, workspace: &str, name: &str) -> StoreResult<()> {
         self.transaction(TxOptions::default(), |txn| async move {
             lock_session(&*txn, workspace, name).await?;
@@ -221,6 +228,7 @@ impl Store {
     /// seqs, token counts, timestamps and embeddings. Honcho zeroes token counts and drops
     /// embeddings of copies, and looks the cutoff up by session name across workspaces; both are
     /// fixed here.
+    #[tracing::instrument(name = "store.clone_session", level = "debug", skip_all)]
     pub async fn clone_session(
         &self,
         workspace: &str,
@@ -304,6 +312,7 @@ impl Store {
 
     /// Makes the peers members (creating session and peers when missing). Active members keep
     /// their configuration; peers that had left rejoin with the configuration given now.
+    #[tracing::instrument(name = "store.add_peers_to_session", level = "debug", skip_all)]
     pub async fn add_peers_to_session(
         &self,
         workspace: &str,
@@ -314,6 +323,7 @@ impl Store {
             .await
     }
 
+    #[tracing::instrument(name = "store.remove_peers_from_session", level = "debug", skip_all)]
     pub async fn remove_peers_from_session(
         &self,
         workspace: &str,
@@ -336,6 +346,7 @@ impl Store {
 
     /// Makes `peers` the session's active members: the others leave, the listed ones join (or
     /// stay), in one transaction. The session must exist.
+    #[tracing::instrument(name = "store.set_session_peers", level = "debug", skip_all)]
     pub async fn set_session_peers(
         &self,
         workspace: &str,
@@ -361,6 +372,7 @@ impl Store {
 
     /// Sets the non-null fields of a peer's configuration in a session, adding the membership
     /// when there is none. Session and peer must exist.
+    #[tracing::instrument(name = "store.set_session_peer_config", level = "debug", skip_all)]
     pub async fn set_session_peer_config(
         &self,
         workspace: &str,
@@ -405,6 +417,7 @@ impl Store {
         .await
     }
 
+    #[tracing::instrument(name = "store.list_sessions", level = "debug", skip_all)]
     pub async fn list_sessions(
         &self,
         workspace: &str,

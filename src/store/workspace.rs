@@ -9,6 +9,7 @@ use crate::entity::{session, workspace};
 pub type Workspace = workspace::Model;
 
 impl Store {
+    #[tracing::instrument(name = "store.workspace", level = "debug", skip_all)]
     pub async fn workspace(&self, name: &str) -> StoreResult<Option<Workspace>> {
         Ok(workspace::Entity::find()
             .filter(workspace::Column::Name.eq(name))
@@ -17,6 +18,7 @@ impl Store {
     }
 
     /// Returns the existing workspace unchanged, or creates it (Honcho's get-or-create).
+    #[tracing::instrument(name = "store.get_or_create_workspace", level = "debug", skip_all)]
     pub async fn get_or_create_workspace(
         &self,
         name: &str,
@@ -29,6 +31,7 @@ impl Store {
     }
 
     /// Replaces metadata, shallow-merges configuration, as Honcho does. Absent fields stay.
+    #[tracing::instrument(name = "store.update_workspace", level = "debug", skip_all)]
     pub async fn update_workspace(
         &self,
         name: &str,
@@ -50,6 +53,7 @@ impl Store {
 
     /// Deletes the workspace and everything in it. Refused while it has active sessions, so a
     /// workspace in use is never dropped by accident (Honcho answers 409 likewise).
+    #[tracing::instrument(name = "store.delete_workspace", level = "debug", skip_all)]
     pub async fn delete_workspace(&self, name: &str) -> StoreResult<()> {
         self.transaction(TxOptions::default(), |txn| async move {
             let found = workspace::Entity::find()
@@ -81,6 +85,7 @@ impl Store {
         .await
     }
 
+    #[tracing::instrument(name = "store.list_workspaces", level = "debug", skip_all)]
     pub async fn list_workspaces(
         &self,
         filters: &Value,

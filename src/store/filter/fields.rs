@@ -15,7 +15,7 @@ pub enum Resource {
 
 /// How a column's values are compared and what operand types it accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
     /// Short text (ids, names): equality, `in`, ordering, `contains`/`icontains`.
     Text,
     /// Long text (message content): equality, `ne`, `in`, `contains`/`icontains`; no ordering.
@@ -61,7 +61,7 @@ impl Kind {
 
 /// One filterable key: its two spellings, the SQL column, and the value kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Field {
+pub struct Field {
     pub camel: &'static str,
     pub snake: &'static str,
     pub column: &'static str,
@@ -136,7 +136,9 @@ impl Resource {
         Resource::Conclusion,
     ];
 
-    pub(crate) fn fields(self) -> &'static [Field] {
+    /// The keys this resource accepts, with their columns and kinds (the integration tests
+    /// generate filters from them).
+    pub fn fields(self) -> &'static [Field] {
         match self {
             Resource::Workspace => WORKSPACE,
             Resource::Peer => PEER,
