@@ -123,6 +123,7 @@ impl Dialectic {
 
     /// The answer to `q`, None when the model had nothing to say. With a `response_format`, the
     /// answer is that object as JSON text.
+    #[tracing::instrument(name = "dialectic.answer", level = "debug", skip_all)]
     pub async fn answer(
         &self,
         store: &Store,

@@ -15,6 +15,7 @@ pub const CONTEXTUAL: &str = "contextual";
 impl Store {
     /// Whether stored vectors predate contextual embeddings: search finds less until
     /// `honcho-graphql reembed --all` recomputes them.
+    #[tracing::instrument(name = "store.vectors_predate_context", level = "debug", skip_all)]
     pub async fn vectors_predate_context(&self) -> StoreResult<bool> {
         Ok(self
             .meta(EMBEDDING_TEXT)
