@@ -291,10 +291,12 @@ pub fn execute_stream(
         let err = async_graphql::ServerError::new("schema built without a store", None);
         return stream::once(async move { Response::from_errors(vec![err]) }).boxed();
     };
-    let Admitted { request, name, ty } = match admit(schema, request) {
+    let admitted = match admit(schema, request) {
         Ok(admitted) => admitted,
         Err(exceeded) => return stream::once(async move { refusal(exceeded) }).boxed(),
     };
+    let span = admitted.span();
+    let Admitted { request, name, ty } = admitted;
     let loader = guard::request_loader(store);
     // A query or mutation over the WebSocket answers once and is counted like one over HTTP;
     // subscription events are not operations.
@@ -305,8 +307,16 @@ pub fn execute_stream(
     // Every operation over the WebSocket reads the primary; a mutation still answers with its
     // token, for reads the client makes over HTTP.
     let token_from = (ty == Some(OperationType::Mutation)).then(|| store.clone());
-    schema
+    let responses = schema
         .execute_stream_with_session_data(request.data(loader), session_data.unwrap_or_default())
+        .boxed();
+    // A query or mutation is traced as over HTTP. A subscription is not one span: it may live for
+    // hours, and a span is exported only when it ends.
+    let responses = match ty {
+        Some(OperationType::Subscription) => responses,
+        _ => traced(responses, span),
+    };
+    responses
         .then(move |mut response| {
             let token_from = token_from.clone();
             async move {
@@ -324,4 +334,17 @@ pub fn execute_stream(
             response
         })
         .boxed()
+}
+
+/// `responses`, each polled inside `span`, so what their resolvers do is part of its trace.
+fn traced(
+    mut responses: BoxStream<'static, Response>,
+    span: tracing::Span,
+) -> BoxStream<'static, Response> {
+    async_stream::stream! {
+        while let Some(response) = responses.next().instrument(span.clone()).await {
+            yield response;
+        }
+    }
+    .boxed()
 }

@@ -570,10 +570,10 @@ async fn conclusion_created_sees_new_conclusions_of_its_observer_across_instance
 
 // ---- over WebSockets -------------------------------------------------------------------------
 
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+pub(crate) type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// Connects with `protocol`, sends connection_init with `payload`, expects the ack.
-async fn ws_connect(addr: SocketAddr, protocol: &str, payload: Value) -> Ws {
+pub(crate) async fn ws_connect(addr: SocketAddr, protocol: &str, payload: Value) -> Ws {
     let mut req = format!("ws://{addr}/graphql/ws")
         .into_client_request()
         .unwrap();
@@ -590,12 +590,12 @@ async fn ws_connect(addr: SocketAddr, protocol: &str, payload: Value) -> Ws {
     ws
 }
 
-async fn ws_send(ws: &mut Ws, v: Value) {
+pub(crate) async fn ws_send(ws: &mut Ws, v: Value) {
     ws.send(WsMsg::Text(v.to_string().into())).await.unwrap();
 }
 
 /// The next JSON message (pings and pongs skipped), within 10 s.
-async fn ws_next(ws: &mut Ws) -> Value {
+pub(crate) async fn ws_next(ws: &mut Ws) -> Value {
     loop {
         let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
             .await
@@ -851,7 +851,7 @@ async fn a_client_that_stops_reading_slows_no_writer_and_no_other_client() {
 }
 
 /// The first result of subscription `id` on `ws`: an event's data, or the error code.
-async fn ws_result(ws: &mut Ws, id: &str) -> Result<Value, String> {
+pub(crate) async fn ws_result(ws: &mut Ws, id: &str) -> Result<Value, String> {
     let m = ws_next(ws).await;
     assert_eq!(m["id"], id, "{m}");
     let errors = match m["type"].as_str() {

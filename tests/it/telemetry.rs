@@ -16,6 +16,7 @@ use prost::Message as _;
 use serde_json::{Value, json};
 
 use crate::harness::{ServerProcess, TestApp};
+use crate::subscriptions::{ws_connect, ws_result, ws_send};
 
 /// An exported span with the attributes of its resource (the service).
 type ResourceSpan = (Vec<KeyValue>, Span);
@@ -197,5 +198,41 @@ async fn an_operation_its_store_calls_and_their_statements_are_exported_as_linke
         read_calls.contains(&"store.peers_by_keys"),
         "store calls of the read: {read_calls:?}"
     );
+
+    // A query over the WebSocket is an operation span too, with its store calls under it.
+    let mut ws = ws_connect(server.addr, "graphql-transport-ws", json!({})).await;
+    ws_send(
+        &mut ws,
+        json!({"id": "1", "type": "subscribe",
+               "payload": {"query": "query OverWs { workspace(id: \"W1\") { id } }"}}),
+    )
+    .await;
+    assert_eq!(
+        ws_result(&mut ws, "1").await,
+        Ok(json!({"workspace": {"id": "W1"}}))
+    );
+    let started = Instant::now();
+    loop {
+        let spans = received.0.lock().unwrap().clone();
+        let operation = spans
+            .iter()
+            .map(|(_, s)| s)
+            .find(|s| s.name == "query OverWs");
+        if let Some(operation) = operation {
+            assert!(
+                spans
+                    .iter()
+                    .any(|(_, s)| s.name.starts_with("store.")
+                        && s.parent_span_id == operation.span_id),
+                "no store call under the WebSocket operation"
+            );
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no span of the WebSocket operation after 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(server.alive());
 }
