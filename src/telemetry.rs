@@ -25,6 +25,15 @@ pub const DEFAULT_LOG_FILTER: &str = "info,sqlx=warn,sea_orm=warn";
 /// The service name traces carry unless `OTEL_SERVICE_NAME` says otherwise.
 pub const SERVICE_NAME: &str = "honcho-graphql";
 
+/// Longest client-given text (URI, operation name, request id) a span carries, in bytes: a span
+/// waits in the export queue (2,048 of them by default), so a client must not make it large.
+pub const MAX_CLIENT_TEXT: usize = 256;
+
+/// `s` cut to [`MAX_CLIENT_TEXT`] bytes, at a character boundary.
+pub fn clip(s: &str) -> &str {
+    &s[..s.floor_char_boundary(MAX_CLIENT_TEXT)]
+}
+
 /// Keeps the trace exporter of [`init`] alive; dropping it sends the spans still queued.
 pub struct Telemetry {
     provider: Option<SdkTracerProvider>,

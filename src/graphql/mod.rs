@@ -204,13 +204,15 @@ impl Admitted {
             Some(OperationType::Subscription) => "subscription",
             None => "unknown",
         };
-        let name = self.name.as_deref().unwrap_or("anonymous");
-        let request_id = self
-            .request
-            .data
-            .get(&std::any::TypeId::of::<RequestId>())
-            .and_then(|d| d.downcast_ref::<RequestId>())
-            .map_or("-", |id| id.0.as_str());
+        // Both come from the client: clipped, so a span queued for export stays small.
+        let name = crate::telemetry::clip(self.name.as_deref().unwrap_or("anonymous"));
+        let request_id = crate::telemetry::clip(
+            self.request
+                .data
+                .get(&std::any::TypeId::of::<RequestId>())
+                .and_then(|d| d.downcast_ref::<RequestId>())
+                .map_or("-", |id| id.0.as_str()),
+        );
         tracing::debug_span!(
             "graphql.operation",
             otel.name = %format!("{ty} {name}"),

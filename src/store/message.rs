@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::events::{self, Notice};
 use super::filter::{self, Resource};
 use super::page::{self, Order, Page, Slice};
-use super::session::{MemberConfig, add_members, lock_session, require_active_session};
+use super::session::{MemberConfig, add_members, lock_session, require_session};
 use super::workspace::ensure_workspace;
 use super::{
     Store, StoreError, StoreResult, TxOptions, columns, new_id, stmt, tokens, validate,
@@ -412,6 +412,6 @@ async fn ensure_session<C: ConnectionTrait>(
         [new_id().into(), name.into(), workspace.into()],
     ))
     .await?;
-    require_active_session(db, workspace, name).await?;
+    require_session(db, workspace, name).await?;
     Ok(())
 }

@@ -80,8 +80,7 @@ impl Store {
         let with_sessions = join(
             &names.sessions,
             columns::aliased::<session::Entity>("s", "s_"),
-            " LEFT JOIN sessions s ON s.workspace_name = w.name AND s.name = ANY($n) \
-               AND s.is_active",
+            " LEFT JOIN sessions s ON s.workspace_name = w.name AND s.name = ANY($n)",
         );
         let with_peers = join(
             &names.peers,

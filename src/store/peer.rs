@@ -4,7 +4,7 @@ use serde_json::Value;
 use super::filter::{self, Resource};
 use super::page::{self, Order, Page, Slice};
 use super::workspace::ensure_workspace;
-use super::{Store, StoreError, StoreResult, TxOptions, new_id, stmt, validate};
+use super::{Store, StoreError, StoreResult, TxOptions, keys, new_id, stmt, validate};
 use crate::entity::{peer, session, session_peer};
 
 pub type Peer = peer::Model;
@@ -22,16 +22,7 @@ impl Store {
     /// Peers for many (workspace, name) keys in one statement; absent keys are simply missing.
     #[tracing::instrument(name = "store.peers_by_keys", level = "debug", skip_all)]
     pub async fn peers_by_keys(&self, keys: &[(String, String)]) -> StoreResult<Vec<Peer>> {
-        let (ws, names): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
-        Ok(peer::Entity::find()
-            .from_raw_sql(stmt(
-                "SELECT p.* FROM peers p \
-                 JOIN unnest($1::text[], $2::text[]) AS k(w, n) \
-                   ON p.workspace_name = k.w AND p.name = k.n",
-                [ws.into(), names.into()],
-            ))
-            .all(self.reader())
-            .await?)
+        keys::by_names::<peer::Entity, _>(self.reader(), keys).await
     }
 
     /// Creates the peer (and its workspace) or, when it exists and `reach` allows, replaces the

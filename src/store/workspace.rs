@@ -51,7 +51,7 @@ impl Store {
             .ok_or_else(|| StoreError::not_found("workspace", name))
     }
 
-    /// Deletes the workspace and everything in it. Refused while it has active sessions, so a
+    /// Deletes the workspace and everything in it. Refused while it has sessions, so a
     /// workspace in use is never dropped by accident (Honcho answers 409 likewise).
     #[tracing::instrument(name = "store.delete_workspace", level = "debug", skip_all)]
     pub async fn delete_workspace(&self, name: &str) -> StoreResult<()> {
@@ -68,7 +68,6 @@ impl Store {
             }
             let active = session::Entity::find()
                 .filter(session::Column::WorkspaceName.eq(name))
-                .filter(session::Column::IsActive.eq(true))
                 .one(&*txn)
                 .await?;
             if active.is_some() {

@@ -59,7 +59,7 @@ async fn a_dimension_mismatch_stops_start_up_and_reembed_resize_fixes_it() {
         "names the fix: {err}"
     );
 
-    store.reembed(false, true, false).await.unwrap();
+    store.reembed(false, true, &()).await.unwrap();
     store.check_embedder().await.unwrap();
     db.close().await.unwrap();
 }
@@ -94,7 +94,7 @@ async fn reembed_fills_in_missing_embeddings() {
         2
     );
     let store = app.store.clone().with_embedder(Some(minilm()));
-    assert_eq!(store.reembed(false, false, false).await.unwrap(), 2);
+    assert_eq!(store.reembed(false, false, &()).await.unwrap(), 2);
     assert_eq!(
         app.sql_i64("SELECT count(*) FROM messages WHERE embedding IS NULL")
             .await,
@@ -227,7 +227,7 @@ async fn a_message_vector_holds_the_turn_before_it_and_reembed_recomputes_it() {
         .await
         .unwrap();
     assert!(stored_cosine(&app, 2, &v[3]).await > 0.999);
-    app.store.reembed(true, false, false).await.unwrap();
+    app.store.reembed(true, false, &()).await.unwrap();
     for seq in 1..=3 {
         let c = stored_cosine(&app, seq, &v[seq as usize - 1]).await;
         assert!(c > 0.999, "after reembed, seq {seq}: cosine {c}");
@@ -275,7 +275,7 @@ async fn a_conclusion_vector_holds_its_peers_ids_and_reembed_recomputes_it() {
         .execute_unprepared("UPDATE conclusions SET embedding = NULL")
         .await
         .unwrap();
-    app.store.reembed(true, false, false).await.unwrap();
+    app.store.reembed(true, false, &()).await.unwrap();
     assert!(
         cosine(v[0].clone()).await > 0.999,
         "reembed writes the same text"
@@ -320,9 +320,9 @@ async fn vectors_of_an_older_server_are_reported_until_reembed_all_recomputes_th
         "honcho-graphql reembed --all"
     );
     // Filling in missing vectors is not enough; recomputing them all is.
-    app.store.reembed(false, false, false).await.unwrap();
+    app.store.reembed(false, false, &()).await.unwrap();
     assert!(app.store.vectors_predate_context().await.unwrap());
-    app.store.reembed(true, false, false).await.unwrap();
+    app.store.reembed(true, false, &()).await.unwrap();
     assert!(!app.store.vectors_predate_context().await.unwrap());
     assert!(ready().await.get("vectors").is_none());
     server.abort();

@@ -32,8 +32,8 @@ const ROWS: &[&str] = &[
     "INSERT INTO peers (id, name, workspace_name) VALUES
      ('alice________________', 'alice', 'w1'), ('bob__________________', 'bob', 'w1'),
      ('carol________________', 'carol', 'w1'), ('dave_________________', 'dave', 'w1')",
-    "INSERT INTO sessions (id, name, workspace_name, is_active) VALUES
-     ('s1___________________', 's1', 'w1', true), ('s2___________________', 's2', 'w1', false)",
+    "INSERT INTO sessions (id, name, workspace_name) VALUES
+     ('s1___________________', 's1', 'w1'), ('s2___________________', 's2', 'w1')",
     r#"INSERT INTO messages (public_id, workspace_name, session_name, peer_name, seq_in_session,
      content, metadata, token_count, created_at) VALUES
      ('m1___________________', 'w1', 's1', 'alice', 1, 'Hello 50% off_sale', '{"importance": "high", "score": 5, "tag": "x"}', 3, '2025-12-31T23:00:00Z'),
@@ -240,8 +240,11 @@ async fn filters_select_the_right_rows() {
         check(db, Conclusion, j, &want).await;
     }
 
-    check(db, Session, json!({"isActive": false}), &["s2"]).await;
-    check(db, Session, json!({"is_active": {"ne": true}}), &["s2"]).await;
+    // Every session that exists is active.
+    check(db, Session, json!({"isActive": false}), &[]).await;
+    check(db, Session, json!({"is_active": {"ne": true}}), &[]).await;
+    check(db, Session, json!({"isActive": true}), &["s1", "s2"]).await;
+    check(db, Session, json!({"isActive": {"in": [false, null]}}), &[]).await;
     check(db, Peer, json!({"id": {"icontains": "AL"}}), &["alice"]).await;
     check(db, Workspace, json!({"metadata": {"plan": "pro"}}), &["w1"]).await;
     check(db, Workspace, json!({}), &["w1", "w2"]).await;

@@ -106,11 +106,22 @@ async fn an_operation_its_store_calls_and_their_statements_are_exported_as_linke
     )
     .await;
 
+    // A client's operation name is clipped in the span (a 1 MB name must not sit in the export
+    // queue 2,048 times over).
+    let long_name = "N".repeat(1_000);
+    graphql(
+        &server,
+        "trace-long",
+        &format!("query {long_name} {{ __typename }}"),
+    )
+    .await;
+
     let started = Instant::now();
     let spans = loop {
         let spans = received.0.lock().unwrap().clone();
         let done = spans.iter().any(|(_, s)| s.name == "query Read")
-            && spans.iter().any(|(_, s)| s.name == "mutation Seed");
+            && spans.iter().any(|(_, s)| s.name == "mutation Seed")
+            && spans.iter().any(|(_, s)| s.name.starts_with("query NNN"));
         if done {
             break spans;
         }
@@ -121,6 +132,16 @@ async fn an_operation_its_store_calls_and_their_statements_are_exported_as_linke
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    let long = spans
+        .iter()
+        .map(|(_, s)| s)
+        .find(|s| s.name.starts_with("query NNN"))
+        .unwrap();
+    assert_eq!(long.name, format!("query {}", &long_name[..256]));
+    assert_eq!(
+        attribute(&long.attributes, "graphql.operation.name").map(str::len),
+        Some(256)
+    );
     let by_id: HashMap<&[u8], &Span> = spans
         .iter()
         .map(|(_, s)| (s.span_id.as_slice(), s))

@@ -26,7 +26,7 @@ pub enum Kind {
     Bool,
     /// `timestamptz` column: RFC 3339 or date-only strings.
     DateTime,
-    /// Conclusion level: the closed set [`LEVELS`]; equality, `ne`, `in`.
+    /// Conclusion level: the closed set of `entity::conclusion::Level`; equality, `ne`, `in`.
     Level,
     /// The public JSONB `metadata` column (nested-metadata rules).
     Metadata,
@@ -77,8 +77,9 @@ const fn f(camel: &'static str, snake: &'static str, column: &'static str, kind:
     }
 }
 
-/// Conclusion levels, as stored in the `level` column.
-pub const LEVELS: [&str; 4] = ["explicit", "deductive", "inductive", "contradiction"];
+/// The column of `Session.isActive`, which has none: a deleted session is gone at once, so every
+/// session a query can see is active. Comparisons on it are lowered against the constant `TRUE`.
+pub(crate) const ALWAYS_TRUE: &str = "TRUE";
 
 const ID_NAME: Field = f("id", "id", "name", Kind::Text);
 const WORKSPACE_ID: Field = f("workspaceId", "workspace_id", "workspace_name", Kind::Text);
@@ -92,7 +93,7 @@ static PEER: &[Field] = &[ID_NAME, WORKSPACE_ID, CREATED_AT, METADATA];
 static SESSION: &[Field] = &[
     ID_NAME,
     WORKSPACE_ID,
-    f("isActive", "is_active", "is_active", Kind::Bool),
+    f("isActive", "is_active", ALWAYS_TRUE, Kind::Bool),
     CREATED_AT,
     METADATA,
 ];

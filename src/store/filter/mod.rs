@@ -24,7 +24,8 @@ mod tests;
 use sea_orm::sea_query::Condition;
 
 pub use error::{FilterError, FilterErrorKind};
-pub use fields::{Field, Kind, LEVELS, Resource};
+pub use fields::{Field, Kind, Resource};
+pub(crate) use lower::like_pattern;
 pub use parse::{MAX_DEPTH, MAX_VALUES};
 pub use tree::{CmpOp, KeyTest, Node, Scalar};
 
