@@ -7,6 +7,7 @@ mod m20261130_000002_conclusion_public_metadata;
 mod m20261201_000010_search_term_stats;
 mod m20261201_000011_author_in_search_text;
 mod m20261201_000040_deriver_queue;
+mod m20261201_000070_binary_quantized_message_index;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -25,6 +26,24 @@ pub(crate) fn embedding_dims() -> u32 {
     EMBEDDING_DIMS.load(Ordering::SeqCst)
 }
 
+/// The HNSW index over a table's full-precision vectors (cosine), as conclusions have it.
+pub fn full_precision_vector_index(table: &str) -> String {
+    format!(
+        "CREATE INDEX ix_{table}_embedding_hnsw ON {table} USING hnsw (embedding vector_cosine_ops) \
+         WITH (m = 16, ef_construction = 64)"
+    )
+}
+
+/// The messages' vector index: HNSW over the embeddings' sign bits (Hamming distance). A query
+/// must order by the same expression, `binary_quantize(embedding)::bit(dims)`, to use it.
+pub fn message_vector_index(dims: u32) -> String {
+    format!(
+        "CREATE INDEX ix_messages_embedding_hnsw ON messages \
+         USING hnsw ((binary_quantize(embedding)::bit({dims})) bit_hamming_ops) \
+         WITH (m = 16, ef_construction = 64)"
+    )
+}
+
 pub struct Migrator;
 
 #[async_trait::async_trait]
@@ -36,6 +55,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000040_deriver_queue::Migration),
             Box::new(m20261201_000010_search_term_stats::Migration),
             Box::new(m20261201_000011_author_in_search_text::Migration),
+            Box::new(m20261201_000070_binary_quantized_message_index::Migration),
         ]
     }
 }

@@ -161,11 +161,14 @@ impl Store {
     async fn resize_vectors(&self, dims: usize) -> StoreResult<()> {
         self.transaction(TxOptions::default(), |txn| async move {
             for (table, _) in TABLES {
+                let index = match table {
+                    "messages" => migration::message_vector_index(dims as u32),
+                    _ => migration::full_precision_vector_index(table),
+                };
                 txn.execute_unprepared(&format!(
                     "DROP INDEX IF EXISTS ix_{table}_embedding_hnsw;
                      ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({dims}) USING NULL;
-                     CREATE INDEX ix_{table}_embedding_hnsw ON {table} USING hnsw (embedding vector_cosine_ops)
-                       WITH (m = 16, ef_construction = 64);"
+                     {index};"
                 ))
                 .await?;
             }
