@@ -3,7 +3,8 @@
 use indicatif::{ProgressBar, ProgressStyle};
 use sea_orm::ConnectionTrait;
 
-use super::{Store, StoreError, StoreResult, TxOptions, stmt, vector_literal};
+use super::vectors::{FlatVectors, nth_vector};
+use super::{Store, StoreError, StoreResult, TxOptions, stmt};
 use crate::embed::{CONTEXT_TURNS, embed_non_blank, message_text};
 
 /// Tables with an `embedding` column, and the type of their `id`.
@@ -131,16 +132,8 @@ impl Store {
                     .embed(&texts)
                     .await
                     .map_err(|e| StoreError::Internal(e.to_string()))?;
-                let literals: Vec<String> = vectors.iter().map(|v| vector_literal(v)).collect();
-                self.db()
-                    .execute_raw(stmt(
-                        &format!(
-                            "UPDATE {table} t SET embedding = v.e::vector \
-                             FROM unnest($1::text[], $2::text[]) AS v(id, e) WHERE t.id = v.id::{id_type}"
-                        ),
-                        [ids.clone().into(), literals.into()],
-                    ))
-                    .await?;
+                let vectors: Vec<Option<Vec<f32>>> = vectors.into_iter().map(Some).collect();
+                set_embeddings(self.db(), table, &ids, &vectors).await?;
                 done += ids.len() as u64;
                 bar.inc(ids.len() as u64);
                 after = ids.pop().unwrap_or_default();
@@ -190,24 +183,26 @@ pub(crate) async fn set_embeddings<C: ConnectionTrait, I: ToString>(
     ids: &[I],
     embeddings: &[Option<Vec<f32>>],
 ) -> StoreResult<()> {
-    let (ids, literals): (Vec<String>, Vec<String>) = ids
+    let (ids, vectors): (Vec<String>, Vec<&[f32]>) = ids
         .iter()
         .zip(embeddings)
-        .filter_map(|(id, e)| e.as_ref().map(|v| (id.to_string(), vector_literal(v))))
+        .filter_map(|(id, e)| e.as_deref().map(|v| (id.to_string(), v)))
         .unzip();
     if ids.is_empty() {
         return Ok(());
     }
+    let (vectors, _) = FlatVectors::new(vectors.into_iter().map(Some))?;
     let id_type = TABLES
         .iter()
         .find(|(t, _)| *t == table)
         .map_or("text", |(_, ty)| ty);
     db.execute_raw(stmt(
         &format!(
-            "UPDATE {table} t SET embedding = v.e::vector \
-             FROM unnest($1::text[], $2::text[]) AS v(id, e) WHERE t.id = v.id::{id_type}"
+            "UPDATE {table} t SET embedding = {} \
+             FROM unnest($1::text[]) WITH ORDINALITY AS v(id, ord) WHERE t.id = v.id::{id_type}",
+            nth_vector("$2::real[]", "$3::int", "v.ord")
         ),
-        [ids.into(), literals.into()],
+        [ids.into(), vectors.values.into(), vectors.dims.into()],
     ))
     .await?;
     Ok(())
