@@ -22,6 +22,101 @@ pub struct DbConfig {
     /// PostgreSQL aborts any statement running longer than this (milliseconds; 0 = no limit).
     #[arg(long, env = "HONCHO_STATEMENT_TIMEOUT_MS", default_value_t = 30_000)]
     pub statement_timeout_ms: u64,
+
+    /// Every command that opens the database knows the embedder: it sizes the vector columns,
+    /// and `serve` refuses one of another model than the stored vectors'.
+    #[command(flatten)]
+    pub embedder: EmbedderConfig,
+}
+
+/// The embedder. Values are checked when the embedder is configured
+/// ([`crate::embed::EmbedConfig::from_settings`]), with messages naming the variable; a
+/// variable set to blank counts as unset.
+#[derive(Args, Clone, Default)]
+pub struct EmbedderConfig {
+    /// `minilm` (in-process all-MiniLM-L6-v2, 384 dimensions), `openai` (any OpenAI-compatible
+    /// /v1/embeddings) or `none` (full-text search only).
+    #[arg(
+        id = "embedder",
+        long = "embedder",
+        value_name = "KIND",
+        env = "HONCHO_EMBEDDER",
+        default_value = "minilm"
+    )]
+    pub kind: String,
+
+    /// MiniLM model directory (config.json, tokenizer.json, model.safetensors)
+    /// [default: .data/models/all-MiniLM-L6-v2, in the working directory or else the source tree]
+    #[arg(long = "model-dir", env = "HONCHO_MODEL_DIR")]
+    pub model_dir: Option<String>,
+
+    /// OpenAI-compatible base URL; `/embeddings` is appended.
+    #[arg(
+        long = "openai-base-url",
+        env = "HONCHO_OPENAI_BASE_URL",
+        default_value = crate::embed::DEFAULT_OPENAI_BASE_URL
+    )]
+    pub openai_base_url: String,
+
+    /// Embedding model name sent in requests.
+    #[arg(
+        long = "openai-model",
+        env = "HONCHO_OPENAI_MODEL",
+        default_value = crate::embed::DEFAULT_OPENAI_MODEL
+    )]
+    pub openai_model: String,
+
+    /// Bearer token of the embeddings endpoint (optional).
+    #[arg(
+        long = "openai-api-key",
+        env = "HONCHO_OPENAI_API_KEY",
+        hide_env_values = true
+    )]
+    pub openai_api_key: Option<String>,
+
+    /// Vector length [default: the model's, known for OpenAI's models (1536 for
+    /// text-embedding-3-small), else required]
+    #[arg(long = "openai-dims", env = "HONCHO_OPENAI_DIMS")]
+    pub openai_dims: Option<String>,
+
+    /// Timeout of one embeddings request, in seconds (may be fractional).
+    #[arg(
+        long = "openai-timeout-secs",
+        env = "HONCHO_OPENAI_TIMEOUT_SECS",
+        default_value = "30"
+    )]
+    pub openai_timeout_secs: String,
+
+    /// Retries after the first attempt on 429, 5xx, timeouts and connection errors (0..=10).
+    #[arg(
+        long = "openai-max-retries",
+        env = "HONCHO_OPENAI_MAX_RETRIES",
+        default_value = "3"
+    )]
+    pub openai_max_retries: String,
+}
+
+impl std::fmt::Debug for EmbedderConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key is a secret; what the embedder is, is enough to tell configurations apart.
+        f.debug_struct("EmbedderConfig")
+            .field("kind", &self.kind)
+            .field("openai_model", &self.openai_model)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EmbedderConfig {
+    /// The embedder's settings from the environment alone, with the same parser as the command
+    /// line (for the tests and the bench, which have no command line of their own).
+    pub fn from_env() -> Result<Self, clap::Error> {
+        #[derive(clap::Parser)]
+        struct Env {
+            #[command(flatten)]
+            embedder: EmbedderConfig,
+        }
+        Ok(<Env as clap::Parser>::try_parse_from(["honcho-graphql"])?.embedder)
+    }
 }
 
 #[derive(Args, Clone, Debug)]
@@ -359,5 +454,85 @@ impl Default for DeriverConfig {
             poll_ms: 500,
             dedup_similarity: 0.92,
         }
+    }
+}
+
+/// The embedder's settings from `flags` alone: the environment of the test run is not read.
+#[cfg(test)]
+pub(crate) fn embedder_from_flags(flags: &[&str]) -> EmbedderConfig {
+    use clap::{CommandFactory as _, FromArgMatches as _};
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        embedder: EmbedderConfig,
+    }
+    let matches = Cli::command()
+        .mut_args(|a| a.env(None::<&'static str>))
+        .try_get_matches_from(std::iter::once("honcho-graphql").chain(flags.iter().copied()))
+        .unwrap();
+    Cli::from_arg_matches(&matches).unwrap().embedder
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{Args as _, Command};
+
+    use super::*;
+
+    /// The variables `serve --help` lists.
+    fn serve_variables() -> Vec<String> {
+        let serve = ServeConfig::augment_args(Command::new("serve"));
+        // What clap checks when a command is built (unique argument ids, …).
+        serve.clone().debug_assert();
+        serve
+            .get_arguments()
+            .filter_map(|a| a.get_env())
+            .map(|e| e.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// The variables of the README's configuration table that are ours: `RUST_LOG` is read by
+    /// tracing's filter and the standard `OTEL_*` ones by the OpenTelemetry SDK, as their
+    /// specifications say.
+    fn readme_variables() -> Vec<String> {
+        let readme = include_str!("../README.md");
+        let table = readme
+            .split("## Configuration (environment)")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .expect("the README has a configuration section");
+        table
+            .lines()
+            .filter(|l| l.starts_with("| `"))
+            .flat_map(|l| l.split('|').nth(1).unwrap_or("").split('/'))
+            .map(|v| v.trim().trim_matches('`').to_owned())
+            .filter(|v| v != "RUST_LOG" && !v.starts_with("OTEL_"))
+            .collect()
+    }
+
+    #[test]
+    fn serve_help_lists_every_variable_of_the_readme_and_no_other() {
+        let (help, readme) = (serve_variables(), readme_variables());
+        for var in ["HONCHO_EMBEDDER", "HONCHO_OPENAI_DIMS", "HONCHO_MODEL_DIR"] {
+            assert!(help.iter().any(|h| h == var), "{var} missing from --help");
+        }
+        for var in &readme {
+            assert!(help.contains(var), "{var} is in the README, not in --help");
+        }
+        for var in &help {
+            assert!(
+                readme.contains(var),
+                "{var} is in --help, not in the README"
+            );
+        }
+    }
+
+    #[test]
+    fn every_embedder_variable_is_a_flag_too_and_a_blank_value_is_unset() {
+        let settings = embedder_from_flags(&["--embedder=none", "--openai-dims= "]);
+        assert_eq!(settings.kind, "none");
+        let cfg = crate::embed::EmbedConfig::from_settings(&settings).unwrap();
+        assert_eq!(cfg.kind, crate::embed::EmbedderKind::None);
+        assert_eq!(cfg.openai_dims, 1536, "blank dims: the default model's");
     }
 }

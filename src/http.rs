@@ -174,7 +174,13 @@ fn layers(app: Router, options: &HttpOptions) -> Router {
                     .get("x-request-id")
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or("-");
-                tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id = %id)
+                let uri = req.uri().to_string();
+                tracing::info_span!(
+                    "request",
+                    method = %req.method(),
+                    uri = crate::telemetry::clip(&uri),
+                    request_id = crate::telemetry::clip(id),
+                )
             }),
         )
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
@@ -252,6 +258,13 @@ async fn graphql(State(app): State<AppState>, request: Request<Body>) -> Respons
         }
     };
     let mut request = params.into_request(query).data(caller);
+    if let Some(id) = parts
+        .headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+    {
+        request = request.data(crate::graphql::RequestId(id.to_owned()));
+    }
     match read_after(&parts.headers) {
         Ok(Some(after)) => request = request.data(after),
         Ok(None) => {}

@@ -13,6 +13,7 @@ pub mod llm;
 pub mod rest;
 pub(crate) mod retry;
 pub mod store;
+pub mod telemetry;
 
 use anyhow::Context as _;
 use migration::{Migrator, MigratorTrait};
@@ -191,8 +192,10 @@ pub async fn derive(
 
 /// The configured embedder (HONCHO_EMBEDDER), None for `none`. Migrations that create the vector
 /// columns afterwards give them its dimension (the default's without an embedder).
-pub fn configured_embedder() -> anyhow::Result<Option<std::sync::Arc<dyn embed::Embedder>>> {
-    let embedder = embed::build(&embed::EmbedConfig::from_env()?)?;
+pub fn configured_embedder(
+    settings: &config::EmbedderConfig,
+) -> anyhow::Result<Option<std::sync::Arc<dyn embed::Embedder>>> {
+    let embedder = embed::build(&embed::EmbedConfig::from_settings(settings)?)?;
     match &embedder {
         Some(e) => {
             migration::set_embedding_dims(e.dims() as u32);
@@ -206,7 +209,7 @@ pub fn configured_embedder() -> anyhow::Result<Option<std::sync::Arc<dyn embed::
 /// Connects to the database with the configured embedder (HONCHO_EMBEDDER); a fresh database's
 /// vector columns get the embedder's dimension.
 pub async fn open_store(db: &config::DbConfig) -> anyhow::Result<Store> {
-    let embedder = configured_embedder()?;
+    let embedder = configured_embedder(&db.embedder)?;
     let timeout = (db.statement_timeout_ms > 0)
         .then(|| std::time::Duration::from_millis(db.statement_timeout_ms));
     let store = Store::connect(&db.database_url, db.db_pool, timeout)

@@ -4,6 +4,8 @@ use migration::{Migrator, MigratorTrait};
 use honcho_graphql::auth::{KeySpec, parse_duration};
 use honcho_graphql::config::{AuthConfig, DbConfig, DeriverConfig, LlmConfig, ServeConfig};
 use honcho_graphql::store::Store;
+use honcho_graphql::store::embedding::ReembedProgress;
+use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(Parser)]
 #[command(
@@ -91,19 +93,15 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,sqlx=warn,sea_orm=warn".into()),
-        )
-        .init();
+    // Held to the end of the command: dropping it flushes the spans not yet exported.
+    let _telemetry = honcho_graphql::telemetry::init()?;
     match Cli::parse().command {
         Command::Serve(cfg) => honcho_graphql::serve(*cfg).await,
         Command::Deriver { db, llm, deriver } => honcho_graphql::derive(db, llm, deriver).await,
         Command::Migrate { action, db } => {
             // A fresh database's vector columns take the configured embedder's dimension, as
             // `serve` would give them.
-            honcho_graphql::configured_embedder()?;
+            honcho_graphql::configured_embedder(&db.embedder)?;
             let store = Store::connect(&db.database_url, 2, None).await?;
             let conn = store.db();
             match action {
@@ -117,7 +115,7 @@ async fn run() -> anyhow::Result<()> {
         Command::Reembed { all, resize, db } => {
             let store = honcho_graphql::open_store(&db).await?;
             Migrator::up(store.db(), None).await?;
-            let n = store.reembed(all, resize, true).await?;
+            let n = store.reembed(all, resize, &Bars::default()).await?;
             println!("embedded {n} rows");
             Ok(())
         }
@@ -149,5 +147,44 @@ async fn run() -> anyhow::Result<()> {
             print!("{}", honcho_graphql::graphql::sdl());
             Ok(())
         }
+    }
+}
+
+/// `reembed`'s progress on the terminal: one bar per table.
+#[derive(Default)]
+struct Bars {
+    current: std::sync::Mutex<Option<ProgressBar>>,
+}
+
+impl Bars {
+    fn with_current(&self, f: impl FnOnce(&mut Option<ProgressBar>)) {
+        f(&mut self.current.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+}
+
+impl ReembedProgress for Bars {
+    fn table(&self, name: &str, rows: u64) {
+        let bar = ProgressBar::new(rows).with_message(name.to_owned());
+        bar.set_style(
+            ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} {per_sec} eta {eta}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        self.with_current(|current| *current = Some(bar));
+    }
+
+    fn advanced(&self, rows: u64) {
+        self.with_current(|current| {
+            if let Some(bar) = current {
+                bar.inc(rows);
+            }
+        });
+    }
+
+    fn table_done(&self) {
+        self.with_current(|current| {
+            if let Some(bar) = current.take() {
+                bar.finish();
+            }
+        });
     }
 }

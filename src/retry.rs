@@ -5,9 +5,9 @@
 //! exponential backoff and jitter (a `Retry-After` in seconds is honoured up to 10 s). Other
 //! statuses fail at once.
 
-use std::hash::BuildHasher;
 use std::time::Duration;
 
+use backon::{BackoffBuilder, ExponentialBuilder};
 use reqwest::StatusCode;
 use serde::Deserialize;
 
@@ -65,6 +65,9 @@ pub(crate) async fn post_json(
     endpoint: &Endpoint<'_>,
     body: &serde_json::Value,
 ) -> Result<Vec<u8>, PostError> {
+    let mut waits = backoff(BACKOFF_BASE, BACKOFF_MAX)
+        .with_max_times(endpoint.max_retries as usize)
+        .build();
     let mut attempts = 0;
     loop {
         attempts += 1;
@@ -72,10 +75,15 @@ pub(crate) async fn post_json(
             Ok(bytes) => return Ok(bytes),
             Err(f) => f,
         };
-        if !retryable(&failure) || attempts > endpoint.max_retries {
+        let wait = if retryable(&failure) {
+            waits.next()
+        } else {
+            None
+        };
+        let Some(wait) = wait else {
             return Err(PostError { failure, attempts });
-        }
-        tokio::time::sleep(backoff(attempts, retry_after)).await;
+        };
+        tokio::time::sleep(honour_retry_after(wait, retry_after)).await;
     }
 }
 
@@ -115,21 +123,22 @@ async fn attempt(
     Ok(bytes.to_vec())
 }
 
-/// A uniformly distributed number in [0, 1) (std's per-instance random hash keys; enough for jitter).
-pub(crate) fn random_unit() -> f64 {
-    let bits = std::collections::hash_map::RandomState::new().hash_one(());
-    (bits >> 11) as f64 / (1u64 << 53) as f64
+/// Waits that start at `first` and double up to `longest`, each one drawn between half of its
+/// step and the whole step, so that clients which failed together do not all come back at once.
+/// Every retry loop of the crate takes its waits from here (backon's jitter adds up to one step
+/// on top of the step, hence the halved bounds).
+pub(crate) fn backoff(first: Duration, longest: Duration) -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(first / 2)
+        .with_max_delay(longest / 2)
+        .with_jitter()
 }
 
-/// Delay before retry number `retry` (1-based): half of the capped exponential step plus a random half.
-pub(crate) fn backoff(retry: u32, retry_after: Option<Duration>) -> Duration {
-    let step = BACKOFF_BASE
-        .saturating_mul(1u32 << (retry - 1).min(16))
-        .min(BACKOFF_MAX);
-    let jittered = step / 2 + step.mul_f64(random_unit() / 2.0);
+/// A server's `Retry-After` lengthens the wait, up to [`RETRY_AFTER_MAX`]; it never shortens it.
+fn honour_retry_after(wait: Duration, retry_after: Option<Duration>) -> Duration {
     match retry_after {
-        Some(wait) => jittered.max(wait.min(RETRY_AFTER_MAX)),
-        None => jittered,
+        Some(asked) => wait.max(asked.min(RETRY_AFTER_MAX)),
+        None => wait,
     }
 }
 
@@ -161,17 +170,28 @@ mod tests {
 
     #[test]
     fn backoff_grows_is_jittered_and_capped() {
-        for retry in 1..=20 {
-            let step = BACKOFF_BASE
-                .saturating_mul(1 << (retry - 1).min(16))
-                .min(BACKOFF_MAX);
-            let d = backoff(retry, None);
-            assert!(d >= step / 2 && d <= step, "retry {retry}: {d:?}");
+        let waits: Vec<Duration> = backoff(BACKOFF_BASE, BACKOFF_MAX)
+            .with_max_times(20)
+            .build()
+            .collect();
+        assert_eq!(waits.len(), 20);
+        for (i, wait) in waits.iter().enumerate() {
+            let step = BACKOFF_BASE.saturating_mul(1 << i.min(16)).min(BACKOFF_MAX);
+            assert!(
+                *wait >= step / 2 && *wait <= step,
+                "retry {}: {wait:?}",
+                i + 1
+            );
         }
+        let first = Duration::from_millis(150);
         assert_eq!(
-            backoff(1, Some(Duration::from_secs(3))),
+            honour_retry_after(first, Some(Duration::from_secs(3))),
             Duration::from_secs(3)
         );
-        assert_eq!(backoff(1, Some(Duration::from_secs(3600))), RETRY_AFTER_MAX);
+        assert_eq!(
+            honour_retry_after(first, Some(Duration::from_secs(3600))),
+            RETRY_AFTER_MAX
+        );
+        assert_eq!(honour_retry_after(first, Some(Duration::ZERO)), first);
     }
 }

@@ -1,6 +1,7 @@
 //! honcho-bench: every workload through the real HTTP GraphQL endpoint, and the same SQL run directly
 //! against PostgreSQL (the floor) in the same run. See bench/README.md.
 
+mod admission;
 mod common;
 mod mixed;
 mod plot;
@@ -298,6 +299,14 @@ async fn bench() -> anyhow::Result<()> {
         args.requests = args.requests.min(60);
         args.sitting_messages = args.sitting_messages.min(1_000);
         args.mixed_requests = args.mixed_requests.min(300);
+    }
+    // (11) The admission checks' own cost: CPU only, so it needs no database.
+    if args.runs(11) {
+        let results = admission::run()?;
+        println!("\n{}", admission::table(&results));
+        if args.only == [11] {
+            return Ok(());
+        }
     }
     let keep = args.keep;
     common::with_database(

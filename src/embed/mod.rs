@@ -17,11 +17,14 @@
 //! (`[CLS] [SEP]`, a fixed unit vector, the same as sentence-transformers returns) and never a zero vector
 //! (which has no cosine); an HTTP provider forwards the text and may reject it (OpenAI answers 400).
 //!
-//! Configuration comes from the environment, see [`EmbedConfig::from_env`].
+//! Configuration is part of the server's (`crate::config::EmbedderConfig`, every variable in
+//! `--help`), checked by [`EmbedConfig::from_settings`].
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+
+use crate::config::EmbedderConfig;
 
 mod minilm;
 mod openai;
@@ -205,45 +208,35 @@ fn known_openai_dims(model: &str) -> Option<usize> {
 }
 
 impl EmbedConfig {
-    /// Reads the configuration from the environment:
-    ///
-    /// | variable | meaning | default |
-    /// |---|---|---|
-    /// | `HONCHO_EMBEDDER` | `minilm`, `openai` or `none` | `minilm` |
-    /// | `HONCHO_MODEL_DIR` | MiniLM model directory | [`default_model_dir`] |
-    /// | `HONCHO_OPENAI_BASE_URL` | OpenAI-compatible base URL | `https://api.openai.com/v1` |
-    /// | `HONCHO_OPENAI_MODEL` | model name sent in requests | `text-embedding-3-small` |
-    /// | `HONCHO_OPENAI_API_KEY` | bearer token (optional) | none |
-    /// | `HONCHO_OPENAI_DIMS` | vector length | known for OpenAI's models, else required |
-    /// | `HONCHO_OPENAI_TIMEOUT_SECS` | timeout per HTTP attempt (may be fractional) | 30 |
-    /// | `HONCHO_OPENAI_MAX_RETRIES` | retries after the first attempt | 3 |
-    ///
-    /// Empty variables count as unset. Files are not checked here; [`build`] does that.
+    /// The settings of the environment's variables (`HONCHO_EMBEDDER` and the others of
+    /// [`EmbedderConfig`], listed by `honcho-graphql serve --help`), checked.
     pub fn from_env() -> Result<Self, EmbedError> {
-        Self::from_lookup(|name| std::env::var(name).ok())
+        let settings = EmbedderConfig::from_env().map_err(|e| EmbedError::Config(e.to_string()))?;
+        Self::from_settings(&settings)
     }
 
-    /// [`EmbedConfig::from_env`] over any variable source (for tests and for callers with their own
-    /// configuration layer).
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, EmbedError> {
-        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
-        let mut cfg = Self::default();
-        if let Some(kind) = get("HONCHO_EMBEDDER") {
-            cfg.kind = kind.parse()?;
-        }
-        if let Some(dir) = get("HONCHO_MODEL_DIR") {
+    /// Checks the configured settings. Blank values count as unset; files are not checked here,
+    /// [`build`] does that.
+    pub fn from_settings(settings: &EmbedderConfig) -> Result<Self, EmbedError> {
+        let given = |v: &str| Some(v.trim().to_owned()).filter(|v| !v.is_empty());
+        let optional = |v: &Option<String>| v.as_deref().and_then(given);
+        let mut cfg = Self {
+            kind: settings.kind.parse()?,
+            ..Self::default()
+        };
+        if let Some(dir) = optional(&settings.model_dir) {
             cfg.model_dir = PathBuf::from(dir);
         }
-        if let Some(url) = get("HONCHO_OPENAI_BASE_URL") {
-            cfg.openai_base_url = url.trim().trim_end_matches('/').to_owned();
+        if let Some(url) = given(&settings.openai_base_url) {
+            cfg.openai_base_url = url.trim_end_matches('/').to_owned();
         }
-        if let Some(model) = get("HONCHO_OPENAI_MODEL") {
-            cfg.openai_model = model.trim().to_owned();
+        if let Some(model) = given(&settings.openai_model) {
+            cfg.openai_model = model;
         }
-        cfg.openai_api_key = get("HONCHO_OPENAI_API_KEY").map(|k| k.trim().to_owned());
-        match get("HONCHO_OPENAI_DIMS") {
+        cfg.openai_api_key = optional(&settings.openai_api_key);
+        match optional(&settings.openai_dims) {
             Some(dims) => {
-                cfg.openai_dims = dims.trim().parse().ok().filter(|d| *d > 0).ok_or_else(|| {
+                cfg.openai_dims = dims.parse().ok().filter(|d| *d > 0).ok_or_else(|| {
                     EmbedError::Config(format!(
                         "HONCHO_OPENAI_DIMS={dims:?} is not a positive integer"
                     ))
@@ -260,9 +253,8 @@ impl EmbedConfig {
                 None => {}
             },
         }
-        if let Some(secs) = get("HONCHO_OPENAI_TIMEOUT_SECS") {
+        if let Some(secs) = given(&settings.openai_timeout_secs) {
             cfg.timeout = secs
-                .trim()
                 .parse::<f64>()
                 .ok()
                 .filter(|s| s.is_finite() && *s > 0.0)
@@ -273,17 +265,12 @@ impl EmbedConfig {
                     ))
                 })?;
         }
-        if let Some(retries) = get("HONCHO_OPENAI_MAX_RETRIES") {
-            cfg.max_retries = retries
-                .trim()
-                .parse()
-                .ok()
-                .filter(|r| *r <= 10)
-                .ok_or_else(|| {
-                    EmbedError::Config(format!(
-                        "HONCHO_OPENAI_MAX_RETRIES={retries:?} is not an integer in 0..=10"
-                    ))
-                })?;
+        if let Some(retries) = given(&settings.openai_max_retries) {
+            cfg.max_retries = retries.parse().ok().filter(|r| *r <= 10).ok_or_else(|| {
+                EmbedError::Config(format!(
+                    "HONCHO_OPENAI_MAX_RETRIES={retries:?} is not an integer in 0..=10"
+                ))
+            })?;
         }
         Ok(cfg)
     }
@@ -366,14 +353,18 @@ pub(crate) fn l2_normalize(v: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
 
+    /// The settings as the command line would give them: `HONCHO_OPENAI_DIMS` is `--openai-dims`.
     fn cfg(vars: &[(&str, &str)]) -> Result<EmbedConfig, EmbedError> {
-        let map: HashMap<String, String> = vars
+        let flags: Vec<String> = vars
             .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .map(|(var, value)| {
+                let flag = var.trim_start_matches("HONCHO_").to_lowercase();
+                format!("--{}={value}", flag.replace('_', "-"))
+            })
             .collect();
-        EmbedConfig::from_lookup(|k| map.get(k).cloned())
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        EmbedConfig::from_settings(&crate::config::embedder_from_flags(&flags))
     }
 
     #[test]

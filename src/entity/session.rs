@@ -7,7 +7,6 @@ pub struct Model {
     pub id: String,
     pub name: String,
     pub workspace_name: String,
-    pub is_active: bool,
     pub metadata: Json,
     pub internal_metadata: Json,
     pub configuration: Json,

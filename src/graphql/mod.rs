@@ -22,6 +22,7 @@ use async_graphql::dataloader::{DataLoader, HashMapCache};
 use async_graphql::futures_util::stream::{self, BoxStream, StreamExt};
 use async_graphql::parser::types::OperationType;
 use async_graphql::{Data, Request, Response, Schema};
+use tracing::Instrument;
 
 use crate::auth::{Auth, AuthError, Caller};
 use crate::store::events::EventBus;
@@ -167,9 +168,10 @@ pub fn refusal(exceeded: limits::Exceeded) -> Response {
 }
 
 fn request_loader(store: &Store) -> RequestLoader {
+    // A batch runs on a task of its own; it stays in the trace of the operation that asked.
     DataLoader::with_cache(
         Loaders::new(store.clone()),
-        tokio::spawn,
+        |batch| tokio::spawn(batch.in_current_span()),
         HashMapCache::default(),
     )
 }
@@ -182,8 +184,47 @@ pub async fn execute(schema: &AppSchema, request: Request) -> Response {
     }
 }
 
-/// Executes a request [`admit`] let through.
+/// The id of the HTTP request a GraphQL request came in (`x-request-id`), put in its data by the
+/// transport so the operation's trace span carries it.
+#[derive(Clone, Debug)]
+pub struct RequestId(pub String);
+
+impl Admitted {
+    /// The operation's trace span ([`crate::telemetry`]): built only when a trace layer is
+    /// installed, otherwise a disabled span that costs nothing to enter.
+    fn span(&self) -> tracing::Span {
+        let ty = match self.ty {
+            Some(OperationType::Query) => "query",
+            Some(OperationType::Mutation) => "mutation",
+            Some(OperationType::Subscription) => "subscription",
+            None => "unknown",
+        };
+        // Both come from the client: clipped, so a span queued for export stays small.
+        let name = crate::telemetry::clip(self.name.as_deref().unwrap_or("anonymous"));
+        let request_id = crate::telemetry::clip(
+            self.request
+                .data
+                .get(&std::any::TypeId::of::<RequestId>())
+                .and_then(|d| d.downcast_ref::<RequestId>())
+                .map_or("-", |id| id.0.as_str()),
+        );
+        tracing::debug_span!(
+            "graphql.operation",
+            otel.name = %format!("{ty} {name}"),
+            graphql.operation.type = ty,
+            graphql.operation.name = name,
+            request_id = request_id,
+        )
+    }
+}
+
+/// Executes a request [`admit`] let through, inside its operation's span.
 pub async fn execute_admitted(schema: &AppSchema, admitted: Admitted) -> Response {
+    let span = admitted.span();
+    execute_traced(schema, admitted).instrument(span).await
+}
+
+async fn execute_traced(schema: &AppSchema, admitted: Admitted) -> Response {
     let Some(store) = schema.data::<guard::Sealed<Store>>() else {
         return Response::from_errors(vec![async_graphql::ServerError::new(
             "schema built without a store",
@@ -247,10 +288,12 @@ pub fn execute_stream(
         let err = async_graphql::ServerError::new("schema built without a store", None);
         return stream::once(async move { Response::from_errors(vec![err]) }).boxed();
     };
-    let Admitted { request, name, ty } = match admit(schema, request) {
+    let admitted = match admit(schema, request) {
         Ok(admitted) => admitted,
         Err(exceeded) => return stream::once(async move { refusal(exceeded) }).boxed(),
     };
+    let span = admitted.span();
+    let Admitted { request, name, ty } = admitted;
     let loader = guard::request_loader(store);
     // A query or mutation over the WebSocket answers once and is counted like one over HTTP;
     // subscription events are not operations.
@@ -261,8 +304,16 @@ pub fn execute_stream(
     // Every operation over the WebSocket reads the primary; a mutation still answers with its
     // token, for reads the client makes over HTTP.
     let token_from = (ty == Some(OperationType::Mutation)).then(|| store.clone());
-    schema
+    let responses = schema
         .execute_stream_with_session_data(request.data(loader), session_data.unwrap_or_default())
+        .boxed();
+    // A query or mutation is traced as over HTTP. A subscription is not one span: it may live for
+    // hours, and a span is exported only when it ends.
+    let responses = match ty {
+        Some(OperationType::Subscription) => responses,
+        _ => traced(responses, span),
+    };
+    responses
         .then(move |mut response| {
             let token_from = token_from.clone();
             async move {
@@ -280,4 +331,17 @@ pub fn execute_stream(
             response
         })
         .boxed()
+}
+
+/// `responses`, each polled inside `span`, so what their resolvers do is part of its trace.
+fn traced(
+    mut responses: BoxStream<'static, Response>,
+    span: tracing::Span,
+) -> BoxStream<'static, Response> {
+    async_stream::stream! {
+        while let Some(response) = responses.next().instrument(span.clone()).await {
+            yield response;
+        }
+    }
+    .boxed()
 }

@@ -4,7 +4,7 @@
 //! selection will need in one batch per kind; the item resolvers then hit the request cache. The
 //! number of statements of a query thus depends on its shape, never on its length or timing.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use async_graphql::{Lookahead, Name, SelectionField, Value};
 use futures::future::{try_join3, try_join4};
@@ -166,40 +166,163 @@ pub async fn conclusions_with<'a>(
     items: &[Conclusion],
     sel: impl IntoIterator<Item = Lookahead<'a>>,
 ) -> ApiResult<()> {
-    let mut level: Vec<(Vec<Conclusion>, Vec<Lookahead<'a>>)> =
-        vec![(items.to_vec(), sel.into_iter().collect())];
+    let mut level = vec![Group::new(items.to_vec(), sel.into_iter().collect())];
     while !level.is_empty() {
-        let (mut peers, mut sessions, mut sources, mut derived) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut level_pages = Vec::with_capacity(level.len());
-        for (items, sel) in &level {
-            let wants = |f: &str| any(sel, |s| s.field(f).exists());
-            // Out-of-range arguments are left to the field's resolver, which reports them.
-            let pages = derived_pages(sel);
-            for c in items {
+        let keys = LevelKeys::of(&level);
+        let (sources, derived) = keys.load(loader).await?;
+        level = level
+            .iter()
+            .flat_map(|group| group.children(&sources, &derived))
+            .collect();
+    }
+    Ok(())
+}
+
+/// Conclusions of one level of the walk, with the selections they are under and the `derived`
+/// pages those selections ask for.
+struct Group<'a> {
+    items: Vec<Conclusion>,
+    sel: Vec<Lookahead<'a>>,
+    pages: Vec<DerivedPage>,
+}
+
+/// Everything one level asks the loader for, one batch per kind.
+#[derive(Default)]
+struct LevelKeys {
+    peers: Vec<PeerKey>,
+    sessions: Vec<SessionKey>,
+    sources: Vec<ConclusionKey>,
+    derived: Vec<DerivedKey>,
+}
+
+type Loaded<K, V> = HashMap<K, V>;
+
+impl<'a> Group<'a> {
+    fn new(items: Vec<Conclusion>, sel: Vec<Lookahead<'a>>) -> Self {
+        // Out-of-range arguments are left to the field's resolver, which reports them.
+        let pages = derived_pages(&sel);
+        Group { items, sel, pages }
+    }
+
+    /// The group below this one for `sources` and for `derived`, where the selection goes on
+    /// and something was loaded; each conclusion once per group.
+    fn children(
+        &self,
+        sources: &Loaded<ConclusionKey, Option<Conclusion>>,
+        derived: &Loaded<DerivedKey, Vec<Conclusion>>,
+    ) -> Vec<Group<'a>> {
+        let sub = |f: &str| -> Vec<Lookahead<'a>> {
+            self.sel
+                .iter()
+                .map(|s| s.field(f))
+                .filter(|s| s.exists())
+                .collect()
+        };
+        let cited = |c: &Conclusion| -> Vec<Conclusion> {
+            let ws = &c.workspace_name;
+            c.source_ids
+                .iter()
+                .flatten()
+                .filter_map(|id| {
+                    sources
+                        .get(&ConclusionKey(ws.clone(), id.clone()))
+                        .cloned()
+                        .flatten()
+                })
+                .collect()
+        };
+        let citing = |c: &Conclusion| -> Vec<Conclusion> {
+            self.pages
+                .iter()
+                .flat_map(|page| {
+                    let key = DerivedKey(c.workspace_name.clone(), c.id.clone(), page.clone());
+                    derived.get(&key).cloned().unwrap_or_default()
+                })
+                .collect()
+        };
+        [
+            self.child(sub("sources"), cited),
+            self.child(sub("derived"), citing),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
+    /// The group of `related` conclusions under selection `sel`, each once; none when the
+    /// selection stops here or nothing is related.
+    fn child(
+        &self,
+        sel: Vec<Lookahead<'a>>,
+        related: impl Fn(&Conclusion) -> Vec<Conclusion>,
+    ) -> Option<Group<'a>> {
+        if sel.is_empty() {
+            return None;
+        }
+        let mut seen = HashSet::new();
+        let items: Vec<Conclusion> = self
+            .items
+            .iter()
+            .flat_map(related)
+            .filter(|c| seen.insert(c.id.clone()))
+            .collect();
+        (!items.is_empty()).then(|| Group::new(items, sel))
+    }
+}
+
+impl LevelKeys {
+    /// The keys the selections of a level ask for, as far as they ask.
+    fn of(level: &[Group<'_>]) -> Self {
+        let mut keys = LevelKeys::default();
+        for group in level {
+            let wants = |f: &str| any(&group.sel, |s| s.field(f).exists());
+            let (observer, observed, session, sources) = (
+                wants("observer"),
+                wants("observed"),
+                wants("session"),
+                wants("sources"),
+            );
+            for c in &group.items {
                 let ws = &c.workspace_name;
-                if wants("observer") {
-                    peers.push(PeerKey(ws.clone(), c.observer.clone()));
+                if observer {
+                    keys.peers.push(PeerKey(ws.clone(), c.observer.clone()));
                 }
-                if wants("observed") {
-                    peers.push(PeerKey(ws.clone(), c.observed.clone()));
+                if observed {
+                    keys.peers.push(PeerKey(ws.clone(), c.observed.clone()));
                 }
-                if wants("session")
-                    && let Some(s) = &c.session_name
-                {
-                    sessions.push(SessionKey(ws.clone(), s.clone()));
+                if session && let Some(s) = &c.session_name {
+                    keys.sessions.push(SessionKey(ws.clone(), s.clone()));
                 }
-                if wants("sources") {
+                if sources {
                     for id in c.source_ids.iter().flatten() {
-                        sources.push(ConclusionKey(ws.clone(), id.clone()));
+                        keys.sources.push(ConclusionKey(ws.clone(), id.clone()));
                     }
                 }
-                for page in &pages {
-                    derived.push(DerivedKey(ws.clone(), c.id.clone(), page.clone()));
+                for page in &group.pages {
+                    keys.derived
+                        .push(DerivedKey(ws.clone(), c.id.clone(), page.clone()));
                 }
             }
-            level_pages.push(pages);
         }
+        keys
+    }
+
+    /// One batch per kind, all at once; the conclusions loaded for `sources` and `derived` are
+    /// the next level's.
+    #[allow(clippy::type_complexity)]
+    async fn load(
+        self,
+        loader: &RequestLoader,
+    ) -> ApiResult<(
+        Loaded<ConclusionKey, Option<Conclusion>>,
+        Loaded<DerivedKey, Vec<Conclusion>>,
+    )> {
+        let LevelKeys {
+            peers,
+            sessions,
+            sources,
+            derived,
+        } = self;
         let (_, _, sources, derived) = try_join4(
             async {
                 if !peers.is_empty() {
@@ -217,60 +340,8 @@ pub async fn conclusions_with<'a>(
             async { loader.load_many(derived).await },
         )
         .await?;
-        let mut next = Vec::new();
-        for ((items, sel), pages) in level.iter().zip(&level_pages) {
-            let sub = |f: &str| -> Vec<Lookahead<'a>> {
-                sel.iter()
-                    .map(|s| s.field(f))
-                    .filter(|s| s.exists())
-                    .collect()
-            };
-            let mut seen = HashSet::new();
-            let sub_sources = sub("sources");
-            if !sub_sources.is_empty() {
-                let list: Vec<Conclusion> = items
-                    .iter()
-                    .flat_map(|c| {
-                        c.source_ids.iter().flatten().filter_map(|id| {
-                            sources
-                                .get(&ConclusionKey(c.workspace_name.clone(), id.clone()))
-                                .cloned()
-                                .flatten()
-                        })
-                    })
-                    .filter(|c| seen.insert(c.id.clone()))
-                    .collect();
-                if !list.is_empty() {
-                    next.push((list, sub_sources));
-                }
-            }
-            let mut seen = HashSet::new();
-            let sub_derived = sub("derived");
-            if !sub_derived.is_empty() {
-                let list: Vec<Conclusion> = items
-                    .iter()
-                    .flat_map(|c| {
-                        pages.iter().flat_map(|page| {
-                            derived
-                                .get(&DerivedKey(
-                                    c.workspace_name.clone(),
-                                    c.id.clone(),
-                                    page.clone(),
-                                ))
-                                .cloned()
-                                .unwrap_or_default()
-                        })
-                    })
-                    .filter(|c| seen.insert(c.id.clone()))
-                    .collect();
-                if !list.is_empty() {
-                    next.push((list, sub_derived));
-                }
-            }
-        }
-        level = next;
+        Ok((sources, derived))
     }
-    Ok(())
 }
 
 /// Conclusions of one `derived` page asked for without `first`.

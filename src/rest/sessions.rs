@@ -54,7 +54,8 @@ impl From<crate::store::session::Session> for Session {
     fn from(s: crate::store::session::Session) -> Self {
         Session {
             id: s.name,
-            is_active: s.is_active,
+            // Honcho's soft-delete flag; here a deleted session is gone at once.
+            is_active: true,
             workspace_id: s.workspace_name,
             metadata: object(s.metadata),
             configuration: object(s.configuration),

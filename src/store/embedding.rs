@@ -1,11 +1,104 @@
 //! Writing and refreshing the vector columns of messages and conclusions.
 
-use indicatif::{ProgressBar, ProgressStyle};
-use sea_orm::ConnectionTrait;
+use sea_orm::{ConnectionTrait, QueryResult};
 
 use super::vectors::{FlatVectors, nth_vector};
 use super::{Store, StoreError, StoreResult, TxOptions, stmt};
-use crate::embed::{CONTEXT_TURNS, embed_non_blank, message_text};
+use crate::embed::{CONTEXT_TURNS, Embedder, embed_non_blank, message_text};
+
+/// What [`Store::reembed`] reports as it goes; the command line draws a progress bar from it.
+/// `()` reports nothing.
+pub trait ReembedProgress {
+    /// A table's pass begins, with this many rows to embed.
+    fn table(&self, _name: &str, _rows: u64) {}
+    /// This many more rows of the table are embedded.
+    fn advanced(&self, _rows: u64) {}
+    /// The table's pass is over.
+    fn table_done(&self) {}
+}
+
+impl ReembedProgress for () {}
+
+/// One table's share of a [`Store::reembed`] run.
+struct Pass {
+    table: &'static str,
+    id_type: &'static str,
+    /// Every row, or only those without an embedding.
+    every_row: bool,
+}
+
+impl Pass {
+    /// The rows to embed: not blank, missing an embedding unless every row is asked for, and
+    /// for conclusions not deleted.
+    fn rows(&self) -> String {
+        let only_missing = if self.every_row {
+            ""
+        } else {
+            "AND embedding IS NULL"
+        };
+        let soft_delete = if self.table == "conclusions" {
+            "AND deleted_at IS NULL"
+        } else {
+            ""
+        };
+        format!("btrim(content) <> '' {only_missing} {soft_delete}")
+    }
+
+    /// Below every id of the table.
+    fn first_key(&self) -> &'static str {
+        if self.id_type == "bigint" { "0" } else { "" }
+    }
+
+    /// The next 64 rows after the id `$1`, with what their text is made of.
+    fn batch_sql(&self) -> String {
+        // A message is embedded with the turns before it (`embed::message_text`), read here
+        // newest first.
+        let context = if self.table == "messages" {
+            format!(
+                ", peer_name, \
+                 ARRAY(SELECT p.peer_name FROM messages p WHERE p.workspace_name = t.workspace_name \
+                   AND p.session_name = t.session_name AND p.seq_in_session < t.seq_in_session \
+                   ORDER BY p.seq_in_session DESC LIMIT {CONTEXT_TURNS}) AS before_peers, \
+                 ARRAY(SELECT p.content FROM messages p WHERE p.workspace_name = t.workspace_name \
+                   AND p.session_name = t.session_name AND p.seq_in_session < t.seq_in_session \
+                   ORDER BY p.seq_in_session DESC LIMIT {CONTEXT_TURNS}) AS before_contents"
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "SELECT id::text AS id, content {context} FROM {table} t \
+             WHERE {rows} AND id > $1::{id_type} ORDER BY id LIMIT 64",
+            table = self.table,
+            rows = self.rows(),
+            id_type = self.id_type,
+        )
+    }
+
+    /// The ids of a batch's rows and the text each is embedded from.
+    fn texts(&self, rows: &[QueryResult]) -> StoreResult<(Vec<String>, Vec<String>)> {
+        let mut ids = Vec::with_capacity(rows.len());
+        let mut texts = Vec::with_capacity(rows.len());
+        for r in rows {
+            ids.push(r.try_get::<String>("", "id")?);
+            let content = r.try_get::<String>("", "content")?;
+            texts.push(if self.table == "messages" {
+                let peers: Vec<String> = r.try_get("", "before_peers")?;
+                let contents: Vec<String> = r.try_get("", "before_contents")?;
+                let before: Vec<(&str, &str)> = peers
+                    .iter()
+                    .zip(&contents)
+                    .rev()
+                    .map(|(p, c)| (p.as_str(), c.as_str()))
+                    .collect();
+                message_text(&before, &r.try_get::<String>("", "peer_name")?, &content)
+            } else {
+                content
+            });
+        }
+        Ok((ids, texts))
+    }
+}
 
 /// Tables with an `embedding` column, and the type of their `id`.
 const TABLES: [(&str, &str); 2] = [("messages", "bigint"), ("conclusions", "text")];
@@ -27,9 +120,15 @@ impl Store {
         }
     }
 
-    /// Embeds rows that have none (`all`: every row) in batches, with a progress bar.
+    /// Embeds rows that have none (`all`: every row) in batches, telling `progress` as it goes.
     /// `resize` first converts the vector columns to the embedder's dimension.
-    pub async fn reembed(&self, all: bool, resize: bool, show_progress: bool) -> StoreResult<u64> {
+    #[tracing::instrument(name = "store.reembed", level = "debug", skip_all)]
+    pub async fn reembed(
+        &self,
+        all: bool,
+        resize: bool,
+        progress: &dyn ReembedProgress,
+    ) -> StoreResult<u64> {
         let embedder = self
             .embedder()
             .ok_or_else(|| StoreError::invalid("HONCHO_EMBEDDER=none: nothing to embed with"))?
@@ -39,106 +138,15 @@ impl Store {
         }
         let mut done = 0;
         for (table, id_type) in TABLES {
-            let only_missing = if all && !resize {
-                ""
-            } else {
-                "AND embedding IS NULL"
+            // Resized columns are empty: every row is missing its embedding.
+            let pass = Pass {
+                table,
+                id_type,
+                every_row: all && !resize,
             };
-            let soft_delete = if table == "conclusions" {
-                "AND deleted_at IS NULL"
-            } else {
-                ""
-            };
-            let total: i64 = self
-                .db()
-                .query_one_raw(stmt(
-                    &format!(
-                        "SELECT count(*) AS n FROM {table} WHERE btrim(content) <> '' {only_missing} {soft_delete}"
-                    ),
-                    [],
-                ))
-                .await?
-                .map(|r| r.try_get("", "n"))
-                .transpose()?
-                .unwrap_or(0);
-            let bar = if show_progress {
-                let bar = ProgressBar::new(total as u64).with_message(table);
-                bar.set_style(
-                    ProgressStyle::with_template(
-                        "{msg:>12} [{bar:40}] {pos}/{len} {per_sec} eta {eta}",
-                    )
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
-                );
-                bar
-            } else {
-                ProgressBar::hidden()
-            };
-            // Keyset over the id, so rows embedded by a concurrent writer are not visited twice.
-            let mut after = if id_type == "bigint" {
-                "0".to_owned()
-            } else {
-                String::new()
-            };
-            // A message is embedded with the turns before it (`embed::message_text`), read here
-            // newest first.
-            let context = if table == "messages" {
-                format!(
-                    ", peer_name, \
-                     ARRAY(SELECT p.peer_name FROM messages p WHERE p.workspace_name = t.workspace_name \
-                       AND p.session_name = t.session_name AND p.seq_in_session < t.seq_in_session \
-                       ORDER BY p.seq_in_session DESC LIMIT {CONTEXT_TURNS}) AS before_peers, \
-                     ARRAY(SELECT p.content FROM messages p WHERE p.workspace_name = t.workspace_name \
-                       AND p.session_name = t.session_name AND p.seq_in_session < t.seq_in_session \
-                       ORDER BY p.seq_in_session DESC LIMIT {CONTEXT_TURNS}) AS before_contents"
-                )
-            } else {
-                String::new()
-            };
-            loop {
-                let rows = self
-                    .db()
-                    .query_all_raw(stmt(
-                        &format!(
-                            "SELECT id::text AS id, content {context} FROM {table} t \
-                             WHERE btrim(content) <> '' {only_missing} {soft_delete} AND id > $1::{id_type} \
-                             ORDER BY id LIMIT 64"
-                        ),
-                        [after.clone().into()],
-                    ))
-                    .await?;
-                if rows.is_empty() {
-                    break;
-                }
-                let mut ids = Vec::with_capacity(rows.len());
-                let mut texts = Vec::with_capacity(rows.len());
-                for r in &rows {
-                    ids.push(r.try_get::<String>("", "id")?);
-                    let content = r.try_get::<String>("", "content")?;
-                    texts.push(if table == "messages" {
-                        let peers: Vec<String> = r.try_get("", "before_peers")?;
-                        let contents: Vec<String> = r.try_get("", "before_contents")?;
-                        let before: Vec<(&str, &str)> = peers
-                            .iter()
-                            .zip(&contents)
-                            .rev()
-                            .map(|(p, c)| (p.as_str(), c.as_str()))
-                            .collect();
-                        message_text(&before, &r.try_get::<String>("", "peer_name")?, &content)
-                    } else {
-                        content
-                    });
-                }
-                let vectors = embedder
-                    .embed(&texts)
-                    .await
-                    .map_err(|e| StoreError::Internal(e.to_string()))?;
-                let vectors: Vec<Option<Vec<f32>>> = vectors.into_iter().map(Some).collect();
-                set_embeddings(self.db(), table, &ids, &vectors).await?;
-                done += ids.len() as u64;
-                bar.inc(ids.len() as u64);
-                after = ids.pop().unwrap_or_default();
-            }
-            bar.finish();
+            progress.table(table, self.rows_to_embed(&pass).await?);
+            done += self.embed_table(&pass, embedder.as_ref(), progress).await?;
+            progress.table_done();
         }
         self.db()
             .execute_raw(stmt(
@@ -148,6 +156,55 @@ impl Store {
             ))
             .await?;
         Ok(done)
+    }
+
+    async fn rows_to_embed(&self, pass: &Pass) -> StoreResult<u64> {
+        let n: i64 = self
+            .db()
+            .query_one_raw(stmt(
+                &format!(
+                    "SELECT count(*) AS n FROM {} t WHERE {}",
+                    pass.table,
+                    pass.rows()
+                ),
+                [],
+            ))
+            .await?
+            .map(|r| r.try_get("", "n"))
+            .transpose()?
+            .unwrap_or(0);
+        Ok(n as u64)
+    }
+
+    /// Embeds one table's rows of `pass`, 64 at a time, keyset over the id so that rows embedded
+    /// by a concurrent writer are not visited twice.
+    async fn embed_table(
+        &self,
+        pass: &Pass,
+        embedder: &dyn Embedder,
+        progress: &dyn ReembedProgress,
+    ) -> StoreResult<u64> {
+        let mut done = 0;
+        let mut after = pass.first_key().to_owned();
+        loop {
+            let rows = self
+                .db()
+                .query_all_raw(stmt(&pass.batch_sql(), [after.clone().into()]))
+                .await?;
+            if rows.is_empty() {
+                return Ok(done);
+            }
+            let (mut ids, texts) = pass.texts(&rows)?;
+            let vectors = embedder
+                .embed(&texts)
+                .await
+                .map_err(|e| StoreError::Internal(e.to_string()))?;
+            let vectors: Vec<Option<Vec<f32>>> = vectors.into_iter().map(Some).collect();
+            set_embeddings(self.db(), pass.table, &ids, &vectors).await?;
+            done += ids.len() as u64;
+            progress.advanced(ids.len() as u64);
+            after = ids.pop().unwrap_or_default();
+        }
     }
 
     /// Rebuilds the vector columns (and their HNSW indexes) with `dims` dimensions, emptied.

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::events::{self, Notice};
 use super::filter::{self, Resource};
 use super::page::{self, Order, Page, Slice};
-use super::session::{MemberConfig, add_members, lock_session, require_active_session};
+use super::session::{MemberConfig, add_members, lock_session, require_session};
 use super::vectors::{FlatVectors, nth_vector};
 use super::workspace::ensure_workspace;
 use super::{Store, StoreError, StoreResult, TxOptions, columns, new_id, stmt, tokens, validate};
@@ -91,6 +91,7 @@ pub fn check_context_sides(before: i64, after: i64) -> StoreResult<()> {
 }
 
 impl Store {
+    #[tracing::instrument(name = "store.message", level = "debug", skip_all)]
     pub async fn message(&self, workspace: &str, id: &str) -> StoreResult<Option<Message>> {
         Ok(message::Entity::find()
             .filter(message::Column::WorkspaceName.eq(workspace))
@@ -106,6 +107,7 @@ impl Store {
     /// `seq_in_session` is assigned under the session's lock ([`lock_session`]), taken before
     /// anything else, so concurrent writers to one session queue up and the numbers stay
     /// 1..N with no gaps and no duplicates (a rolled-back batch releases its numbers with it).
+    #[tracing::instrument(name = "store.create_messages", level = "debug", skip_all)]
     pub async fn create_messages(
         &self,
         workspace: &str,
@@ -298,6 +300,7 @@ impl Store {
     }
 
     /// Replaces a message's metadata; `None` leaves it as it is.
+    #[tracing::instrument(name = "store.update_message", level = "debug", skip_all)]
     pub async fn update_message(
         &self,
         workspace: &str,
@@ -321,6 +324,7 @@ impl Store {
 
     /// Messages of a scope. Within a session they are in `seq_in_session` order; across sessions
     /// in insertion order.
+    #[tracing::instrument(name = "store.list_messages", level = "debug", skip_all)]
     pub async fn list_messages(
         &self,
         scope: MessageScope<'_>,
@@ -362,6 +366,7 @@ impl Store {
     /// small (a context window is at most 21 seqs, merged snippet windows at most
     /// results × (2 · window + 1), an event's range one createMessages batch), so the key lists
     /// stay short.
+    #[tracing::instrument(name = "store.messages_in_ranges", level = "debug", skip_all)]
     pub async fn messages_in_ranges(&self, ranges: &[SeqRange]) -> StoreResult<Vec<Message>> {
         let covered = ranges
             .iter()
@@ -413,6 +418,6 @@ async fn ensure_session<C: ConnectionTrait>(
         [new_id().into(), name.into(), workspace.into()],
     ))
     .await?;
-    require_active_session(db, workspace, name).await?;
+    require_session(db, workspace, name).await?;
     Ok(())
 }

@@ -21,6 +21,7 @@ impl Store {
     /// Refuses to serve with an embedder whose vectors do not fit the database, or that is not the
     /// model that embedded what is stored (its vectors would not be comparable). The first start
     /// with an embedder records its model.
+    #[tracing::instrument(name = "store.check_embedder", level = "debug", skip_all)]
     pub async fn check_embedder(&self) -> StoreResult<()> {
         let Some(embedder) = self.embedder() else {
             return Ok(());

@@ -58,6 +58,7 @@ impl Store {
     /// The workspace `name` (None when it does not exist) with the active sessions, peers and live
     /// conclusions of `names` that exist in it, in one statement. Kinds with no names are not
     /// joined; lists longer than [`MAX_PATH_NAMES`] are truncated to it.
+    #[tracing::instrument(name = "store.workspace_path", level = "debug", skip_all)]
     pub async fn workspace_path(
         &self,
         name: &str,
@@ -79,8 +80,7 @@ impl Store {
         let with_sessions = join(
             &names.sessions,
             columns::aliased::<session::Entity>("s", "s_"),
-            " LEFT JOIN sessions s ON s.workspace_name = w.name AND s.name = ANY($n) \
-               AND s.is_active",
+            " LEFT JOIN sessions s ON s.workspace_name = w.name AND s.name = ANY($n)",
         );
         let with_peers = join(
             &names.peers,

@@ -4,7 +4,7 @@ use serde_json::Value;
 use super::filter::{self, Resource};
 use super::page::{self, Order, Page, Slice};
 use super::workspace::ensure_workspace;
-use super::{Store, StoreError, StoreResult, TxOptions, new_id, stmt, validate};
+use super::{Store, StoreError, StoreResult, TxOptions, keys, new_id, stmt, validate};
 use crate::entity::{peer, session, session_peer};
 
 pub type Peer = peer::Model;
@@ -20,22 +20,15 @@ pub enum PeerReach {
 
 impl Store {
     /// Peers for many (workspace, name) keys in one statement; absent keys are simply missing.
+    #[tracing::instrument(name = "store.peers_by_keys", level = "debug", skip_all)]
     pub async fn peers_by_keys(&self, keys: &[(String, String)]) -> StoreResult<Vec<Peer>> {
-        let (ws, names): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
-        Ok(peer::Entity::find()
-            .from_raw_sql(stmt(
-                "SELECT p.* FROM peers p \
-                 JOIN unnest($1::text[], $2::text[]) AS k(w, n) \
-                   ON p.workspace_name = k.w AND p.name = k.n",
-                [ws.into(), names.into()],
-            ))
-            .all(self.reader())
-            .await?)
+        keys::by_names::<peer::Entity, _>(self.reader(), keys).await
     }
 
     /// Creates the peer (and its workspace) or, when it exists and `reach` allows, replaces the
     /// metadata and configuration that were given (Honcho's get-or-create). With [`PeerReach::CreateOnly`] an
     /// existing peer is FORBIDDEN: neither read nor changed.
+    #[tracing::instrument(name = "store.get_or_create_peer", level = "debug", skip_all)]
     pub async fn get_or_create_peer(
         &self,
         workspace: &str,
@@ -86,6 +79,7 @@ impl Store {
     }
 
     /// Replaces metadata and configuration where given.
+    #[tracing::instrument(name = "store.update_peer", level = "debug", skip_all)]
     pub async fn update_peer(
         &self,
         workspace: &str,
@@ -111,6 +105,7 @@ impl Store {
             .ok_or_else(|| StoreError::not_found("peer", name))
     }
 
+    #[tracing::instrument(name = "store.list_peers", level = "debug", skip_all)]
     pub async fn list_peers(
         &self,
         workspace: &str,
@@ -134,6 +129,7 @@ impl Store {
 
     /// What `observer` keeps about `observed` as a list of short facts (its peer card), None
     /// when never set. Kept in the observer's internal metadata, under `peer_cards`.
+    #[tracing::instrument(name = "store.peer_card", level = "debug", skip_all)]
     pub async fn peer_card(
         &self,
         workspace: &str,
@@ -151,6 +147,7 @@ impl Store {
     }
 
     /// Replaces `observer`'s card of `observed` (NUL characters stripped).
+    #[tracing::instrument(name = "store.set_peer_card", level = "debug", skip_all)]
     pub async fn set_peer_card(
         &self,
         workspace: &str,
@@ -176,6 +173,7 @@ impl Store {
     }
 
     /// Sessions the peer has ever been a member of, including ones it left (as Honcho).
+    #[tracing::instrument(name = "store.list_peer_sessions", level = "debug", skip_all)]
     pub async fn list_peer_sessions(
         &self,
         workspace: &str,

@@ -264,6 +264,7 @@ impl Store {
     /// its messages. Derived conclusions go through the same upsert as `recordDerivedConclusion`,
     /// citing their live premises; one whose premises are all gone, or that would reinforce a
     /// conclusion its premises derive from (a cycle), is refused.
+    #[tracing::instrument(name = "store.complete_batch", level = "debug", skip_all)]
     pub async fn complete_batch(
         &self,
         claim: &Claim,
@@ -399,6 +400,7 @@ impl Store {
 
     /// Records that the claim's batch failed: the unit stops (its messages stay queued) until
     /// [`Store::retry_failed_derivations`]. A claim that no longer holds the unit changes nothing.
+    #[tracing::instrument(name = "store.fail_batch", level = "debug", skip_all)]
     pub async fn fail_batch(&self, claim: &Claim, message: &str) -> StoreResult<()> {
         let message: String = message.chars().take(2000).collect();
         self.db()
@@ -420,6 +422,7 @@ impl Store {
 
     /// Lets the workspace's failed units be claimed again; returns how many queued messages
     /// that puts back.
+    #[tracing::instrument(name = "store.retry_failed_derivations", level = "debug", skip_all)]
     pub async fn retry_failed_derivations(&self, workspace: &str) -> StoreResult<i64> {
         let row = self
             .db()
@@ -436,6 +439,7 @@ impl Store {
 
     /// Queued messages of the workspace by state (one per message and observer), and the last
     /// failure recorded.
+    #[tracing::instrument(name = "store.deriver_status", level = "debug", skip_all)]
     pub async fn deriver_status(&self, workspace: &str) -> StoreResult<QueueStatus> {
         let counts = self
             .reader()
@@ -491,6 +495,7 @@ impl Store {
 
     /// The live conclusions of `observer` about `observed` nearest to any of `vectors` (cosine),
     /// at most `limit`, nearest first; without vectors, the newest.
+    #[tracing::instrument(name = "store.nearest_conclusions", level = "debug", skip_all)]
     pub async fn nearest_conclusions(
         &self,
         workspace: &str,
@@ -543,6 +548,7 @@ impl Store {
 
     /// The messages each conclusion was drawn from, for many (workspace, conclusion id) keys in
     /// one statement, in seq order.
+    #[tracing::instrument(name = "store.source_messages", level = "debug", skip_all)]
     pub async fn source_messages(
         &self,
         keys: &[(String, String)],

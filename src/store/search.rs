@@ -58,8 +58,6 @@
 //! - Snippets are ordered by the rank of their best match in `results`, not grouped by session:
 //!   the best evidence comes first whichever conversation holds it.
 
-use std::collections::HashMap;
-
 use sea_orm::sea_query::{
     Alias, CommonTableExpression, Condition, Expr, ExprTrait, Func, JoinType, Order,
     PostgresQueryBuilder, Query, SelectStatement, UnionType, Value as SqlValue, WithClause,
@@ -68,7 +66,7 @@ use sea_orm::sea_query::{
 use sea_orm::{DbBackend, EntityTrait, Statement};
 use serde_json::Value;
 
-use super::filter::{self, Filter, Resource};
+use super::filter::{self, Filter, Resource, like_pattern};
 use super::message::{Message, MessageScope, SeqRange};
 use super::{IterativeScan, Store, StoreError, StoreResult, TxOptions};
 use crate::entity::message;
@@ -170,6 +168,7 @@ pub fn check_context_window(window: i64) -> StoreResult<()> {
 impl Store {
     /// The `limit` best messages of `scope` for `query` (and the filter DSL), best first.
     /// A workspace or session that does not exist has no messages: the result is empty.
+    #[tracing::instrument(name = "store.search", level = "debug", skip_all)]
     pub async fn search(
         &self,
         scope: SearchScope<'_>,
@@ -197,47 +196,6 @@ impl Store {
         let select = &select;
         self.read_transaction(options, |txn| async move { Ok(select().all(&*txn).await?) })
             .await
-    }
-
-    /// [`Store::search`] with the snippets of its results: per session, the windows
-    /// `[seq − window, seq + window]` of the matches, merged when they overlap or touch, all
-    /// fetched in one statement (none for `window` 0, where the context is the matches).
-    pub async fn search_with_context(
-        &self,
-        scope: SearchScope<'_>,
-        query: &str,
-        filters: &Value,
-        limit: u64,
-        window: i64,
-    ) -> StoreResult<(Vec<Message>, Vec<Snippet>)> {
-        check_context_window(window)?;
-        let results = self.search(scope, query, filters, limit).await?;
-        let plans = plan_snippets(&results, window);
-        let rows = if window == 0 {
-            Vec::new()
-        } else {
-            let ranges: Vec<SeqRange> = plans.iter().map(|p| p.range.clone()).collect();
-            self.messages_in_ranges(&ranges).await?
-        };
-        let mut by_session: HashMap<(&str, &str), Vec<&Message>> = HashMap::new();
-        for m in &rows {
-            by_session
-                .entry((&m.workspace_name, &m.session_name))
-                .or_default()
-                .push(m);
-        }
-        let snippets = assemble_snippets(plans, window, |r| {
-            by_session
-                .get(&(r.workspace.as_str(), r.session.as_str()))
-                .map(|ms| {
-                    ms.iter()
-                        .filter(|m| (r.from..=r.to).contains(&m.seq_in_session))
-                        .map(|m| (*m).clone())
-                        .collect()
-                })
-                .unwrap_or_default()
-        });
-        Ok((results, snippets))
     }
 
     /// The query's embedding, or None (no embedder, or it failed: full text answers alone).
@@ -332,21 +290,6 @@ pub fn assemble_snippets(
             }
         })
         .collect()
-}
-
-/// `%text%` for ILIKE, with the pattern characters of `text` escaped (backslash is the default
-/// escape character).
-pub fn like_pattern(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('%');
-    for c in text.chars() {
-        if matches!(c, '\\' | '%' | '_') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out.push('%');
-    out
 }
 
 fn scope_workspace(scope: SearchScope<'_>) -> &str {
@@ -705,11 +648,6 @@ mod tests {
             panic!("window 0 needs no query")
         });
         assert_eq!(zero[0].context, zero[0].matched);
-    }
-
-    #[test]
-    fn like_escaping() {
-        assert_eq!(like_pattern(r"100%_a\b"), r"%100\%\_a\\b%");
     }
 
     #[test]

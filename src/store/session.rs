@@ -5,7 +5,7 @@ use super::filter::{self, Resource};
 use super::page::{self, Order, Page, Slice};
 use super::peer::ensure_peers;
 use super::workspace::ensure_workspace;
-use super::{Store, StoreError, StoreResult, TxOptions, new_id, stmt, validate};
+use super::{Store, StoreError, StoreResult, TxOptions, keys, new_id, stmt, validate};
 use crate::entity::{message, session, session_peer};
 
 pub type Session = session::Model;
@@ -41,25 +41,18 @@ impl MemberConfig {
 }
 
 impl Store {
+    #[tracing::instrument(name = "store.session", level = "debug", skip_all)]
     pub async fn session(&self, workspace: &str, name: &str) -> StoreResult<Option<Session>> {
-        active_session(self.reader(), workspace, name).await
+        find_session(self.reader(), workspace, name).await
     }
 
+    #[tracing::instrument(name = "store.sessions_by_keys", level = "debug", skip_all)]
     pub async fn sessions_by_keys(&self, keys: &[(String, String)]) -> StoreResult<Vec<Session>> {
-        let (ws, names): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
-        Ok(session::Entity::find()
-            .from_raw_sql(stmt(
-                "SELECT s.* FROM sessions s \
-                 JOIN unnest($1::text[], $2::text[]) AS k(w, n) \
-                   ON s.workspace_name = k.w AND s.name = k.n \
-                 WHERE s.is_active",
-                [ws.into(), names.into()],
-            ))
-            .all(self.reader())
-            .await?)
+        keys::by_names::<session::Entity, _>(self.reader(), keys).await
     }
 
     /// Active members of many sessions in one statement, in join order.
+    #[tracing::instrument(name = "store.members_by_sessions", level = "debug", skip_all)]
     pub async fn members_by_sessions(
         &self,
         keys: &[(String, String)],
@@ -78,6 +71,7 @@ impl Store {
             .await?)
     }
 
+    #[tracing::instrument(name = "store.session_member", level = "debug", skip_all)]
     pub async fn session_member(
         &self,
         workspace: &str,
@@ -95,6 +89,7 @@ impl Store {
     /// Creates the session (with its workspace and any missing peers) or, when it exists, replaces
     /// its metadata, shallow-merges its configuration and makes the listed peers members; what
     /// `reach` forbids is FORBIDDEN, decided under the session's lock on what the transaction sees.
+    #[tracing::instrument(name = "store.get_or_create_session", level = "debug", skip_all)]
     pub async fn get_or_create_session(
         &self,
         workspace: &str,
@@ -119,7 +114,7 @@ impl Store {
         self.transaction(TxOptions::default(), |txn| async move {
             lock_session(&*txn, workspace, name).await?;
             if let SessionReach::Member(me) = reach
-                && let Some(existing) = active_session(&*txn, workspace, name).await?
+                && let Some(existing) = find_session(&*txn, workspace, name).await?
             {
                 let member = session_peer::Entity::find()
                     .filter(session_peer::Column::WorkspaceName.eq(workspace))
@@ -168,6 +163,7 @@ impl Store {
         .await
     }
 
+    #[tracing::instrument(name = "store.update_session", level = "debug", skip_all)]
     pub async fn update_session(
         &self,
         workspace: &str,
@@ -180,7 +176,7 @@ impl Store {
             .from_raw_sql(stmt(
                 "UPDATE sessions SET metadata = COALESCE($3, metadata), \
                  configuration = configuration || COALESCE($4, '{}'::jsonb) \
-                 WHERE workspace_name = $1 AND name = $2 AND is_active RETURNING *",
+                 WHERE workspace_name = $1 AND name = $2 RETURNING *",
                 [
                     workspace.into(),
                     name.into(),
@@ -200,6 +196,7 @@ impl Store {
     ///
     /// It takes the session's lock first, so a concurrent `create_messages` either finishes
     /// before (and its messages go with the session) or starts after (and makes a new session).
+    #[tracing::instrument(name = "store.delete_session", level = "debug", skip_all)]
     pub async fn delete_session(&self, workspace: &str, name: &str) -> StoreResult<()> {
         self.transaction(TxOptions::default(), |txn| async move {
             lock_session(&*txn, workspace, name).await?;
@@ -221,6 +218,7 @@ impl Store {
     /// seqs, token counts, timestamps and embeddings. Honcho zeroes token counts and drops
     /// embeddings of copies, and looks the cutoff up by session name across workspaces; both are
     /// fixed here.
+    #[tracing::instrument(name = "store.clone_session", level = "debug", skip_all)]
     pub async fn clone_session(
         &self,
         workspace: &str,
@@ -228,75 +226,14 @@ impl Store {
         up_to_message: Option<&str>,
     ) -> StoreResult<Session> {
         self.transaction(TxOptions::default(), |txn| async move {
-            let original = lock_active_session(&*txn, workspace, name).await?;
+            let original = lock_existing_session(&*txn, workspace, name).await?;
             let cutoff = match up_to_message {
                 None => i64::MAX,
-                Some(id) => {
-                    message::Entity::find()
-                        .filter(message::Column::WorkspaceName.eq(workspace))
-                        .filter(message::Column::SessionName.eq(name))
-                        .filter(message::Column::PublicId.eq(id))
-                        .one(&*txn)
-                        .await?
-                        .ok_or_else(|| StoreError::not_found("message", id))?
-                        .seq_in_session
-                }
+                Some(id) => message_seq(&*txn, workspace, name, id).await?,
             };
-            let clone_name = new_id();
-            let clone = session::Entity::find()
-                .from_raw_sql(stmt(
-                    "INSERT INTO sessions (id, name, workspace_name, metadata, configuration) \
-                     VALUES ($1, $2, $3, $4, $5) RETURNING *",
-                    [
-                        new_id().into(),
-                        clone_name.clone().into(),
-                        workspace.into(),
-                        original.metadata.clone().into(),
-                        original.configuration.clone().into(),
-                    ],
-                ))
-                .one(&*txn)
-                .await?
-                .ok_or_else(|| StoreError::Internal("session insert returned no row".into()))?;
-            txn.execute_raw(stmt(
-                "INSERT INTO session_peers (workspace_name, session_name, peer_name, configuration) \
-                 SELECT workspace_name, $3, peer_name, configuration FROM session_peers \
-                 WHERE workspace_name = $1 AND session_name = $2",
-                [workspace.into(), name.into(), clone_name.clone().into()],
-            ))
-            .await?;
-            // Public ids must be fresh nanoids; the database has no nanoid function, so they are made
-            // here, one per message counted, and paired with the rows in seq order by SQL (the
-            // messages themselves never leave the database).
-            let count = txn
-                .query_one_raw(stmt(
-                    "SELECT count(*) FROM messages \
-                     WHERE workspace_name = $1 AND session_name = $2 AND seq_in_session <= $3",
-                    [workspace.into(), name.into(), cutoff.into()],
-                ))
-                .await?
-                .map(|row| row.try_get_by_index::<i64>(0))
-                .transpose()?
-                .unwrap_or(0);
-            let ids: Vec<String> = (0..count).map(|_| new_id()).collect();
-            txn.execute_raw(stmt(
-                "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, \
-                   seq_in_session, content, metadata, token_count, created_at, embedding) \
-                 SELECT k.id, m.workspace_name, $3, m.peer_name, m.seq_in_session, m.content, \
-                   m.metadata, m.token_count, m.created_at, m.embedding \
-                 FROM (SELECT *, row_number() OVER (ORDER BY seq_in_session) AS n FROM messages \
-                       WHERE workspace_name = $1 AND session_name = $2 AND seq_in_session <= $5) m \
-                 JOIN unnest($4::text[]) WITH ORDINALITY AS k(id, n) ON k.n = m.n \
-                 ORDER BY m.seq_in_session",
-                [
-                    workspace.into(),
-                    name.into(),
-                    clone_name.into(),
-                    ids.into(),
-                    cutoff.into(),
-                ],
-            ))
-            .await?;
+            let clone = insert_copy(&*txn, &original).await?;
+            copy_members(&*txn, &original, &clone).await?;
+            copy_messages(&*txn, &original, &clone, cutoff).await?;
             Ok(clone)
         })
         .await
@@ -304,6 +241,7 @@ impl Store {
 
     /// Makes the peers members (creating session and peers when missing). Active members keep
     /// their configuration; peers that had left rejoin with the configuration given now.
+    #[tracing::instrument(name = "store.add_peers_to_session", level = "debug", skip_all)]
     pub async fn add_peers_to_session(
         &self,
         workspace: &str,
@@ -314,6 +252,7 @@ impl Store {
             .await
     }
 
+    #[tracing::instrument(name = "store.remove_peers_from_session", level = "debug", skip_all)]
     pub async fn remove_peers_from_session(
         &self,
         workspace: &str,
@@ -321,7 +260,7 @@ impl Store {
         peers: &[String],
     ) -> StoreResult<Session> {
         self.transaction(TxOptions::default(), |txn| async move {
-            let session = lock_active_session(&*txn, workspace, name).await?;
+            let session = lock_existing_session(&*txn, workspace, name).await?;
             txn.execute_raw(stmt(
                 "UPDATE session_peers SET left_at = now() \
                  WHERE workspace_name = $1 AND session_name = $2 AND peer_name = ANY($3) \
@@ -336,6 +275,7 @@ impl Store {
 
     /// Makes `peers` the session's active members: the others leave, the listed ones join (or
     /// stay), in one transaction. The session must exist.
+    #[tracing::instrument(name = "store.set_session_peers", level = "debug", skip_all)]
     pub async fn set_session_peers(
         &self,
         workspace: &str,
@@ -345,7 +285,7 @@ impl Store {
         let names: Vec<String> = peers.iter().map(|p| p.peer.clone()).collect();
         let names = &names;
         self.transaction(TxOptions::default(), |txn| async move {
-            let session = lock_active_session(&*txn, workspace, name).await?;
+            let session = lock_existing_session(&*txn, workspace, name).await?;
             txn.execute_raw(stmt(
                 "UPDATE session_peers SET left_at = now() \
                  WHERE workspace_name = $1 AND session_name = $2 AND peer_name <> ALL($3) \
@@ -361,6 +301,7 @@ impl Store {
 
     /// Sets the non-null fields of a peer's configuration in a session, adding the membership
     /// when there is none. Session and peer must exist.
+    #[tracing::instrument(name = "store.set_session_peer_config", level = "debug", skip_all)]
     pub async fn set_session_peer_config(
         &self,
         workspace: &str,
@@ -370,7 +311,7 @@ impl Store {
         // Under the session's lock: concurrent calls each counting 10 observers before the other
         // committed would otherwise let 12 through.
         self.transaction(TxOptions::default(), |txn| async move {
-            lock_active_session(&*txn, workspace, session_name).await?;
+            lock_existing_session(&*txn, workspace, session_name).await?;
             if crate::entity::peer::Entity::find()
                 .filter(crate::entity::peer::Column::WorkspaceName.eq(workspace))
                 .filter(crate::entity::peer::Column::Name.eq(config.peer.as_str()))
@@ -405,6 +346,7 @@ impl Store {
         .await
     }
 
+    #[tracing::instrument(name = "store.list_sessions", level = "debug", skip_all)]
     pub async fn list_sessions(
         &self,
         workspace: &str,
@@ -415,7 +357,6 @@ impl Store {
         let filter = filter::parse(Resource::Session, filters)?;
         let select = session::Entity::find()
             .filter(session::Column::WorkspaceName.eq(workspace))
-            .filter(session::Column::IsActive.eq(true))
             .filter(filter.condition("sessions"));
         page::fetch(
             self.reader(),
@@ -426,6 +367,106 @@ impl Store {
         )
         .await
     }
+}
+
+/// The seq of message `id` in the session; NOT_FOUND when it is no message of that session.
+async fn message_seq<C: ConnectionTrait>(
+    db: &C,
+    workspace: &str,
+    session: &str,
+    id: &str,
+) -> StoreResult<i64> {
+    Ok(message::Entity::find()
+        .filter(message::Column::WorkspaceName.eq(workspace))
+        .filter(message::Column::SessionName.eq(session))
+        .filter(message::Column::PublicId.eq(id))
+        .one(db)
+        .await?
+        .ok_or_else(|| StoreError::not_found("message", id))?
+        .seq_in_session)
+}
+
+/// A new session under a fresh name with `original`'s metadata and configuration.
+async fn insert_copy<C: ConnectionTrait>(db: &C, original: &Session) -> StoreResult<Session> {
+    session::Entity::find()
+        .from_raw_sql(stmt(
+            "INSERT INTO sessions (id, name, workspace_name, metadata, configuration) \
+             VALUES ($1, $2, $3, $4, $5) RETURNING *",
+            [
+                new_id().into(),
+                new_id().into(),
+                original.workspace_name.clone().into(),
+                original.metadata.clone().into(),
+                original.configuration.clone().into(),
+            ],
+        ))
+        .one(db)
+        .await?
+        .ok_or_else(|| StoreError::Internal("session insert returned no row".into()))
+}
+
+/// `original`'s memberships, with their configuration, into `clone`: every member joins now.
+async fn copy_members<C: ConnectionTrait>(
+    db: &C,
+    original: &Session,
+    clone: &Session,
+) -> StoreResult<()> {
+    db.execute_raw(stmt(
+        "INSERT INTO session_peers (workspace_name, session_name, peer_name, configuration) \
+         SELECT workspace_name, $3, peer_name, configuration FROM session_peers \
+         WHERE workspace_name = $1 AND session_name = $2",
+        [
+            original.workspace_name.clone().into(),
+            original.name.clone().into(),
+            clone.name.clone().into(),
+        ],
+    ))
+    .await?;
+    Ok(())
+}
+
+/// `original`'s messages up to seq `cutoff` into `clone`, with their seqs, token counts,
+/// timestamps and embeddings, under fresh public ids.
+async fn copy_messages<C: ConnectionTrait>(
+    db: &C,
+    original: &Session,
+    clone: &Session,
+    cutoff: i64,
+) -> StoreResult<()> {
+    let (workspace, name) = (&original.workspace_name, &original.name);
+    // Public ids must be fresh nanoids; the database has no nanoid function, so they are made
+    // here, one per message counted, and paired with the rows in seq order by SQL (the messages
+    // themselves never leave the database).
+    let count = db
+        .query_one_raw(stmt(
+            "SELECT count(*) FROM messages \
+             WHERE workspace_name = $1 AND session_name = $2 AND seq_in_session <= $3",
+            [workspace.clone().into(), name.clone().into(), cutoff.into()],
+        ))
+        .await?
+        .map(|row| row.try_get_by_index::<i64>(0))
+        .transpose()?
+        .unwrap_or(0);
+    let ids: Vec<String> = (0..count).map(|_| new_id()).collect();
+    db.execute_raw(stmt(
+        "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, \
+           seq_in_session, content, metadata, token_count, created_at, embedding) \
+         SELECT k.id, m.workspace_name, $3, m.peer_name, m.seq_in_session, m.content, \
+           m.metadata, m.token_count, m.created_at, m.embedding \
+         FROM (SELECT *, row_number() OVER (ORDER BY seq_in_session) AS n FROM messages \
+               WHERE workspace_name = $1 AND session_name = $2 AND seq_in_session <= $5) m \
+         JOIN unnest($4::text[]) WITH ORDINALITY AS k(id, n) ON k.n = m.n \
+         ORDER BY m.seq_in_session",
+        [
+            workspace.clone().into(),
+            name.clone().into(),
+            clone.name.clone().into(),
+            ids.into(),
+            cutoff.into(),
+        ],
+    ))
+    .await?;
+    Ok(())
 }
 
 /// Serialises the writes to one session (messages, memberships, deletion) until the transaction
@@ -445,7 +486,7 @@ pub(crate) async fn lock_session<C: ConnectionTrait>(
     Ok(())
 }
 
-async fn active_session<C: ConnectionTrait>(
+async fn find_session<C: ConnectionTrait>(
     db: &C,
     workspace: &str,
     name: &str,
@@ -453,30 +494,29 @@ async fn active_session<C: ConnectionTrait>(
     Ok(session::Entity::find()
         .filter(session::Column::WorkspaceName.eq(workspace))
         .filter(session::Column::Name.eq(name))
-        .filter(session::Column::IsActive.eq(true))
         .one(db)
         .await?)
 }
 
-/// The session, which must exist and be active: NOT_FOUND otherwise.
-pub(crate) async fn require_active_session<C: ConnectionTrait>(
+/// The session, which must exist: NOT_FOUND otherwise.
+pub(crate) async fn require_session<C: ConnectionTrait>(
     db: &C,
     workspace: &str,
     name: &str,
 ) -> StoreResult<Session> {
-    active_session(db, workspace, name)
+    find_session(db, workspace, name)
         .await?
         .ok_or_else(|| StoreError::not_found("session", name))
 }
 
-/// [`lock_session`], then [`require_active_session`].
-async fn lock_active_session<C: ConnectionTrait>(
+/// [`lock_session`], then [`require_session`].
+async fn lock_existing_session<C: ConnectionTrait>(
     db: &C,
     workspace: &str,
     name: &str,
 ) -> StoreResult<Session> {
     lock_session(db, workspace, name).await?;
-    require_active_session(db, workspace, name).await
+    require_session(db, workspace, name).await
 }
 
 /// Upserts memberships: new members join with the given config, members that had left rejoin with

@@ -9,6 +9,7 @@ use crate::entity::{session, workspace};
 pub type Workspace = workspace::Model;
 
 impl Store {
+    #[tracing::instrument(name = "store.workspace", level = "debug", skip_all)]
     pub async fn workspace(&self, name: &str) -> StoreResult<Option<Workspace>> {
         Ok(workspace::Entity::find()
             .filter(workspace::Column::Name.eq(name))
@@ -17,6 +18,7 @@ impl Store {
     }
 
     /// Returns the existing workspace unchanged, or creates it (Honcho's get-or-create).
+    #[tracing::instrument(name = "store.get_or_create_workspace", level = "debug", skip_all)]
     pub async fn get_or_create_workspace(
         &self,
         name: &str,
@@ -29,6 +31,7 @@ impl Store {
     }
 
     /// Replaces metadata, shallow-merges configuration, as Honcho does. Absent fields stay.
+    #[tracing::instrument(name = "store.update_workspace", level = "debug", skip_all)]
     pub async fn update_workspace(
         &self,
         name: &str,
@@ -48,8 +51,9 @@ impl Store {
             .ok_or_else(|| StoreError::not_found("workspace", name))
     }
 
-    /// Deletes the workspace and everything in it. Refused while it has active sessions, so a
+    /// Deletes the workspace and everything in it. Refused while it has sessions, so a
     /// workspace in use is never dropped by accident (Honcho answers 409 likewise).
+    #[tracing::instrument(name = "store.delete_workspace", level = "debug", skip_all)]
     pub async fn delete_workspace(&self, name: &str) -> StoreResult<()> {
         self.transaction(TxOptions::default(), |txn| async move {
             let found = workspace::Entity::find()
@@ -64,7 +68,6 @@ impl Store {
             }
             let active = session::Entity::find()
                 .filter(session::Column::WorkspaceName.eq(name))
-                .filter(session::Column::IsActive.eq(true))
                 .one(&*txn)
                 .await?;
             if active.is_some() {
@@ -81,6 +84,7 @@ impl Store {
         .await
     }
 
+    #[tracing::instrument(name = "store.list_workspaces", level = "debug", skip_all)]
     pub async fn list_workspaces(
         &self,
         filters: &Value,

@@ -59,7 +59,7 @@ async fn a_dimension_mismatch_stops_start_up_and_reembed_resize_fixes_it() {
         "names the fix: {err}"
     );
 
-    store.reembed(false, true, false).await.unwrap();
+    store.reembed(false, true, &()).await.unwrap();
     store.check_embedder().await.unwrap();
     db.close().await.unwrap();
 }
@@ -94,7 +94,7 @@ async fn reembed_fills_in_missing_embeddings() {
         2
     );
     let store = app.store.clone().with_embedder(Some(minilm()));
-    assert_eq!(store.reembed(false, false, false).await.unwrap(), 2);
+    assert_eq!(store.reembed(false, false, &()).await.unwrap(), 2);
     assert_eq!(
         app.sql_i64("SELECT count(*) FROM messages WHERE embedding IS NULL")
             .await,
@@ -227,7 +227,7 @@ async fn a_message_vector_holds_the_turn_before_it_and_reembed_recomputes_it() {
         .await
         .unwrap();
     assert!(stored_cosine(&app, 2, &v[3]).await > 0.999);
-    app.store.reembed(true, false, false).await.unwrap();
+    app.store.reembed(true, false, &()).await.unwrap();
     for seq in 1..=3 {
         let c = stored_cosine(&app, seq, &v[seq as usize - 1]).await;
         assert!(c > 0.999, "after reembed, seq {seq}: cosine {c}");

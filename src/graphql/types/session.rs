@@ -24,8 +24,9 @@ impl Session {
         ID(self.0.workspace_name.clone())
     }
 
+    /// Always true: a deleted session is gone at once, with its messages.
     async fn is_active(&self) -> bool {
-        self.0.is_active
+        true
     }
 
     async fn metadata(&self) -> Json<&Value> {

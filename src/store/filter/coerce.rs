@@ -3,7 +3,9 @@
 use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, NaiveTime, Utc};
 use serde_json::{Number, Value};
 
-use super::fields::LEVELS;
+use sea_orm::{ActiveEnum, Iterable};
+
+use crate::entity::conclusion::Level;
 
 /// An integer-column operand, classified so that comparisons stay exact without floats.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -215,8 +217,8 @@ fn parse_offset(s: &str) -> Option<i64> {
 }
 
 /// A conclusion level in Honcho's lowercase or the GraphQL enum spelling (any ASCII case).
-pub(crate) fn level(s: &str) -> Option<&'static str> {
-    LEVELS.iter().copied().find(|l| l.eq_ignore_ascii_case(s))
+pub(crate) fn level(s: &str) -> Option<Level> {
+    Level::iter().find(|l| l.to_value().eq_ignore_ascii_case(s))
 }
 
 #[cfg(test)]
@@ -344,9 +346,9 @@ mod tests {
 
     #[test]
     fn levels_accept_both_spellings() {
-        assert_eq!(level("deductive"), Some("deductive"));
-        assert_eq!(level("DEDUCTIVE"), Some("deductive"));
-        assert_eq!(level("Contradiction"), Some("contradiction"));
+        assert_eq!(level("deductive"), Some(Level::Deductive));
+        assert_eq!(level("DEDUCTIVE"), Some(Level::Deductive));
+        assert_eq!(level("Contradiction"), Some(Level::Contradiction));
         assert_eq!(level("deduction"), None);
         assert_eq!(level(""), None);
     }

@@ -15,7 +15,7 @@ pub enum Resource {
 
 /// How a column's values are compared and what operand types it accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
     /// Short text (ids, names): equality, `in`, ordering, `contains`/`icontains`.
     Text,
     /// Long text (message content): equality, `ne`, `in`, `contains`/`icontains`; no ordering.
@@ -26,7 +26,7 @@ pub(crate) enum Kind {
     Bool,
     /// `timestamptz` column: RFC 3339 or date-only strings.
     DateTime,
-    /// Conclusion level: the closed set [`LEVELS`]; equality, `ne`, `in`.
+    /// Conclusion level: the closed set of `entity::conclusion::Level`; equality, `ne`, `in`.
     Level,
     /// The public JSONB `metadata` column (nested-metadata rules).
     Metadata,
@@ -61,7 +61,7 @@ impl Kind {
 
 /// One filterable key: its two spellings, the SQL column, and the value kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Field {
+pub struct Field {
     pub camel: &'static str,
     pub snake: &'static str,
     pub column: &'static str,
@@ -77,8 +77,9 @@ const fn f(camel: &'static str, snake: &'static str, column: &'static str, kind:
     }
 }
 
-/// Conclusion levels, as stored in the `level` column.
-pub const LEVELS: [&str; 4] = ["explicit", "deductive", "inductive", "contradiction"];
+/// The column of `Session.isActive`, which has none: a deleted session is gone at once, so every
+/// session a query can see is active. Comparisons on it are lowered against the constant `TRUE`.
+pub(crate) const ALWAYS_TRUE: &str = "TRUE";
 
 const ID_NAME: Field = f("id", "id", "name", Kind::Text);
 const WORKSPACE_ID: Field = f("workspaceId", "workspace_id", "workspace_name", Kind::Text);
@@ -92,7 +93,7 @@ static PEER: &[Field] = &[ID_NAME, WORKSPACE_ID, CREATED_AT, METADATA];
 static SESSION: &[Field] = &[
     ID_NAME,
     WORKSPACE_ID,
-    f("isActive", "is_active", "is_active", Kind::Bool),
+    f("isActive", "is_active", ALWAYS_TRUE, Kind::Bool),
     CREATED_AT,
     METADATA,
 ];
@@ -136,7 +137,9 @@ impl Resource {
         Resource::Conclusion,
     ];
 
-    pub(crate) fn fields(self) -> &'static [Field] {
+    /// The keys this resource accepts, with their columns and kinds (the integration tests
+    /// generate filters from them).
+    pub fn fields(self) -> &'static [Field] {
         match self {
             Resource::Workspace => WORKSPACE,
             Resource::Peer => PEER,

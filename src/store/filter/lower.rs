@@ -7,6 +7,7 @@ use sea_orm::sea_query::extension::postgres::PgExpr;
 use sea_orm::sea_query::{Alias, BinOper, Condition, Expr, ExprTrait, LikeExpr, Value};
 
 use super::coerce::MAX_NUMERIC_LEN;
+use super::fields::ALWAYS_TRUE;
 use super::tree::{CmpOp, KeyTest, Node, Scalar};
 
 /// What `metadata ->> key` must look like to be cast to `numeric`: the shape jsonb prints numbers
@@ -31,6 +32,9 @@ pub(crate) fn condition(node: &Node, table: &str) -> Condition {
 }
 
 fn col(table: &str, column: &str) -> Expr {
+    if column == ALWAYS_TRUE {
+        return Expr::cust(ALWAYS_TRUE);
+    }
     Expr::col((Alias::new(table), Alias::new(column)))
 }
 

@@ -1,5 +1,6 @@
 //! JSON → typed filter tree (the README's Filters grammar and decisions). No SQL here.
 
+use sea_orm::ActiveEnum;
 use serde_json::{Map, Value};
 
 use super::coerce::{self, IntOperand};
@@ -386,7 +387,7 @@ fn scalar(field: &Field, operand: &Value, path: &str) -> Result<Scalar> {
             None => err(path, K::InvalidDatetime { got: show(operand) }),
         },
         (Kind::Level, Value::String(s)) => match coerce::level(s) {
-            Some(l) => Ok(Scalar::Text(l.to_owned())),
+            Some(l) => Ok(Scalar::Text(l.to_value())),
             None => err(path, K::UnknownLevel { got: show(operand) }),
         },
         _ => invalid(),

@@ -1,0 +1,490 @@
+//! Subscriptions over real WebSockets: both protocols, slow clients, caps, keys in
+//! `connection_init`, expiry and the init timeout.
+
+use super::*;
+
+#[tokio::test]
+async fn two_instances_on_one_database_deliver_every_write_to_every_subscriber() {
+    let app = TestApp::new().await;
+    let a = Instance::start(&app, 1024).await;
+    let b = Instance::start(&app, 1024).await;
+
+    let mut on_a = ws_connect(a.addr, "graphql-transport-ws", json!({"apiKey": "later"})).await;
+    ws_send(
+        &mut on_a,
+        json!({"id": "1", "type": "subscribe", "payload": {"query": SUB, "variables": {"w": "ws", "s": "chat"}}}),
+    )
+    .await;
+    let mut on_b = ws_connect(b.addr, "graphql-transport-ws", Value::Null).await;
+    ws_send(
+        &mut on_b,
+        json!({"id": "s", "type": "subscribe", "payload": {"query": "subscription { messageCreated(workspaceId: \"ws\") { content } }"}}),
+    )
+    .await;
+    wait_until("both subscriptions", Duration::from_secs(5), || {
+        a.bus.subscribers() == 1 && b.bus.subscribers() == 1
+    })
+    .await;
+
+    // Written through B only.
+    b.create("chat", msgs("alice", &["one", "two"])).await;
+    b.create("other", msgs("bob", &["elsewhere"])).await;
+    b.create("chat", msgs("bob", &["three"])).await;
+
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let m = ws_next(&mut on_a).await;
+        assert_eq!(m["type"], "next", "{m}");
+        assert_eq!(m["id"], "1");
+        assert!(m["payload"].get("errors").is_none(), "{m}");
+        got.push(m["payload"]["data"]["messageCreated"].clone());
+    }
+    let contents: Vec<&str> = got.iter().map(|m| m["content"].as_str().unwrap()).collect();
+    assert_eq!(contents, ["one", "two", "three"]);
+    let s: Vec<i64> = got
+        .iter()
+        .map(|m| m["seqInSession"].as_i64().unwrap())
+        .collect();
+    assert_eq!(s, [1, 2, 3]);
+    assert_eq!(got[2]["peer"], json!({"id": "bob"}));
+
+    let mut on_b_got = Vec::new();
+    for _ in 0..4 {
+        let m = ws_next(&mut on_b).await;
+        on_b_got.push(m["payload"]["data"]["messageCreated"]["content"].clone());
+    }
+    assert_eq!(on_b_got, ["one", "two", "elsewhere", "three"]);
+
+    // A query over the socket works too, nested fields included, then completes.
+    ws_send(
+        &mut on_b,
+        json!({"id": "q", "type": "subscribe", "payload": {"query":
+            "{ workspace(id: \"ws\") { session(id: \"chat\") { messages { nodes { peer { id } } } } } }"}}),
+    )
+    .await;
+    let m = ws_next(&mut on_b).await;
+    assert_eq!(m["id"], "q", "{m}");
+    let nodes = &m["payload"]["data"]["workspace"]["session"]["messages"]["nodes"];
+    assert_eq!(nodes[2]["peer"], json!({"id": "bob"}), "{m}");
+    assert_eq!(
+        ws_next(&mut on_b).await,
+        json!({"type": "complete", "id": "q"})
+    );
+
+    // complete stops the subscription on the server.
+    ws_send(&mut on_a, json!({"id": "1", "type": "complete"})).await;
+    wait_until("the subscription to end", Duration::from_secs(5), || {
+        a.bus.subscribers() == 0
+    })
+    .await;
+    drop(on_b);
+    wait_until(
+        "the closed socket to drop its subscription",
+        Duration::from_secs(5),
+        || b.bus.subscribers() == 0,
+    )
+    .await;
+    // The two instances did not share a pool: B's store was the writer.
+    assert!(b.store.ping().await.is_ok());
+}
+
+#[tokio::test]
+async fn the_legacy_graphql_ws_protocol_works_too() {
+    let app = TestApp::new().await;
+    let a = Instance::start(&app, 1024).await;
+    let mut ws = ws_connect(
+        a.addr,
+        "graphql-ws",
+        json!({"authorization": "Bearer later"}),
+    )
+    .await;
+    ws_send(
+        &mut ws,
+        json!({"id": "7", "type": "start", "payload": {"query": SUB, "variables": {"w": "ws", "s": "chat"}}}),
+    )
+    .await;
+    wait_until("the subscription", Duration::from_secs(5), || {
+        a.bus.subscribers() == 1
+    })
+    .await;
+    a.create("chat", msgs("carol", &["legacy"])).await;
+    let m = ws_next(&mut ws).await;
+    assert_eq!(m["type"], "data", "{m}");
+    assert_eq!(m["id"], "7");
+    assert_eq!(m["payload"]["data"]["messageCreated"]["content"], "legacy");
+    assert_eq!(
+        m["payload"]["data"]["messageCreated"]["peer"],
+        json!({"id": "carol"})
+    );
+    ws_send(&mut ws, json!({"id": "7", "type": "stop"})).await;
+    assert_eq!(
+        ws_next(&mut ws).await,
+        json!({"type": "complete", "id": "7"})
+    );
+}
+
+#[tokio::test]
+async fn a_websocket_without_a_graphql_protocol_is_refused() {
+    let app = TestApp::new().await;
+    let a = Instance::start(&app, 16).await;
+    let req = format!("ws://{}/graphql/ws", a.addr)
+        .into_client_request()
+        .unwrap();
+    let err = tokio_tungstenite::connect_async(req).await.unwrap_err();
+    assert!(err.to_string().contains("400"), "{err}");
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_slows_no_writer_and_no_other_client() {
+    let app = TestApp::new().await;
+    let a = Instance::start(&app, 4).await;
+    // A tiny receive window: the server's socket buffer fills after a few MB.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let stream = socket.connect(a.addr).await.unwrap();
+    let mut req = format!("ws://{}/graphql/ws", a.addr)
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert(
+        "sec-websocket-protocol",
+        "graphql-transport-ws".parse().unwrap(),
+    );
+    let (mut slow, _) = tokio_tungstenite::client_async(req, MaybeTlsStream::Plain(stream))
+        .await
+        .unwrap();
+    ws_send(&mut slow, json!({"type": "connection_init"})).await;
+    assert_eq!(ws_next(&mut slow).await, json!({"type": "connection_ack"}));
+    let sub = json!({"id": "1", "type": "subscribe", "payload": {"query":
+        "subscription { messageCreated(workspaceId: \"ws\", sessionId: \"big\") { seqInSession content } }"}});
+    ws_send(&mut slow, sub.clone()).await;
+    let mut fast = ws_connect(a.addr, "graphql-transport-ws", Value::Null).await;
+    ws_send(&mut fast, sub).await;
+    wait_until("both subscriptions", Duration::from_secs(5), || {
+        a.bus.subscribers() == 2
+    })
+    .await;
+    // Enough to fill the server's socket send buffer (at most tcp_wmem's max; 4 MiB on Linux by
+    // default: 2 MiB of messages fitted there in practice) and then the bus buffer of 4 events.
+    let per_batch = 20;
+    let batch_bytes = per_batch * 10_000;
+    let wmem_max: usize = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_wmem")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(2).and_then(|v| v.parse().ok()))
+        .unwrap_or(4 << 20);
+    let batches = wmem_max / batch_bytes + 10;
+    // The reading client is waited for after each batch (its bus buffer is 4 events too, and a
+    // busy test machine must not make it lag); the stuck one never is.
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    let fast_reader = tokio::spawn(async move {
+        let mut last = 0;
+        for _ in 0..batches * per_batch {
+            let m = ws_next(&mut fast).await;
+            assert_eq!(m["type"], "next", "{m}");
+            let seq = m["payload"]["data"]["messageCreated"]["seqInSession"]
+                .as_i64()
+                .unwrap();
+            assert_eq!(seq, last + 1);
+            last = seq;
+            seen_tx.send(seq).unwrap();
+        }
+        last
+    });
+    let big = "x".repeat(10_000);
+    for b in 0..batches {
+        let m: Vec<Value> = (0..per_batch)
+            .map(|_| json!({"peerId": "p", "content": big}))
+            .collect();
+        a.create("big", Value::Array(m)).await;
+        let want = ((b + 1) * per_batch) as i64;
+        loop {
+            let seq = tokio::time::timeout(Duration::from_secs(10), seen.recv())
+                .await
+                .expect("the reading client keeps up")
+                .unwrap();
+            if seq == want {
+                break;
+            }
+        }
+    }
+    assert_eq!(
+        fast_reader.await.unwrap(),
+        (batches * per_batch) as i64,
+        "the reading client got every message"
+    );
+    // The stuck client reads again: what fitted in the sockets, then the end of its subscription.
+    let mut got = 0;
+    loop {
+        let m = ws_next(&mut slow).await;
+        match m["type"].as_str().unwrap() {
+            "next" if m["payload"].get("errors").is_none() => got += 1,
+            "next" => {
+                assert_eq!(
+                    m["payload"]["errors"][0]["extensions"]["code"], "EVENTS_MISSED",
+                    "{m}"
+                );
+                assert_eq!(m["payload"]["errors"][0]["extensions"]["reason"], "lagged");
+                break;
+            }
+            other => panic!("unexpected {other}: {m}"),
+        }
+    }
+    assert!(
+        got < batches * per_batch,
+        "it lagged, so it got fewer ({got})"
+    );
+    assert_eq!(
+        ws_next(&mut slow).await,
+        json!({"type": "complete", "id": "1"})
+    );
+}
+
+#[tokio::test]
+async fn subscriptions_are_capped_per_connection_and_per_key_and_freed_when_stopped() {
+    let app = TestApp::new().await;
+    let limits = Limits {
+        max_subscriptions_per_connection: 3,
+        max_subscriptions_per_key: 4,
+        ..Limits::default()
+    };
+    let store = Store::connect(&app._db.url(), 5, None).await.unwrap();
+    let a = Instance::with_limits(&app, store, 1024, crate::harness::auth(), &limits).await;
+    let admin = json!({"Authorization": crate::harness::bearer(KeySpec {
+        admin: true,
+        ..Default::default()
+    })});
+    let sub = |id: &str| {
+        json!({"id": id, "type": "subscribe", "payload": {"query": SUB,
+            "variables": {"w": "ws", "s": "s1"}}})
+    };
+    let limit_of = |m: &Value| {
+        let e = if m["type"] == "error" {
+            &m["payload"][0]
+        } else {
+            &m["payload"]["errors"][0]
+        };
+        (
+            e["extensions"]["code"].clone(),
+            e["extensions"]["limit"].clone(),
+        )
+    };
+    let mut one = ws_connect(a.addr, "graphql-transport-ws", admin.clone()).await;
+    for id in ["1", "2", "3"] {
+        ws_send(&mut one, sub(id)).await;
+    }
+    ws_send(&mut one, sub("4")).await;
+    let m = ws_next(&mut one).await;
+    assert_eq!(m["id"], "4", "{m}");
+    assert_eq!(
+        limit_of(&m),
+        (
+            json!("BAD_USER_INPUT"),
+            json!("HONCHO_MAX_SUBSCRIPTIONS_PER_CONNECTION")
+        ),
+        "{m}"
+    );
+    // Stopping one frees its place on the connection.
+    ws_send(&mut one, json!({"id": "1", "type": "complete"})).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    ws_send(&mut one, sub("5")).await;
+    // The key has 3 open; a second socket with the same key gets one more, then the key's cap.
+    let mut two = ws_connect(a.addr, "graphql-transport-ws", admin.clone()).await;
+    ws_send(&mut two, sub("6")).await;
+    ws_send(&mut two, sub("7")).await;
+    let m = ws_next(&mut two).await;
+    assert_eq!(m["id"], "7", "{m}");
+    assert_eq!(
+        limit_of(&m),
+        (
+            json!("BAD_USER_INPUT"),
+            json!("HONCHO_MAX_SUBSCRIPTIONS_PER_KEY")
+        ),
+        "{m}"
+    );
+    // Closing the first socket frees its three.
+    drop(one);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    ws_send(&mut two, sub("8")).await;
+    ws_send(&mut two, sub("9")).await;
+    // Subscribing is asynchronous: write only once 6, 8 and 9 listen (and the first socket's are
+    // gone), or the event can pass before a subscription exists.
+    wait_until(
+        "three subscribers on the bus",
+        Duration::from_secs(10),
+        || a.bus.subscribers() == 3,
+    )
+    .await;
+    write_one(&app.store, "s1", "alice", "hello").await;
+    let mut seen = HashSet::new();
+    while seen.len() < 3 {
+        let m = ws_next(&mut two).await;
+        if m["type"] == "complete" {
+            continue; // the end of the refused one
+        }
+        assert_eq!(m["type"], "next", "{m}");
+        assert!(m["payload"].get("errors").is_none(), "{m}");
+        seen.insert(m["id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(seen, HashSet::from(["6".into(), "8".into(), "9".into()]));
+}
+
+#[tokio::test]
+async fn keys_from_connection_init_scope_subscriptions_as_queries() {
+    let app = TestApp::new().await;
+    let a = Instance::with_auth(&app).await;
+    let key = |peer: &str| {
+        crate::harness::bearer(KeySpec {
+            workspace: Some("ws".into()),
+            peer: Some(peer.into()),
+            ..Default::default()
+        })
+    };
+    let write = |session: &'static str, peer: &'static str| {
+        let store = app.store.clone();
+        async move { write_one(&store, session, peer, &format!("{peer} in {session}")).await }
+    };
+    write("s1", "alice").await;
+    write("s1", "bob").await;
+    write("s2", "carol").await;
+    wait_until("the seed's notices", Duration::from_secs(5), || {
+        a.bus.notices_received() == 3
+    })
+    .await;
+    let sub = |id: &str, session: &str| {
+        json!({"id": id, "type": "subscribe", "payload": {"query": SUB,
+            "variables": {"w": "ws", "s": session}}})
+    };
+
+    // No key, and a peer key for a session its peer is not in: refused when subscribing.
+    let mut anonymous = ws_connect(a.addr, "graphql-transport-ws", json!({})).await;
+    ws_send(&mut anonymous, sub("1", "s1")).await;
+    assert_eq!(
+        ws_result(&mut anonymous, "1").await,
+        Err("UNAUTHENTICATED".into())
+    );
+    assert_eq!(
+        ws_next(&mut anonymous).await,
+        json!({"type": "complete", "id": "1"})
+    );
+    let mut carol = ws_connect(
+        a.addr,
+        "graphql-transport-ws",
+        json!({"Authorization": key("carol")}),
+    )
+    .await;
+    ws_send(&mut carol, sub("1", "s1")).await;
+    assert_eq!(ws_result(&mut carol, "1").await, Err("FORBIDDEN".into()));
+    assert_eq!(
+        ws_next(&mut carol).await,
+        json!({"type": "complete", "id": "1"})
+    );
+    // Her own session is fine.
+    ws_send(&mut carol, sub("2", "s2")).await;
+
+    // A member's key: events of its session, until its peer leaves the session.
+    let mut alice = ws_connect(
+        a.addr,
+        "graphql-transport-ws",
+        json!({"Authorization": key("alice")}),
+    )
+    .await;
+    ws_send(&mut alice, sub("1", "s1")).await;
+    wait_until("two subscriptions", Duration::from_secs(5), || {
+        a.bus.subscribers() == 2
+    })
+    .await;
+    write("s1", "bob").await;
+    write("s2", "carol").await;
+    let got = ws_result(&mut alice, "1").await.unwrap();
+    assert_eq!(got["messageCreated"]["content"], "bob in s1");
+    let got = ws_result(&mut carol, "2").await.unwrap();
+    assert_eq!(got["messageCreated"]["content"], "carol in s2");
+
+    app.store
+        .remove_peers_from_session("ws", "s1", &["alice".to_owned()])
+        .await
+        .unwrap();
+    write("s1", "bob").await;
+    assert_eq!(
+        ws_result(&mut alice, "1").await,
+        Err("FORBIDDEN".into()),
+        "checked again for each event"
+    );
+    assert_eq!(
+        ws_next(&mut alice).await,
+        json!({"type": "complete", "id": "1"})
+    );
+}
+
+/// A key that expires while its WebSocket is open: events stop and the server closes the socket
+/// with 4401 once `exp` has passed.
+#[tokio::test]
+async fn an_expired_key_closes_its_websocket() {
+    let app = TestApp::new().await;
+    let a = Instance::with_auth(&app).await;
+    let expires = chrono::Utc::now() + chrono::Duration::seconds(2);
+    let key = crate::harness::bearer(KeySpec {
+        workspace: Some("ws".into()),
+        expires_at: Some(expires),
+        ..Default::default()
+    });
+    let mut ws = ws_connect(
+        a.addr,
+        "graphql-transport-ws",
+        json!({"Authorization": key}),
+    )
+    .await;
+    let sub = json!({"id": "1", "type": "subscribe", "payload": {"query": SUB,
+        "variables": {"w": "ws", "s": "s1"}}});
+    ws_send(&mut ws, sub).await;
+    wait_until("the subscription", Duration::from_secs(5), || {
+        a.bus.subscribers() == 1
+    })
+    .await;
+    write_one(&app.store, "s1", "alice", "before expiry").await;
+    let got = ws_result(&mut ws, "1").await.unwrap();
+    assert_eq!(got["messageCreated"]["content"], "before expiry");
+    assert_eq!(ws_close_code(&mut ws, Duration::from_secs(5)).await, 4401);
+    assert!(
+        chrono::Utc::now().timestamp() > expires.timestamp(),
+        "closed only after exp"
+    );
+}
+
+/// A WebSocket that never sends `connection_init` is closed with 4408 after the configured time.
+#[tokio::test]
+async fn a_websocket_without_connection_init_is_closed() {
+    let app = TestApp::new().await;
+    let limits = Limits {
+        connection_init_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let schema = graphql::build_schema(app.store.clone(), &limits);
+    let router = honcho_graphql::http::router(schema, app.store.clone(), 1 << 20);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let mut req = format!("ws://{addr}/graphql/ws")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert(
+        "sec-websocket-protocol",
+        "graphql-transport-ws".parse().unwrap(),
+    );
+    let (mut silent, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    let started = Instant::now();
+    assert_eq!(
+        ws_close_code(&mut silent, Duration::from_secs(5)).await,
+        4408
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        started.elapsed()
+    );
+    // One that does send it in time stays open past the timeout.
+    let mut polite = ws_connect(addr, "graphql-transport-ws", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    ws_send(&mut polite, json!({"type": "ping"})).await;
+    assert_eq!(ws_next_raw(&mut polite).await["type"], "pong");
+    server.abort();
+}
