@@ -34,7 +34,7 @@ help:
 	@echo "make lint        cargo fmt --check and clippy -D warnings"
 	@echo "make schema      regenerate schema.graphql"
 	@echo "make setup       only the set-up (PostgreSQL + pgvector, model files)"
-	@echo "make conformance HONCHO_SDK=dir  Honcho's TypeScript SDK suite against this server"
+	@echo "make conformance HONCHO_SDK=dir  Honcho's TypeScript SDK suite against this server (CONFORMANCE_LLM=stub: chat with a stand-in LLM)"
 	@echo "make bench       run the benchmark (when bench/ exists)"
 	@echo "make bench-derive  the deriver's throughput with an instant fake LLM"
 	@echo "make bench-replicas  reads on the primary alone vs with a streaming standby"

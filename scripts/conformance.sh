@@ -11,6 +11,10 @@
 # A fresh database is made from DATABASE_URL's server (or the one scripts/setup-postgres.sh
 # starts), the server is started on it (auth off, MiniLM embedder), each test file runs alone,
 # and a line per file says how many tests passed and failed. Logs stay in the work folder.
+#
+# The chat tests need an LLM. CONFORMANCE_LLM=stub starts scripts/llm-stub.ts (an
+# OpenAI-compatible stand-in, on CONFORMANCE_LLM_PORT) and points the server at it; otherwise the
+# server gets whatever HONCHO_LLM* the caller exported (none: chat answers 503).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sdk="${1:-${HONCHO_SDK:-}}"
@@ -40,10 +44,17 @@ if [ -z "${DATABASE_URL:-}" ]; then
   DATABASE_URL="$("$root/scripts/setup-postgres.sh")/postgres"
 fi
 server_url="${DATABASE_URL%/*}"
+if [ "${CONFORMANCE_LLM:-}" = stub ]; then
+  llm_port="${CONFORMANCE_LLM_PORT:-$((port + 1))}"
+  "$bun" "$root/scripts/llm-stub.ts" "$llm_port" >"$work/llm-stub.log" 2>&1 &
+  stub_pid=$!
+  export HONCHO_LLM=openai HONCHO_LLM_BASE_URL="http://127.0.0.1:$llm_port/v1" HONCHO_LLM_MODEL=stub
+fi
 db="honcho_conformance_$$"
 psql "$server_url/postgres" -Xqc "create database $db"
 cleanup() {
   [ -n "${server_pid:-}" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  [ -n "${stub_pid:-}" ] && kill "$stub_pid" 2>/dev/null
   psql "$server_url/postgres" -Xqc "drop database if exists $db with (force)" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT

@@ -664,6 +664,13 @@ async fn ready(State(app): State<AppState>) -> impl IntoResponse {
         _ => (StatusCode::SERVICE_UNAVAILABLE, "database unavailable"),
     };
     let mut body = json!({"status": text, "listener": listener});
+    // Vectors of an older server: search works, and finds less until they are recomputed.
+    if status == StatusCode::OK && app.store.vectors_predate_context().await.unwrap_or(false) {
+        body["vectors"] = json!({
+            "predate_contextual_embeddings": true,
+            "fix": "honcho-graphql reembed --all",
+        });
+    }
     // Replicas inform, they do not decide: without them reads go to the primary.
     if let Some(pool) = app.store.read_pool() {
         body["replicas"] = json!(pool.status());

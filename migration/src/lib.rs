@@ -8,6 +8,8 @@ mod m20261201_000010_search_term_stats;
 mod m20261201_000011_author_in_search_text;
 mod m20261201_000040_deriver_queue;
 mod m20261201_000050_drop_session_is_active;
+mod m20261201_000060_conclusion_search_text;
+mod m20261201_000061_embedding_text_marker;
 mod m20261201_000070_binary_quantized_message_index;
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -57,6 +59,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000010_search_term_stats::Migration),
             Box::new(m20261201_000011_author_in_search_text::Migration),
             Box::new(m20261201_000050_drop_session_is_active::Migration),
+            Box::new(m20261201_000060_conclusion_search_text::Migration),
+            Box::new(m20261201_000061_embedding_text_marker::Migration),
             Box::new(m20261201_000070_binary_quantized_message_index::Migration),
         ]
     }

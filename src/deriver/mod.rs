@@ -27,6 +27,7 @@ use sea_orm::ActiveEnum;
 use tokio::sync::watch;
 
 use crate::config::DeriverConfig;
+use crate::embed::conclusion_text;
 use crate::llm::{JsonReply, JsonRequest, Llm, LlmError};
 use crate::store::conclusion::{Level, conclusion_content};
 use crate::store::message::{Message, SeqRange};
@@ -217,8 +218,14 @@ impl Deriver {
         if facts.is_empty() {
             return Ok((facts, Vec::new()));
         }
+        // Embedded with the pair's ids (as every conclusion is); the prompt shows the content.
+        let text = |content: &str| conclusion_text(&claim.observer, &claim.observed, content);
         let texts: Vec<String> = facts.iter().map(|f| f.content.clone()).collect();
-        for (f, e) in facts.iter_mut().zip(self.store.embed_texts(&texts).await) {
+        let embedded: Vec<String> = texts.iter().map(|t| text(t)).collect();
+        for (f, e) in facts
+            .iter_mut()
+            .zip(self.store.embed_texts(&embedded).await)
+        {
             f.embedding = e;
         }
         let vectors: Vec<Vec<f32>> = facts.iter().filter_map(|f| f.embedding.clone()).collect();
@@ -301,7 +308,7 @@ impl Deriver {
                 premises,
             });
         }
-        let texts: Vec<String> = derived.iter().map(|d| d.content.clone()).collect();
+        let texts: Vec<String> = derived.iter().map(|d| text(&d.content)).collect();
         for (d, e) in derived.iter_mut().zip(self.store.embed_texts(&texts).await) {
             d.embedding = e;
         }

@@ -342,6 +342,20 @@ pub fn message_text(before: &[(&str, &str)], peer: &str, content: &str) -> Strin
     out
 }
 
+/// The text a conclusion is embedded as: whose view of whom, then the conclusion ("alice about
+/// bob: works night shifts"; a peer's own: "bob: works night shifts"), so a question naming
+/// either peer lands near it. A blank conclusion stays blank (it gets no vector).
+pub fn conclusion_text(observer: &str, observed: &str, content: &str) -> String {
+    if is_blank(content) {
+        return String::new();
+    }
+    if observer == observed {
+        format!("{observed}: {content}")
+    } else {
+        format!("{observer} about {observed}: {content}")
+    }
+}
+
 /// Scales `v` to unit length in place (leaves an all-zero vector alone).
 pub(crate) fn l2_normalize(v: &mut [f32]) {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
@@ -458,6 +472,9 @@ mod tests {
         assert_eq!(text, format!("a: {}\nc: hi", "x".repeat(CONTEXT_CHARS)));
         assert_eq!(message_text(&[("a", "context")], "c", "  "), "");
         assert_eq!(message_text(&[], "c", "alone"), "c: alone");
+        assert_eq!(conclusion_text("a", "b", "x"), "a about b: x");
+        assert_eq!(conclusion_text("b", "b", "x"), "b: x");
+        assert_eq!(conclusion_text("a", "b", " "), "");
     }
 
     #[test]

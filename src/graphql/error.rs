@@ -3,6 +3,7 @@
 
 use async_graphql::{Error, ErrorExtensions};
 
+use crate::dialectic::DialecticError;
 use crate::store::StoreError;
 
 /// Stable error codes, the `extensions.code` of every error (README, "The GraphQL API").
@@ -123,6 +124,17 @@ impl From<StoreError> for ApiError {
                 tracing::error!(error_id = %id, error = ?err, "internal error");
                 Code::Internal.error(format!("internal server error (id {id})"))
             }
+        }
+    }
+}
+
+impl From<DialecticError> for ApiError {
+    fn from(err: DialecticError) -> Self {
+        match err {
+            DialecticError::Store(e) => e.into(),
+            DialecticError::Invalid(m) => Code::BadUserInput.error(m),
+            // The model's server is a dependency like the database: its failure is worth a retry.
+            e @ DialecticError::Llm(_) => Code::Unavailable.error(e.to_string()),
         }
     }
 }

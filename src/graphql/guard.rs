@@ -116,6 +116,8 @@ pub const RULES: &[Field] = &[
     field("Peer",         "messages",                Peer),
     field("Peer",         "search",                  Peer),
     field("Peer",         "conclusions",             Workspace),
+    // The dialectic reads the peer's conclusions: the same keys.
+    field("Peer",         "chat",                    Workspace),
     field("Session",      "peers",                   SessionRead),
     field("Session",      "messages",                SessionRead),
     field("Session",      "search",                  SessionRead),

@@ -25,6 +25,7 @@ use async_graphql::{Data, Request, Response, Schema};
 use tracing::Instrument;
 
 use crate::auth::{Auth, AuthError, Caller};
+use crate::dialectic::Dialectic;
 use crate::store::events::EventBus;
 use crate::store::replicas::ReadAfter;
 use crate::store::{Lsn, Store};
@@ -39,12 +40,12 @@ pub type AppSchema = Schema<QueryRoot, MutationRoot, SubscriptionRoot>;
 /// A schema with auth off (every request is an admin) and no event bus (subscriptions answer
 /// with an error).
 pub fn build_schema(store: Store, limits: &Limits) -> AppSchema {
-    build_schema_with(store, limits, Auth::disabled(), None)
+    build_schema_with(store, limits, Auth::disabled(), None, None)
 }
 
 /// A schema whose fields are guarded by `auth` ([`guard`]).
 pub fn build_schema_with_auth(store: Store, limits: &Limits, auth: Auth) -> AppSchema {
-    build_schema_with(store, limits, auth, None)
+    build_schema_with(store, limits, auth, None, None)
 }
 
 /// A schema with auth off whose subscriptions are fed by `events`.
@@ -53,16 +54,17 @@ pub fn build_schema_with_events(
     limits: &Limits,
     events: Option<EventBus>,
 ) -> AppSchema {
-    build_schema_with(store, limits, Auth::disabled(), events)
+    build_schema_with(store, limits, Auth::disabled(), events, None)
 }
 
 /// A schema guarded by `auth` whose subscriptions are fed by `events` (the process's one LISTEN
-/// connection).
+/// connection), and whose chats are answered by `dialectic` (none without an LLM).
 pub fn build_schema_with(
     store: Store,
     limits: &Limits,
     auth: Auth,
     events: Option<EventBus>,
+    dialectic: Option<Dialectic>,
 ) -> AppSchema {
     // No schema extension: with any, async-graphql resolves every field on a slower path (20-30%
     // of the CPU of a request with many fields). Access is checked by construction instead
@@ -75,6 +77,9 @@ pub fn build_schema_with(
         .limit_depth(limits.max_depth);
     if let Some(bus) = events {
         builder = builder.data(bus);
+    }
+    if let Some(dialectic) = dialectic {
+        builder = builder.data(dialectic);
     }
     if limits.introspection {
         builder.finish()

@@ -1,6 +1,7 @@
-//! Chat models, for the deriver.
+//! Chat models, for the deriver and the dialectic.
 //!
-//! One trait, [`Llm`]: ask for a JSON object of a given JSON Schema and get it back. One
+//! One trait, [`Llm`]: ask for a JSON object of a given JSON Schema and get it back, or for
+//! plain text (the dialectic's answers). One
 //! implementation, [`OpenAiChat`], for any OpenAI-compatible `POST {base}/chat/completions`
 //! (OpenAI, llama.cpp's server, vLLM, Ollama, LM Studio). Many local servers ignore or reject
 //! OpenAI's structured-output options, so a request degrades in steps ([`OutputMode`]) until one
@@ -72,6 +73,17 @@ pub struct JsonRequest {
     pub max_tokens: u32,
 }
 
+/// A request for a plain-text answer.
+#[derive(Clone, Debug)]
+pub struct TextRequest {
+    /// Instructions (the system message).
+    pub system: String,
+    /// The material and the question (the user message).
+    pub user: String,
+    /// Most tokens the answer may have.
+    pub max_tokens: u32,
+}
+
 /// The object the model answered with, and how it was obtained.
 #[derive(Clone, Debug)]
 pub struct JsonReply {
@@ -115,6 +127,8 @@ pub trait Llm: Send + Sync {
     fn model_id(&self) -> &str;
     /// One JSON object of `req.schema`'s shape.
     async fn complete_json(&self, req: &JsonRequest) -> Result<JsonReply, LlmError>;
+    /// A plain-text answer (`content`, or the reasoning field when the content is empty).
+    async fn complete_text(&self, req: &TextRequest) -> Result<String, LlmError>;
 }
 
 /// Builds the configured LLM client; `Ok(None)` for `HONCHO_LLM=none`. No request is made.

@@ -14,7 +14,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
-use super::{JsonReply, JsonRequest, Llm, LlmError, OutputMode, conforms, json_object_in};
+use super::{
+    JsonReply, JsonRequest, Llm, LlmError, OutputMode, TextRequest, conforms, json_object_in,
+};
 use crate::config::LlmConfig;
 use crate::retry::{Endpoint, Failure, PostError, post_json};
 
@@ -135,15 +137,26 @@ impl OpenAiChat {
         body
     }
 
-    async fn step(&self, req: &JsonRequest, mode: OutputMode) -> Result<JsonReply, StepError> {
-        let endpoint = Endpoint {
+    /// A place among the requests in flight (`HONCHO_LLM_CONCURRENCY`).
+    async fn permit(&self) -> Result<tokio::sync::SemaphorePermit<'_>, LlmError> {
+        self.permits
+            .acquire()
+            .await
+            .map_err(|_| LlmError::Config("the LLM client is shut down".into()))
+    }
+
+    fn endpoint(&self) -> Endpoint<'_> {
+        Endpoint {
             client: &self.client,
             url: &self.url,
             api_key: self.api_key.as_deref(),
             timeout: self.timeout,
             max_retries: self.max_retries,
-        };
-        let bytes = match post_json(&endpoint, &self.body(req, mode)).await {
+        }
+    }
+
+    async fn step(&self, req: &JsonRequest, mode: OutputMode) -> Result<JsonReply, StepError> {
+        let bytes = match post_json(&self.endpoint(), &self.body(req, mode)).await {
             Ok(b) => b,
             Err(e) => return Err(self.post_error(e)),
         };
@@ -233,11 +246,7 @@ impl Llm for OpenAiChat {
     }
 
     async fn complete_json(&self, req: &JsonRequest) -> Result<JsonReply, LlmError> {
-        let _permit = self
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| LlmError::Config("the LLM client is shut down".into()))?;
+        let _permit = self.permit().await?;
         let start = self.mode();
         let mut last = None;
         for mode in OutputMode::ALL.into_iter().filter(|m| *m >= start) {
@@ -264,6 +273,30 @@ impl Llm for OpenAiChat {
             }
         }
         Err(last.unwrap_or_else(|| LlmError::Config("no output mode left".into())))
+    }
+
+    async fn complete_text(&self, req: &TextRequest) -> Result<String, LlmError> {
+        let _permit = self.permit().await?;
+        let body = json!({
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": req.system},
+                {"role": "user", "content": req.user},
+            ],
+            "max_tokens": req.max_tokens,
+        });
+        let bytes =
+            post_json(&self.endpoint(), &body)
+                .await
+                .map_err(|e| match self.post_error(e) {
+                    StepError::Mode(e) | StepError::Final(e) => e,
+                })?;
+        match answer_text(&bytes) {
+            Ok((text, _)) => Ok(text),
+            // An empty answer is an answer: the caller says there is nothing to say.
+            Err(LlmError::Unparseable { .. }) => Ok(String::new()),
+            Err(e) => Err(e),
+        }
     }
 }
 

@@ -5,7 +5,6 @@
 use axum::Json;
 use axum::extract::{Path, Query};
 use chrono::{DateTime, Utc};
-use sea_orm::{ActiveEnum, Iterable};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
@@ -14,10 +13,10 @@ use utoipa_axum::routes;
 
 use super::messages::Message;
 use super::{Body, Gate, RestError, RestResult};
+use crate::dialectic::representation::{self, DEFAULT_MAX_CONCLUSIONS};
 use crate::graphql::AppSchema;
 use crate::graphql::guard::{On, rule};
 use crate::store::Store;
-use crate::store::conclusion::Level;
 use crate::store::message::MessageScope;
 use crate::store::page::{Cursor, MAX_PAGE, Order, Slice};
 
@@ -31,15 +30,12 @@ pub fn routes() -> OpenApiRouter<AppSchema> {
         .routes(routes!(queue_status))
 }
 
-/// Most conclusions a representation shows by default (Honcho's).
-const DEFAULT_MAX_CONCLUSIONS: u64 = 25;
 /// A session context's token budget when none is asked for, and the largest one (Honcho's).
 const MAX_CONTEXT_TOKENS: i64 = 100_000;
 /// Most pages of messages a session context reads back before its budget runs out.
 const MAX_CONTEXT_PAGES: u64 = 10;
 
-/// `observer`'s representation of `observed`: its newest `max` live conclusions (of `session`
-/// only, when given), per level, oldest first, in Honcho's layout; "" when there are none.
+/// `observer`'s representation of `observed` (of `session`'s conclusions only, when given).
 async fn represent(
     store: &Store,
     workspace: &str,
@@ -48,37 +44,8 @@ async fn represent(
     session: Option<&str>,
     max: u64,
 ) -> RestResult<String> {
-    if !(1..=MAX_PAGE).contains(&max) {
-        return Err(RestError::invalid(format!(
-            "max_conclusions must be between 1 and {MAX_PAGE}"
-        )));
-    }
-    let mut filters = json!({"observed_id": observed});
-    if let Some(s) = session {
-        filters["session_id"] = json!(s);
-    }
-    let slice = Slice {
-        first: Some(max),
-        ..Slice::default()
-    };
-    let mut page = store
-        .list_conclusions(workspace, Some(observer), &filters, Order::Desc, slice)
-        .await?;
-    if page.items.is_empty() {
-        return Ok(String::new());
-    }
-    page.items.reverse();
-    let mut out = Vec::new();
-    for level in Level::iter() {
-        out.push(format!("{}:\n", level.to_value().to_uppercase()));
-        let of_level = page.items.iter().filter(|c| c.level == level);
-        for (i, c) in of_level.enumerate() {
-            let at = c.created_at.format("%Y-%m-%d %H:%M:%S");
-            out.push(format!("{}. [{at}] {}", i + 1, c.content));
-        }
-        out.push(String::new());
-    }
-    Ok(out.join("\n"))
+    let scope = session.map_or_else(|| json!({}), |s| json!({"session_id": s}));
+    Ok(representation::represent(store, workspace, observer, observed, &scope, max).await?)
 }
 
 #[derive(Debug, Default, Deserialize, ToSchema)]

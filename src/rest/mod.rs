@@ -6,6 +6,7 @@
 //! [`guard::RULES`] ([`Gate::require`]): one rule table for both APIs. The OpenAPI document at
 //! `/v3/openapi.json` is generated from the handlers' annotations.
 
+pub mod chat;
 pub mod conclusions;
 pub mod error;
 pub mod keys;
@@ -30,6 +31,7 @@ use utoipa::{IntoParams, OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::auth::{Auth, Caller, Principal};
+use crate::dialectic::Dialectic;
 use crate::graphql::guard::{self, Access, Field, On, Sealed};
 use crate::graphql::{AppSchema, RequestLoader};
 use crate::store::Store;
@@ -53,6 +55,7 @@ fn api() -> OpenApiRouter<AppSchema> {
         .merge(conclusions::routes())
         .merge(keys::routes())
         .merge(memory::routes())
+        .merge(chat::routes())
         .merge(unsupported::routes())
 }
 
@@ -113,6 +116,11 @@ impl Gate {
 
     pub fn auth(&self) -> Option<&Auth> {
         self.schema.data::<Auth>()
+    }
+
+    /// The dialectic, when an LLM is configured.
+    pub fn dialectic(&self) -> Option<&Dialectic> {
+        self.schema.data::<Dialectic>()
     }
 }
 

@@ -1,6 +1,5 @@
 //! Honcho routes this server does not serve: scopes and webhooks (no data model here yet) answer
-//! 501; the LLM reads (chat) answer 503 and say what to configure. Each says so in its body, so
-//! an SDK call fails with a reason instead of a bare 404.
+//! 501. Each says so in its body, so an SDK call fails with a reason instead of a bare 404.
 
 use axum::http::StatusCode;
 use utoipa_axum::router::OpenApiRouter;
@@ -16,7 +15,6 @@ pub fn routes() -> OpenApiRouter<AppSchema> {
         .routes(routes!(scope))
         .routes(routes!(webhooks))
         .routes(routes!(webhook))
-        .routes(routes!(chat))
 }
 
 fn not_implemented(what: &str) -> RestResult<()> {
@@ -52,15 +50,4 @@ async fn webhooks() -> RestResult<()> {
     responses((status = 501, body = ErrorBody)))]
 async fn webhook() -> RestResult<()> {
     not_implemented("webhooks")
-}
-
-/// Not served: the dialectic chat needs an LLM.
-#[utoipa::path(post, path = "/v3/workspaces/{workspace_id}/peers/{peer_id}/chat",
-    responses((status = 503, body = ErrorBody)))]
-async fn chat() -> RestResult<()> {
-    Err(RestError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "chat answers from an LLM, and this server serves none over REST yet; \
-         stored conclusions are under POST .../conclusions/list and .../conclusions/query",
-    ))
 }

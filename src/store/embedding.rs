@@ -2,9 +2,10 @@
 
 use sea_orm::{ConnectionTrait, QueryResult};
 
+use super::meta::{CONTEXTUAL, EMBEDDING_TEXT};
 use super::vectors::{FlatVectors, nth_vector};
 use super::{Store, StoreError, StoreResult, TxOptions, stmt};
-use crate::embed::{CONTEXT_TURNS, Embedder, embed_non_blank, message_text};
+use crate::embed::{CONTEXT_TURNS, Embedder, conclusion_text, embed_non_blank, message_text};
 
 /// What [`Store::reembed`] reports as it goes; the command line draws a progress bar from it.
 /// `()` reports nothing.
@@ -52,7 +53,7 @@ impl Pass {
     /// The next 64 rows after the id `$1`, with what their text is made of.
     fn batch_sql(&self) -> String {
         // A message is embedded with the turns before it (`embed::message_text`), read here
-        // newest first.
+        // newest first; a conclusion with its peers' ids (`embed::conclusion_text`).
         let context = if self.table == "messages" {
             format!(
                 ", peer_name, \
@@ -64,7 +65,7 @@ impl Pass {
                    ORDER BY p.seq_in_session DESC LIMIT {CONTEXT_TURNS}) AS before_contents"
             )
         } else {
-            String::new()
+            ", observer, observed".to_owned()
         };
         format!(
             "SELECT id::text AS id, content {context} FROM {table} t \
@@ -93,7 +94,8 @@ impl Pass {
                     .collect();
                 message_text(&before, &r.try_get::<String>("", "peer_name")?, &content)
             } else {
-                content
+                let observer = r.try_get::<String>("", "observer")?;
+                conclusion_text(&observer, &r.try_get::<String>("", "observed")?, &content)
             });
         }
         Ok((ids, texts))
@@ -148,13 +150,12 @@ impl Store {
             done += self.embed_table(&pass, embedder.as_ref(), progress).await?;
             progress.table_done();
         }
-        self.db()
-            .execute_raw(stmt(
-                "INSERT INTO honcho_meta (key, value) VALUES ('embedding_model', $1) \
-                 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                [embedder.model_id().into()],
-            ))
+        self.set_meta("embedding_model", embedder.model_id())
             .await?;
+        if all || resize {
+            // Every vector is now of the current text (the warning at start-up stops).
+            self.set_meta(EMBEDDING_TEXT, CONTEXTUAL).await?;
+        }
         Ok(done)
     }
 

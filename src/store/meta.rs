@@ -6,7 +6,34 @@ use sea_orm::ConnectionTrait;
 
 use super::{Store, StoreError, StoreResult, stmt};
 
+/// What the stored vectors were embedded from (`honcho_meta`): [`CONTEXTUAL`] (a message with
+/// the turn before it and speakers, a conclusion with its peers' ids) or `plain` (vectors written
+/// by an older server).
+pub const EMBEDDING_TEXT: &str = "embedding_text";
+pub const CONTEXTUAL: &str = "contextual";
+
 impl Store {
+    /// Whether stored vectors predate contextual embeddings: search finds less until
+    /// `honcho-graphql reembed --all` recomputes them.
+    #[tracing::instrument(name = "store.vectors_predate_context", level = "debug", skip_all)]
+    pub async fn vectors_predate_context(&self) -> StoreResult<bool> {
+        Ok(self
+            .meta(EMBEDDING_TEXT)
+            .await?
+            .is_some_and(|v| v != CONTEXTUAL))
+    }
+
+    pub(super) async fn set_meta(&self, key: &str, value: &str) -> StoreResult<()> {
+        self.db()
+            .execute_raw(stmt(
+                "INSERT INTO honcho_meta (key, value) VALUES ($1, $2) \
+                 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                [key.into(), value.into()],
+            ))
+            .await?;
+        Ok(())
+    }
+
     async fn meta(&self, key: &str) -> StoreResult<Option<String>> {
         let row = self
             .db()

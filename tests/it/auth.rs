@@ -288,6 +288,8 @@ const MATRIX: &[Row] = &[
     row("Workspace.conclusions", r#"{ workspace(id: "ws") { conclusions { totalCount } } }"#,                           "yyFFFFF"),
     row("Workspace.queryConclusions", r#"{ workspace(id: "ws") { queryConclusions(query: "tea") { id } } }"#,           "yyFFFFF"),
     row("Peer.conclusions",      r#"{ workspace(id: "ws") { message(id: "{m1}") { peer { conclusions { totalCount } } } } }"#, "yyFFFFF"),
+    // The dialectic reads conclusions too (no LLM here: the keys allowed hear so).
+    Row { tolerate: &["SERVICE_UNAVAILABLE"], ..row("Peer.chat", r#"{ workspace(id: "ws") { message(id: "{m1}") { peer { chat(query: "tea?") } } } }"#, "yyFFFFF") },
     row("Workspace.deriverStatus", r#"{ workspace(id: "ws") { deriverStatus { pending lastError { message } } } }"#,   "yyFFFFF"),
     row("MutationRoot.getOrCreateWorkspace", r#"mutation { getOrCreateWorkspace(id: "ws") { id } }"#,                       "yyyyyyF"),
     row("MutationRoot.updateWorkspace",      r#"mutation { updateWorkspace(id: "ws", metadata: {a: 1}) { id } }"#,          "yyFFFFF"),

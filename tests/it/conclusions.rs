@@ -607,6 +607,37 @@ async fn query_conclusions_finds_the_semantically_closest_conclusion() {
 }
 
 #[tokio::test]
+async fn query_conclusions_finds_conclusions_about_a_peer_by_its_id() {
+    let app = TestApp::with_embedder().await;
+    setup(&app).await;
+    let created = create(
+        &app,
+        json!([
+            {"content": "Goes to a pottery class on Thursdays", "observerId": "alice", "observedId": "carol"},
+            {"content": "Paints landscapes in watercolour", "observerId": "alice", "observedId": "bob"},
+            {"content": "Has two children", "observerId": "alice", "observedId": "bob"},
+            {"content": "Likes green tea", "observerId": "alice", "observedId": "alice"},
+        ]),
+    )
+    .await;
+    let id = |i: usize| created[i]["id"].as_str().unwrap();
+    // No content mentions a peer: the ids are what match, in both legs.
+    let d = app.ok(QUERY, json!({"q": "carol", "k": 1})).await;
+    assert_eq!(ids(&d["workspace"]["queryConclusions"]), vec![id(0)]);
+    let d = app
+        .ok(QUERY, json!({"q": "What do we know about bob?", "k": 2}))
+        .await;
+    let mut found = ids(&d["workspace"]["queryConclusions"]);
+    found.sort();
+    let mut bobs = vec![id(1), id(2)];
+    bobs.sort();
+    assert_eq!(found, bobs);
+    // The observer's id too: every conclusion here is alice's.
+    let d = app.ok(QUERY, json!({"q": "alice", "k": 10})).await;
+    assert_eq!(ids(&d["workspace"]["queryConclusions"]).len(), 4);
+}
+
+#[tokio::test]
 async fn query_conclusions_without_an_embedder_is_bad_user_input() {
     let app = TestApp::new().await;
     setup(&app).await;

@@ -233,3 +233,97 @@ async fn a_message_vector_holds_the_turn_before_it_and_reembed_recomputes_it() {
         assert!(c > 0.999, "after reembed, seq {seq}: cosine {c}");
     }
 }
+
+#[tokio::test]
+async fn a_conclusion_vector_holds_its_peers_ids_and_reembed_recomputes_it() {
+    use honcho_graphql::embed::conclusion_text;
+    let app = TestApp::with_embedder().await;
+    app.ok(
+        "mutation { a: getOrCreatePeer(workspaceId: \"ws\", id: \"alice\") { id }
+                    b: getOrCreatePeer(workspaceId: \"ws\", id: \"bob\") { id } }",
+        json!({}),
+    )
+    .await;
+    app.ok(
+        "mutation { createConclusions(workspaceId: \"ws\", conclusions: [
+            {content: \"works night shifts\", observerId: \"alice\", observedId: \"bob\"}]) { id } }",
+        json!({}),
+    )
+    .await;
+    let texts = [
+        conclusion_text("alice", "bob", "works night shifts"),
+        "works night shifts".to_owned(),
+    ];
+    let v = minilm().embed(&texts).await.unwrap();
+    let cosine = |v: Vec<f32>| {
+        let app = &app;
+        async move {
+            let literal = format!(
+                "[{}]",
+                v.iter().map(f32::to_string).collect::<Vec<_>>().join(",")
+            );
+            app.sql_one::<f64>(&format!(
+                "SELECT 1 - (embedding <=> '{literal}'::vector) FROM conclusions"
+            ))
+            .await
+        }
+    };
+    assert!(cosine(v[0].clone()).await > 0.999);
+    assert!(cosine(v[1].clone()).await < 0.95, "not the content alone");
+    app.store
+        .db()
+        .execute_unprepared("UPDATE conclusions SET embedding = NULL")
+        .await
+        .unwrap();
+    app.store.reembed(true, false, &()).await.unwrap();
+    assert!(
+        cosine(v[0].clone()).await > 0.999,
+        "reembed writes the same text"
+    );
+}
+
+#[tokio::test]
+async fn vectors_of_an_older_server_are_reported_until_reembed_all_recomputes_them() {
+    let app = TestApp::with_embedder().await;
+    app.ok(
+        "mutation { createMessages(workspaceId: \"ws\", sessionId: \"s\", messages: [
+            {peerId: \"a\", content: \"My favorite color is blue\"}]) { id } }",
+        json!({}),
+    )
+    .await;
+    let router = honcho_graphql::http::router(app.schema.clone(), app.store.clone(), 1 << 20);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let ready = format!("http://{}/ready", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let ready = || async {
+        let body: serde_json::Value = reqwest::get(&ready).await.unwrap().json().await.unwrap();
+        body
+    };
+    // A database this server wrote from the start holds only current vectors.
+    assert!(!app.store.vectors_predate_context().await.unwrap());
+    assert!(ready().await.get("vectors").is_none());
+
+    // Upgrading a database that holds vectors (the marker's migration run again over them).
+    let all = Migrator::migrations();
+    let marker = all
+        .iter()
+        .position(|m| m.name() == "m20261201_000061_embedding_text_marker")
+        .unwrap();
+    let db = app.store.db();
+    Migrator::down(db, Some((all.len() - marker) as u32))
+        .await
+        .unwrap();
+    Migrator::up(db, None).await.unwrap();
+    assert!(app.store.vectors_predate_context().await.unwrap());
+    assert_eq!(
+        ready().await["vectors"]["fix"],
+        "honcho-graphql reembed --all"
+    );
+    // Filling in missing vectors is not enough; recomputing them all is.
+    app.store.reembed(false, false, &()).await.unwrap();
+    assert!(app.store.vectors_predate_context().await.unwrap());
+    app.store.reembed(true, false, &()).await.unwrap();
+    assert!(!app.store.vectors_predate_context().await.unwrap());
+    assert!(ready().await.get("vectors").is_none());
+    server.abort();
+}

@@ -311,6 +311,11 @@ impl TestApp {
     }
 
     pub async fn sql_i64(&self, sql: &str) -> i64 {
+        self.sql_one(sql).await
+    }
+
+    /// The first column of the one row `sql` returns.
+    pub async fn sql_one<T: sea_orm::TryGetable>(&self, sql: &str) -> T {
         let row = self
             .store
             .db()
@@ -321,7 +326,7 @@ impl TestApp {
             .await
             .unwrap()
             .unwrap();
-        row.try_get_by_index::<i64>(0).unwrap()
+        row.try_get_by_index::<T>(0).unwrap()
     }
 }
 

@@ -1,10 +1,13 @@
 //! Honcho's v3 REST API: each route's status, JSON shape and auth, over HTTP against a real
 //! server router.
 
-use honcho_graphql::auth::KeySpec;
+use honcho_graphql::auth::{Auth, KeySpec};
+use honcho_graphql::dialectic::Dialectic;
+use honcho_graphql::graphql::{self, Limits};
 use reqwest::Method;
 use serde_json::{Value, json};
 
+use crate::fake_llm::{FakeLlm, Reply, prompts};
 use crate::harness::{TestApp, bearer};
 
 /// A REST client of a router served on a local port.
@@ -605,10 +608,15 @@ async fn rest_serves_its_openapi_document_and_says_what_it_does_not_serve() {
         .await;
     assert_eq!(status, 501);
     assert!(err["detail"].as_str().unwrap().contains("webhooks"));
-    let (status, _) = api
+    // Without an LLM, chat says what to configure.
+    let (status, err) = api
         .post("/v3/workspaces/w/peers/p/chat", json!({"query": "hi"}))
         .await;
     assert_eq!(status, 503);
+    assert!(
+        err["detail"].as_str().unwrap().contains("HONCHO_LLM"),
+        "{err}"
+    );
     // Keys need auth on: Honcho answers 405 without it.
     assert_eq!(
         api.call(Method::POST, "/v3/keys?workspace_id=w", None)
@@ -778,5 +786,236 @@ async fn rest_python_quickstart_runs_against_the_server() {
         out.status.success() && stdout.trim_end().ends_with("OK"),
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A REST server whose chats are answered by `fake`.
+async fn with_llm(fake: &FakeLlm) -> Rest {
+    let mut app = TestApp::with_embedder().await;
+    let llm = honcho_graphql::llm::build(&fake.config()).unwrap().unwrap();
+    app.schema = graphql::build_schema_with(
+        app.store.clone(),
+        &Limits::default(),
+        Auth::disabled(),
+        None,
+        Some(Dialectic::new(llm)),
+    );
+    Rest::serve(app).await
+}
+
+#[tokio::test]
+async fn rest_chat_asks_the_llm_with_the_peers_conclusions_and_returns_its_answer() {
+    let fake = FakeLlm::start(|_, body| {
+        if body["response_format"].is_object() || prompts(body).0.contains("JSON") {
+            Reply::json(json!({"summary": "alice hikes"}))
+        } else {
+            Reply::Content(" Alice loves hiking in the mountains. ".into())
+        }
+    })
+    .await;
+    let api = with_llm(&fake).await;
+    api.post(
+        "/v3/workspaces/w/sessions",
+        json!({"id": "s", "peers": {"alice": {}, "bob": {}}}),
+    )
+    .await;
+    api.post(
+        "/v3/workspaces/w/sessions/s/messages",
+        json!({"messages": [
+            {"peer_id": "alice", "content": "I spent the weekend hiking near Chamonix"},
+            {"peer_id": "bob", "content": "Sounds cold"}
+        ]}),
+    )
+    .await;
+    let (status, _) = api
+        .post(
+            "/v3/workspaces/w/conclusions",
+            json!({"conclusions": [
+                {"content": "alice goes hiking in the Alps most weekends", "observer_id": "alice", "observed_id": "alice"},
+                {"content": "alice is afraid of the cold", "observer_id": "bob", "observed_id": "alice"}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 201);
+
+    let (status, answer) = api
+        .post(
+            "/v3/workspaces/w/peers/alice/chat",
+            json!({"query": "What does alice do at weekends?"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer,
+        json!({"content": "Alice loves hiking in the mountains."})
+    );
+    let (system, user) = prompts(&fake.requests()[0]);
+    assert!(system.contains("\"alice\""), "{system}");
+    assert!(
+        user.contains("alice goes hiking in the Alps most weekends"),
+        "{user}"
+    );
+    assert!(user.contains("hiking near Chamonix"), "{user}");
+    assert!(
+        !user.contains("afraid of the cold"),
+        "bob's view is not alice's: {user}"
+    );
+    assert!(
+        user.ends_with("Question: What does alice do at weekends?"),
+        "{user}"
+    );
+
+    // From bob's point of view, about alice: bob's conclusions, and the session's latest turns.
+    let (status, _) = api
+        .post(
+            "/v3/workspaces/w/peers/bob/chat",
+            json!({"query": "Would alice like skiing?", "target": "alice", "session_id": "s",
+                   "reasoning_level": "high"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let request = &fake.requests()[1];
+    let (system, user) = prompts(request);
+    assert!(
+        system.contains("\"bob\"") && system.contains("\"alice\""),
+        "{system}"
+    );
+    assert!(user.contains("afraid of the cold"), "{user}");
+    assert!(!user.contains("in the Alps most weekends"), "{user}");
+    assert!(user.contains("bob: Sounds cold"), "{user}");
+    assert_eq!(request["max_tokens"], 4096);
+
+    // Streamed in Honcho's shape: the answer, then done.
+    let resp = api
+        .client
+        .post(format!("{}/v3/workspaces/w/peers/alice/chat", api.base))
+        .json(&json!({"query": "What does alice do?", "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(
+        resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let events: Vec<Value> = resp
+        .text()
+        .await
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    assert_eq!(
+        events,
+        [
+            json!({"delta": {"content": "Alice loves hiking in the mountains."}, "done": false}),
+            json!({"done": true})
+        ]
+    );
+
+    // A response format: the answer is JSON text of that shape.
+    let schema = json!({"type": "object", "properties": {"summary": {"type": "string"}}});
+    let (status, answer) = api
+        .post(
+            "/v3/workspaces/w/peers/alice/chat",
+            json!({"query": "Sum alice up", "response_format": schema}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let content: Value = serde_json::from_str(answer["content"].as_str().unwrap()).unwrap();
+    assert_eq!(content, json!({"summary": "alice hikes"}));
+
+    // The same through GraphQL.
+    let (status, d) = api
+        .post(
+            "/graphql",
+            json!({"query": "{ workspace(id: \"w\") { peer(id: \"alice\") { chat(query: \"What does alice do?\", reasoningLevel: MINIMAL) } } }"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        d["data"]["workspace"]["peer"]["chat"], "Alice loves hiking in the mountains.",
+        "{d}"
+    );
+    assert_eq!(fake.requests().last().unwrap()["max_tokens"], 512);
+}
+
+#[tokio::test]
+async fn rest_chat_refuses_bad_questions_before_asking_and_reports_llm_failures() {
+    let fake = FakeLlm::start(|_, _| Reply::Status(500, "the model crashed")).await;
+    let api = with_llm(&fake).await;
+    api.post("/v3/workspaces/w/peers", json!({"id": "alice"}))
+        .await;
+    api.expect(&[
+        (
+            "POST",
+            "/v3/workspaces/w/peers/alice/chat",
+            json!({"query": ""}),
+            422,
+        ),
+        (
+            "POST",
+            "/v3/workspaces/w/peers/alice/chat",
+            json!({"query": "x".repeat(10_001)}),
+            422,
+        ),
+        (
+            "POST",
+            "/v3/workspaces/w/peers/alice/chat",
+            json!({"query": "hi", "reasoning_level": "extreme"}),
+            422,
+        ),
+        (
+            "POST",
+            "/v3/workspaces/w/peers/alice/chat",
+            json!({"query": "hi", "response_format": {"type": "string"}}),
+            422,
+        ),
+        (
+            "POST",
+            "/v3/workspaces/w/peers/alice/chat",
+            json!({"query": "hi", "filters": {"peer_id": "alice"}}),
+            422,
+        ),
+        (
+            "POST",
+            "/v3/workspaces/w/peers/alice/chat",
+            json!({"query": "hi", "session_id": "s", "filters": {"session_id": ["t"]}}),
+            422,
+        ),
+        (
+            "POST",
+            "/v3/workspaces/w/peers/alice/chat",
+            json!({"query": "hi", "target": "nobody"}),
+            404,
+        ),
+        (
+            "POST",
+            "/v3/workspaces/w/peers/alice/chat",
+            json!({"query": "hi", "session_id": "nowhere"}),
+            404,
+        ),
+        (
+            "POST",
+            "/v3/workspaces/w/peers/nobody/chat",
+            json!({"query": "hi"}),
+            404,
+        ),
+    ])
+    .await;
+    assert_eq!(fake.hits(), 0, "no bad question reached the model");
+    let (status, err) = api
+        .post("/v3/workspaces/w/peers/alice/chat", json!({"query": "hi"}))
+        .await;
+    assert_eq!(status, 503, "{err}");
+    assert!(
+        err["detail"]
+            .as_str()
+            .unwrap()
+            .contains("the model crashed"),
+        "{err}"
     );
 }

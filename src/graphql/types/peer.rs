@@ -1,12 +1,13 @@
 use crate::graphql::scalars::DateTime;
 use crate::graphql::types::filter::{ConclusionWhere, MessageWhere, SessionWhere, filter_json};
-use async_graphql::{Context, ID, Json, Object};
+use async_graphql::{Context, Enum, ID, Json, Object};
 use serde_json::Value;
 
 use super::search::{self, SearchArgs, SearchResult};
 use super::{Conclusion, Message, Session};
+use crate::dialectic::{self, Dialectic, Question};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
-use crate::graphql::error::ApiResult;
+use crate::graphql::error::{ApiResult, Code};
 use crate::graphql::guard::{self, On, rule};
 use crate::graphql::prefetch;
 use crate::store::message::MessageScope;
@@ -97,6 +98,39 @@ impl Peer {
         .await
     }
 
+    /// Answers `query` about this peer, or about `target` from this peer's point of view, with
+    /// the configured LLM, from memory: the peer's cards, its conclusions about the one asked
+    /// about (the newest, and those nearest the question), that peer's messages matching the
+    /// question, and `sessionId`'s latest turns (Honcho's dialectic). Null when the model had
+    /// nothing to say. Without an LLM (`HONCHO_LLM=none`), or when it fails,
+    /// `SERVICE_UNAVAILABLE`.
+    async fn chat(
+        &self,
+        ctx: &Context<'_>,
+        query: String,
+        target: Option<ID>,
+        session_id: Option<ID>,
+        #[graphql(default)] reasoning_level: ReasoningLevel,
+    ) -> ApiResult<Option<String>> {
+        let on = On::peer(&self.0.workspace_name, &self.0.name);
+        let access = guard::require(ctx, rule!(Peer.chat), on).await?;
+        let Some(dialectic) = ctx.data_opt::<Dialectic>() else {
+            return Err(Code::Unavailable
+                .error("chat answers from an LLM, and none is configured (HONCHO_LLM=none)"));
+        };
+        let question = Question {
+            workspace: self.0.workspace_name.clone(),
+            observer: self.0.name.clone(),
+            observed: target.map_or_else(|| self.0.name.clone(), |t| t.0),
+            session: session_id.map(|s| s.0),
+            sessions: None,
+            query: query.replace('\0', ""),
+            level: reasoning_level.into(),
+            response_format: None,
+        };
+        Ok(dialectic.answer(access.store(), &question).await?)
+    }
+
     /// Messages this peer wrote, in every session, in the order they were written.
     #[allow(clippy::too_many_arguments)]
     async fn messages(
@@ -158,4 +192,16 @@ impl Peer {
         prefetch::conclusions(&access, &page.items, prefetch::nodes(ctx.look_ahead())).await?;
         Ok(connection(page, Conclusion))
     }
+}
+
+/// How much the model may write before it answers (Honcho's reasoning levels).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Enum)]
+#[graphql(remote = "dialectic::ReasoningLevel")]
+pub enum ReasoningLevel {
+    Minimal,
+    #[default]
+    Low,
+    Medium,
+    High,
+    Max,
 }

@@ -16,7 +16,7 @@ use super::{
     Conclusion, Level, NewConclusion, cols, conclusion_content, require_peers_and_sessions,
     within_token_limit,
 };
-use crate::embed::{EmbedError, embed_non_blank};
+use crate::embed::{EmbedError, conclusion_text, embed_non_blank};
 use crate::entity::conclusion;
 use crate::store::embedding::set_embeddings;
 use crate::store::events::{self, Notice};
@@ -95,8 +95,11 @@ impl Store {
             .iter()
             .filter_map(|(c, ..)| c.session.clone())
             .collect();
-        let contents: Vec<String> = prepared.iter().map(|p| p.1.clone()).collect();
-        let embeddings = self.embed_texts(&contents).await;
+        let texts: Vec<String> = prepared
+            .iter()
+            .map(|(c, content, _)| conclusion_text(&c.observer, &c.observed, content))
+            .collect();
+        let embeddings = self.embed_texts(&texts).await;
 
         let now = Utc::now();
         let ids: Vec<String> = prepared.iter().map(|_| new_id()).collect();
@@ -224,9 +227,10 @@ impl Store {
         .await
     }
 
-    /// The `top_k` live conclusions closest to `query` by cosine distance (nearest first), within
-    /// `max_distance` when given, among those matching `filters`. Conclusions without an embedding
-    /// are not candidates. A blank query finds nothing. Needs an embedder.
+    /// The `top_k` live conclusions that best answer `query`, among those matching `filters`:
+    /// the nearest by cosine distance and those holding any of its words (in the content or in
+    /// either peer's id), fused by Reciprocal Rank Fusion. `max_distance` bounds both. Conclusions
+    /// without an embedding are not candidates. A blank query finds nothing. Needs an embedder.
     #[tracing::instrument(name = "store.query_conclusions", level = "debug", skip_all)]
     pub async fn query_conclusions(
         &self,
@@ -268,31 +272,80 @@ impl Store {
             return Ok(Vec::new());
         };
         let q = PgVector::from(vector);
-        let mut select = conclusion::Entity::find()
+        let distance = || Expr::cust_with_values("conclusions.embedding <=> $1", [q.clone()]);
+        let mut candidates = conclusion::Entity::find()
             .filter(conclusion::Column::WorkspaceName.eq(workspace))
             .filter(conclusion::Column::DeletedAt.is_null())
             .filter(Expr::cust("conclusions.embedding IS NOT NULL"))
             .filter(filter.condition("conclusions"));
         if let Some(d) = max_distance {
-            select = select.filter(Expr::cust_with_values(
+            candidates = candidates.filter(Expr::cust_with_values(
                 "(conclusions.embedding <=> $1) <= $2",
                 [sea_orm::Value::from(q.clone()), d.into()],
             ));
         }
+        let pool = top_k * POOL_PER_RESULT;
         // Distance alone in ORDER BY: a second key would keep the HNSW index from ordering.
-        let select = select
+        let nearest = candidates
+            .clone()
+            .order_by(distance(), SqlOrder::Asc)
+            .limit(pool);
+        // Any of the query's lexemes, in the content or either peer's id (`content_tsv`).
+        let any_lexeme = "replace(plainto_tsquery('english', $1)::text, ' & ', ' | ')::tsquery";
+        let text = query.replace('\0', "");
+        let matching = candidates
+            .filter(Expr::cust_with_values(
+                format!("conclusions.content_tsv @@ {any_lexeme}"),
+                [text.clone()],
+            ))
             .order_by(
-                Expr::cust_with_values("conclusions.embedding <=> $1", [q]),
-                SqlOrder::Asc,
+                Expr::cust_with_values(
+                    format!("ts_rank_cd(conclusions.content_tsv, {any_lexeme})"),
+                    [text],
+                ),
+                SqlOrder::Desc,
             )
-            .limit(top_k);
+            .order_by(conclusion::Column::CreatedAt, SqlOrder::Desc)
+            .order_by(conclusion::Column::Id, SqlOrder::Asc)
+            .limit(pool);
         // With a selective filter, an HNSW scan that stops after ef_search candidates could
         // return fewer than top_k rows; pgvector ≥ 0.8 keeps scanning until the filter is met.
         let options = TxOptions::default().iterative_scan(IterativeScan::Strict);
-        let select = &select;
-        self.read_transaction(options, |txn| async move {
-            Ok(select.clone().all(&*txn).await?)
-        })
-        .await
+        let (nearest, matching) = (&nearest, &matching);
+        let (by_meaning, by_words) = self
+            .read_transaction(options, |txn| async move {
+                let by_meaning = nearest.clone().all(&*txn).await?;
+                let by_words = matching.clone().all(&*txn).await?;
+                Ok((by_meaning, by_words))
+            })
+            .await?;
+        Ok(fuse(by_meaning, by_words, top_k))
     }
+}
+
+/// Each leg keeps this many candidates per result asked for.
+const POOL_PER_RESULT: u64 = 2;
+/// Reciprocal Rank Fusion's constant (the message search's).
+const RRF_K: f64 = 60.0;
+
+/// The `top_k` best of two ranked lists by Reciprocal Rank Fusion (`Σ 1 / (k + rank)` over the
+/// lists a conclusion is in), ties by id, so one query always gives one order.
+fn fuse(by_meaning: Vec<Conclusion>, by_words: Vec<Conclusion>, top_k: u64) -> Vec<Conclusion> {
+    let mut fused: HashMap<String, (f64, Conclusion)> = HashMap::new();
+    for list in [by_meaning, by_words] {
+        for (rank, c) in list.into_iter().enumerate() {
+            let score = 1.0 / (RRF_K + rank as f64 + 1.0);
+            fused
+                .entry(c.id.clone())
+                .and_modify(|e| e.0 += score)
+                .or_insert((score, c));
+        }
+    }
+    let mut ranked: Vec<(f64, Conclusion)> = fused.into_values().collect();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.id.cmp(&b.1.id)));
+    ranked
+        .into_iter()
+        .take(top_k as usize)
+        .map(|(_, c)| c)
+        .collect()
 }

@@ -8,6 +8,7 @@ use sea_orm::{ConnectionTrait, EntityTrait};
 use super::{
     Conclusion, Level, cols, conclusion_content, require_peers_and_sessions, within_token_limit,
 };
+use crate::embed::conclusion_text;
 use crate::entity::conclusion;
 use crate::store::events::{self, Notice};
 use crate::store::{Store, StoreError, StoreResult, TxOptions, new_id, stmt, vector_literal};
@@ -62,8 +63,9 @@ impl Store {
                 sources.len()
             )));
         }
+        let text = conclusion_text(&input.observer, &input.observed, &content);
         let embedding = self
-            .embed_texts(std::slice::from_ref(&content))
+            .embed_texts(&[text])
             .await
             .pop()
             .flatten()

@@ -112,7 +112,8 @@ impl Instance {
     ) -> Instance {
         let url = app._db.url();
         let bus = EventBus::start(&url, buffer).await.unwrap();
-        let schema = graphql::build_schema_with(store.clone(), limits, auth, Some(bus.clone()));
+        let schema =
+            graphql::build_schema_with(store.clone(), limits, auth, Some(bus.clone()), None);
         let router = honcho_graphql::http::router(schema.clone(), store.clone(), 1 << 20);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

@@ -1,0 +1,321 @@
+//! The dialectic: a question about a peer answered by the LLM from what memory holds.
+//!
+//! Honcho's dialectic is an agent that calls search tools in a loop. Here the material is gathered
+//! up front, in a few statements, and the model is asked once: the observer's cards, its
+//! representation of the observed peer (newest conclusions by level), the conclusions nearest the
+//! question, the observed peer's messages that match it, and, when a session is named, that
+//! session's latest turns. One call keeps the latency and the cost of a chat predictable on small
+//! local models, which follow one well-filled prompt better than a tool protocol.
+
+mod prompt;
+pub mod representation;
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::llm::{JsonRequest, Llm, LlmError, TextRequest};
+use crate::store::conclusion::Conclusion;
+use crate::store::message::{Message, MessageScope};
+use crate::store::page::{Order, Slice};
+use crate::store::search::check_query;
+use crate::store::{Store, StoreError};
+
+/// Longest question accepted (characters; Honcho's).
+pub const MAX_QUERY_CHARS: usize = 10_000;
+/// Conclusions nearest the question that are shown besides the representation.
+const RELEVANT_CONCLUSIONS: u64 = 10;
+/// Messages matching the question that are shown.
+const FOUND_MESSAGES: u64 = 10;
+/// A named session's latest turns that are shown.
+const RECENT_MESSAGES: u64 = 20;
+
+/// How hard the model may think: Honcho's levels, here the answer's token budget.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReasoningLevel {
+    Minimal,
+    #[default]
+    Low,
+    Medium,
+    High,
+    Max,
+}
+
+impl ReasoningLevel {
+    pub const NAMES: [&'static str; 5] = ["minimal", "low", "medium", "high", "max"];
+
+    pub fn parse(name: &str) -> Result<Self, DialecticError> {
+        use ReasoningLevel::*;
+        let levels = [Minimal, Low, Medium, High, Max];
+        Self::NAMES
+            .iter()
+            .position(|n| n.eq_ignore_ascii_case(name))
+            .map(|i| levels[i])
+            .ok_or_else(|| {
+                DialecticError::Invalid(format!(
+                    "reasoning_level must be one of {} (got {name:?})",
+                    Self::NAMES.join(", ")
+                ))
+            })
+    }
+
+    fn max_tokens(self) -> u32 {
+        match self {
+            ReasoningLevel::Minimal => 512,
+            ReasoningLevel::Low => 1024,
+            ReasoningLevel::Medium => 2048,
+            ReasoningLevel::High => 4096,
+            ReasoningLevel::Max => 8192,
+        }
+    }
+}
+
+/// One question to the dialectic.
+#[derive(Clone, Debug)]
+pub struct Question {
+    pub workspace: String,
+    /// Who asks; the material is what this peer holds.
+    pub observer: String,
+    /// Who the question is about (the observer itself for its own memory).
+    pub observed: String,
+    /// A session whose latest turns are shown and whose messages are searched.
+    pub session: Option<String>,
+    /// The only sessions whose conclusions and messages may be used (Honcho's `session_id`
+    /// filter), none for all.
+    pub sessions: Option<Vec<String>>,
+    pub query: String,
+    pub level: ReasoningLevel,
+    /// A JSON Schema (an object at the root): the answer is then a JSON object of that shape.
+    pub response_format: Option<Value>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DialecticError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Invalid(String),
+    /// The model could not be asked, or did not answer with what was asked for.
+    #[error("the LLM did not answer: {0}")]
+    Llm(#[from] LlmError),
+}
+
+/// The dialectic over one LLM; see the module docs.
+#[derive(Clone)]
+pub struct Dialectic {
+    llm: Arc<dyn Llm>,
+}
+
+/// What the model is shown.
+struct Material {
+    observer_card: Option<Vec<String>>,
+    observed_card: Option<Vec<String>>,
+    representation: String,
+    relevant: Vec<Conclusion>,
+    found: Vec<Message>,
+    recent: Vec<Message>,
+}
+
+impl Dialectic {
+    pub fn new(llm: Arc<dyn Llm>) -> Self {
+        Dialectic { llm }
+    }
+
+    /// The answer to `q`, None when the model had nothing to say. With a `response_format`, the
+    /// answer is that object as JSON text.
+    #[tracing::instrument(name = "dialectic.answer", level = "debug", skip_all)]
+    pub async fn answer(
+        &self,
+        store: &Store,
+        q: &Question,
+    ) -> Result<Option<String>, DialecticError> {
+        check(q)?;
+        let material = gather(store, q).await?;
+        let system = prompt::system(&q.observer, &q.observed, q.response_format.is_some());
+        let user = prompt::user(&q.observer, &q.observed, &material, &q.query);
+        let answer = self.ask(q, system, user).await.inspect_err(|e| {
+            tracing::warn!(model = self.llm.model_id(), error = %e, "dialectic: the LLM did not answer");
+        })?;
+        Ok(Some(answer).filter(|a| !a.is_empty()))
+    }
+
+    async fn ask(&self, q: &Question, system: String, user: String) -> Result<String, LlmError> {
+        let max_tokens = q.level.max_tokens();
+        let answer = match &q.response_format {
+            Some(schema) => {
+                let req = JsonRequest {
+                    system,
+                    user,
+                    schema_name: "dialectic_answer".into(),
+                    schema: schema.clone(),
+                    max_tokens,
+                };
+                self.llm.complete_json(&req).await?.value.to_string()
+            }
+            None => {
+                let req = TextRequest {
+                    system,
+                    user,
+                    max_tokens,
+                };
+                self.llm.complete_text(&req).await?.trim().to_owned()
+            }
+        };
+        Ok(answer)
+    }
+}
+
+/// Refuses a question the model should never see: an empty or over-long query, a response
+/// format whose root is not an object, a session outside the allowed ones.
+fn check(q: &Question) -> Result<(), DialecticError> {
+    let chars = q.query.chars().count();
+    if q.query.trim().is_empty() || chars > MAX_QUERY_CHARS {
+        return Err(DialecticError::Invalid(format!(
+            "query must have 1 to {MAX_QUERY_CHARS} characters (got {chars})"
+        )));
+    }
+    if let Some(schema) = &q.response_format
+        && (!schema.is_object() || schema.get("type").and_then(Value::as_str) != Some("object"))
+    {
+        return Err(DialecticError::Invalid(
+            "response_format must be a JSON Schema whose root type is 'object'".into(),
+        ));
+    }
+    if let (Some(session), Some(allowed)) = (&q.session, &q.sessions)
+        && !allowed.contains(session)
+    {
+        return Err(DialecticError::Invalid(format!(
+            "session_id {session:?} is not among the sessions the filters allow"
+        )));
+    }
+    Ok(())
+}
+
+/// Honcho's chat `filters`: only `session_id`, as one id, a list of ids or `{"in": [...]}`.
+/// None (all sessions) for no filter.
+pub fn session_allowlist(filters: Option<&Value>) -> Result<Option<Vec<String>>, DialecticError> {
+    let invalid = || {
+        DialecticError::Invalid(
+            "chat filters take only session_id: an id, a list of ids or {\"in\": [ids]}".into(),
+        )
+    };
+    let Some(filters) = filters.filter(|f| !f.is_null()) else {
+        return Ok(None);
+    };
+    let obj = filters.as_object().ok_or_else(invalid)?;
+    if obj.is_empty() {
+        return Ok(None);
+    }
+    if obj.len() != 1 {
+        return Err(invalid());
+    }
+    let value = obj.get("session_id").ok_or_else(invalid)?;
+    let list = match value {
+        Value::String(s) => return Ok(Some(vec![s.clone()])),
+        Value::Array(list) => list,
+        Value::Object(o) if o.len() == 1 => {
+            o.get("in").and_then(Value::as_array).ok_or_else(invalid)?
+        }
+        _ => return Err(invalid()),
+    };
+    list.iter()
+        .map(|v| v.as_str().map(str::to_owned).ok_or_else(invalid))
+        .collect::<Result<_, _>>()
+        .map(Some)
+}
+
+async fn gather(store: &Store, q: &Question) -> Result<Material, DialecticError> {
+    let w = q.workspace.as_str();
+    let keys = [
+        (q.workspace.clone(), q.observer.clone()),
+        (q.workspace.clone(), q.observed.clone()),
+    ];
+    let peers = store.peers_by_keys(&keys).await?;
+    for (_, name) in &keys {
+        if !peers.iter().any(|p| &p.name == name) {
+            return Err(StoreError::not_found("peer", name.clone()).into());
+        }
+    }
+    if let Some(s) = &q.session
+        && store.session(w, s).await?.is_none()
+    {
+        return Err(StoreError::not_found("session", s.clone()).into());
+    }
+    let scope = session_filter(q);
+    let observer_card = store.peer_card(w, &q.observer, &q.observer).await?;
+    let observed_card = if q.observer == q.observed {
+        None
+    } else {
+        store.peer_card(w, &q.observer, &q.observed).await?
+    };
+    let representation = representation::represent(
+        store,
+        w,
+        &q.observer,
+        &q.observed,
+        &scope,
+        representation::DEFAULT_MAX_CONCLUSIONS,
+    )
+    .await?;
+    // The query also searches; one too long for search still goes to the model, unsearched.
+    let searchable = check_query(&q.query).is_ok();
+    let relevant = if searchable && store.embedder().is_some() {
+        let filters =
+            json!({"AND": [{"observer_id": q.observer, "observed_id": q.observed}, scope]});
+        match store
+            .query_conclusions(w, &q.query, RELEVANT_CONCLUSIONS, None, &filters)
+            .await
+        {
+            Ok(found) => found,
+            // A busy embedder costs the answer some recall, not the answer.
+            Err(StoreError::Busy(e)) => {
+                tracing::warn!(error = %e, "dialectic: conclusions not searched");
+                Vec::new()
+            }
+            Err(e) => return Err(e.into()),
+        }
+    } else {
+        Vec::new()
+    };
+    let found = if searchable {
+        let scope_of = match &q.session {
+            Some(s) => MessageScope::Session(w, s),
+            None => MessageScope::Peer(w, &q.observed),
+        };
+        store
+            .search(scope_of, &q.query, &scope, FOUND_MESSAGES)
+            .await?
+    } else {
+        Vec::new()
+    };
+    let recent = match &q.session {
+        Some(s) => {
+            let slice = Slice {
+                first: Some(RECENT_MESSAGES),
+                ..Slice::default()
+            };
+            let mut page = store
+                .list_messages(MessageScope::Session(w, s), &json!({}), Order::Desc, slice)
+                .await?;
+            page.items.reverse();
+            page.items
+        }
+        None => Vec::new(),
+    };
+    Ok(Material {
+        observer_card,
+        observed_card,
+        representation,
+        relevant,
+        found,
+        recent,
+    })
+}
+
+/// The filter of the allowed sessions, for conclusions and messages alike (`{}` for all).
+fn session_filter(q: &Question) -> Value {
+    match &q.sessions {
+        Some(ids) => json!({"session_id": {"in": ids}}),
+        None => json!({}),
+    }
+}
