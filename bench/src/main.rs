@@ -327,7 +327,7 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
     // Seed.
     let mut rng = Rng::new(args.seed);
     seed::pool(&seed_db, &minilm, &mut rng, args.pool).await?;
-    seed::drop_deferred_indexes(&seed_db).await?;
+    let deferred = seed::drop_deferred_indexes(&seed_db).await?;
     let opts = SeedOptions {
         pool: args.pool,
         peers: 8,
@@ -353,7 +353,7 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
     )
     .await?;
     let conclusions = seed::conclusions(&seed_db, &mut rng, &big, args.conclusions).await?;
-    seed::build_deferred_indexes(&seed_db).await?;
+    seed::build_deferred_indexes(&seed_db, &deferred).await?;
     let seeded = started.elapsed();
     eprintln!("seeded in {:.0}s", seeded.as_secs_f64());
 

@@ -301,21 +301,12 @@ pub struct SeedOptions {
     pub peers: usize,
 }
 
-/// The indexes that make a bulk insert slow; built once after it.
-const DEFERRED_INDEXES: [(&str, &str); 3] = [
-    (
-        "ix_messages_embedding_hnsw",
-        "CREATE INDEX ix_messages_embedding_hnsw ON messages USING hnsw (embedding vector_cosine_ops) \
-         WITH (m = 16, ef_construction = 64)",
-    ),
-    (
-        "ix_messages_content_trgm",
-        "CREATE INDEX ix_messages_content_trgm ON messages USING gin (content gin_trgm_ops)",
-    ),
-    (
-        "ix_messages_content_tsv",
-        "CREATE INDEX ix_messages_content_tsv ON messages USING gin (content_tsv)",
-    ),
+/// The indexes that make a bulk insert slow; dropped before it and built once after it, each from
+/// the definition the migrations gave it.
+const DEFERRED_INDEXES: [&str; 3] = [
+    "ix_messages_embedding_hnsw",
+    "ix_messages_content_trgm",
+    "ix_messages_content_tsv",
 ];
 
 /// Embeds `opts.pool` distinct sentences once and keeps them (with their vectors) in `bench_pool`;
@@ -368,18 +359,30 @@ pub fn vector_literal(v: &[f32]) -> String {
     format!("[{}]", parts.join(","))
 }
 
-pub async fn drop_deferred_indexes(db: &DatabaseConnection) -> anyhow::Result<()> {
-    for (name, _) in DEFERRED_INDEXES {
+pub async fn drop_deferred_indexes(db: &DatabaseConnection) -> anyhow::Result<Vec<String>> {
+    let mut definitions = Vec::new();
+    for name in DEFERRED_INDEXES {
+        let row = db
+            .query_one_raw(Statement::from_string(
+                DbBackend::Postgres,
+                format!("SELECT indexdef FROM pg_indexes WHERE indexname = '{name}'"),
+            ))
+            .await?
+            .with_context(|| format!("index {name} does not exist"))?;
+        definitions.push(row.try_get::<String>("", "indexdef")?);
         db.execute_unprepared(&format!("DROP INDEX {name}")).await?;
     }
-    Ok(())
+    Ok(definitions)
 }
 
-pub async fn build_deferred_indexes(db: &DatabaseConnection) -> anyhow::Result<()> {
-    let pb = bar(DEFERRED_INDEXES.len() as u64, "indexes");
+pub async fn build_deferred_indexes(
+    db: &DatabaseConnection,
+    definitions: &[String],
+) -> anyhow::Result<()> {
+    let pb = bar(definitions.len() as u64, "indexes");
     db.execute_unprepared("SET maintenance_work_mem = '256MB'")
         .await?;
-    for (_, sql) in DEFERRED_INDEXES {
+    for sql in definitions {
         db.execute_unprepared(sql).await?;
         pb.inc(1);
     }

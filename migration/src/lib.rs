@@ -10,6 +10,7 @@ mod m20261201_000040_deriver_queue;
 mod m20261201_000050_drop_session_is_active;
 mod m20261201_000060_conclusion_search_text;
 mod m20261201_000061_embedding_text_marker;
+mod m20261201_000070_binary_quantized_message_index;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -28,6 +29,24 @@ pub(crate) fn embedding_dims() -> u32 {
     EMBEDDING_DIMS.load(Ordering::SeqCst)
 }
 
+/// The HNSW index over a table's full-precision vectors (cosine), as conclusions have it.
+pub fn full_precision_vector_index(table: &str) -> String {
+    format!(
+        "CREATE INDEX ix_{table}_embedding_hnsw ON {table} USING hnsw (embedding vector_cosine_ops) \
+         WITH (m = 16, ef_construction = 64)"
+    )
+}
+
+/// The messages' vector index: HNSW over the embeddings' sign bits (Hamming distance). A query
+/// must order by the same expression, `binary_quantize(embedding)::bit(dims)`, to use it.
+pub fn message_vector_index(dims: u32) -> String {
+    format!(
+        "CREATE INDEX ix_messages_embedding_hnsw ON messages \
+         USING hnsw ((binary_quantize(embedding)::bit({dims})) bit_hamming_ops) \
+         WITH (m = 16, ef_construction = 64)"
+    )
+}
+
 pub struct Migrator;
 
 #[async_trait::async_trait]
@@ -42,6 +61,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000050_drop_session_is_active::Migration),
             Box::new(m20261201_000060_conclusion_search_text::Migration),
             Box::new(m20261201_000061_embedding_text_marker::Migration),
+            Box::new(m20261201_000070_binary_quantized_message_index::Migration),
         ]
     }
 }

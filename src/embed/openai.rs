@@ -63,11 +63,13 @@ struct EmbeddingItem {
 }
 
 /// An embedding as the server sent it: base64 of little-endian f32s, or a JSON array.
+/// Base64 is tried first: it is what we ask for, and an untagged enum that tries `Floats` first on
+/// a string formats the whole string into the discarded error.
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum Encoded {
-    Floats(Vec<f32>),
     Base64(String),
+    Floats(Vec<f32>),
 }
 
 impl Encoded {

@@ -3,7 +3,8 @@
 use sea_orm::{ConnectionTrait, QueryResult};
 
 use super::meta::{CONTEXTUAL, EMBEDDING_TEXT};
-use super::{Store, StoreError, StoreResult, TxOptions, stmt, vector_literal};
+use super::vectors::{FlatVectors, nth_vector};
+use super::{Store, StoreError, StoreResult, TxOptions, stmt};
 use crate::embed::{CONTEXT_TURNS, Embedder, conclusion_text, embed_non_blank, message_text};
 
 /// What [`Store::reembed`] reports as it goes; the command line draws a progress bar from it.
@@ -199,17 +200,8 @@ impl Store {
                 .embed(&texts)
                 .await
                 .map_err(|e| StoreError::Internal(e.to_string()))?;
-            let literals: Vec<String> = vectors.iter().map(|v| vector_literal(v)).collect();
-            self.db()
-                .execute_raw(stmt(
-                    &format!(
-                        "UPDATE {} t SET embedding = v.e::vector \
-                         FROM unnest($1::text[], $2::text[]) AS v(id, e) WHERE t.id = v.id::{}",
-                        pass.table, pass.id_type
-                    ),
-                    [ids.clone().into(), literals.into()],
-                ))
-                .await?;
+            let vectors: Vec<Option<Vec<f32>>> = vectors.into_iter().map(Some).collect();
+            set_embeddings(self.db(), pass.table, &ids, &vectors).await?;
             done += ids.len() as u64;
             progress.advanced(ids.len() as u64);
             after = ids.pop().unwrap_or_default();
@@ -220,11 +212,14 @@ impl Store {
     async fn resize_vectors(&self, dims: usize) -> StoreResult<()> {
         self.transaction(TxOptions::default(), |txn| async move {
             for (table, _) in TABLES {
+                let index = match table {
+                    "messages" => migration::message_vector_index(dims as u32),
+                    _ => migration::full_precision_vector_index(table),
+                };
                 txn.execute_unprepared(&format!(
                     "DROP INDEX IF EXISTS ix_{table}_embedding_hnsw;
                      ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({dims}) USING NULL;
-                     CREATE INDEX ix_{table}_embedding_hnsw ON {table} USING hnsw (embedding vector_cosine_ops)
-                       WITH (m = 16, ef_construction = 64);"
+                     {index};"
                 ))
                 .await?;
             }
@@ -246,24 +241,26 @@ pub(crate) async fn set_embeddings<C: ConnectionTrait, I: ToString>(
     ids: &[I],
     embeddings: &[Option<Vec<f32>>],
 ) -> StoreResult<()> {
-    let (ids, literals): (Vec<String>, Vec<String>) = ids
+    let (ids, vectors): (Vec<String>, Vec<&[f32]>) = ids
         .iter()
         .zip(embeddings)
-        .filter_map(|(id, e)| e.as_ref().map(|v| (id.to_string(), vector_literal(v))))
+        .filter_map(|(id, e)| e.as_deref().map(|v| (id.to_string(), v)))
         .unzip();
     if ids.is_empty() {
         return Ok(());
     }
+    let (vectors, _) = FlatVectors::new(vectors.into_iter().map(Some))?;
     let id_type = TABLES
         .iter()
         .find(|(t, _)| *t == table)
         .map_or("text", |(_, ty)| ty);
     db.execute_raw(stmt(
         &format!(
-            "UPDATE {table} t SET embedding = v.e::vector \
-             FROM unnest($1::text[], $2::text[]) AS v(id, e) WHERE t.id = v.id::{id_type}"
+            "UPDATE {table} t SET embedding = {} \
+             FROM unnest($1::text[]) WITH ORDINALITY AS v(id, ord) WHERE t.id = v.id::{id_type}",
+            nth_vector("$2::real[]", "$3::int", "v.ord")
         ),
-        [ids.into(), literals.into()],
+        [ids.into(), vectors.values.into(), vectors.dims.into()],
     ))
     .await?;
     Ok(())

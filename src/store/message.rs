@@ -8,11 +8,9 @@ use super::events::{self, Notice};
 use super::filter::{self, Resource};
 use super::page::{self, Order, Page, Slice};
 use super::session::{MemberConfig, add_members, lock_session, require_session};
+use super::vectors::{FlatVectors, nth_vector};
 use super::workspace::ensure_workspace;
-use super::{
-    Store, StoreError, StoreResult, TxOptions, columns, new_id, stmt, tokens, validate,
-    vector_literal,
-};
+use super::{Store, StoreError, StoreResult, TxOptions, columns, new_id, stmt, tokens, validate};
 use crate::embed::{CONTEXT_TURNS, message_text};
 use crate::entity::message;
 
@@ -188,13 +186,19 @@ impl Store {
         } else {
             vec![None; n]
         };
-        // '' stands for "no vector" (a blank message, or the embedder failed).
-        let vectors: Vec<String> = embeddings
-            .iter()
-            .map(|e| e.as_deref().map(vector_literal).unwrap_or_default())
-            .collect();
-        let (authors, peers, contents, metadata, tokens, times, vectors) = (
-            &authors, &peers, &contents, &metadata, &tokens, &times, &vectors,
+        // A message without a vector (blank, or the embedder failed) gets NULL.
+        let (vectors, has_vector) = FlatVectors::new(embeddings.iter().map(|e| e.as_deref()))?;
+        let vector = nth_vector("$11::real[]", "$12::int", "r.ord");
+        let (authors, peers, contents, metadata, tokens, times, vectors, has_vector, vector) = (
+            &authors,
+            &peers,
+            &contents,
+            &metadata,
+            &tokens,
+            &times,
+            &vectors,
+            &has_vector,
+            &vector,
         );
 
         let derive = self.derives();
@@ -227,10 +231,10 @@ impl Store {
                            seq_in_session, content, metadata, internal_metadata, token_count, \
                            created_at, embedding) \
                          SELECT r.public_id, $1, $2, r.peer, r.seq, r.content, r.metadata::jsonb, \
-                           '{{}}'::jsonb, r.tokens, r.created_at, NULLIF(r.embedding, '')::vector \
+                           '{{}}'::jsonb, r.tokens, r.created_at, CASE WHEN r.has_vector THEN {vector} END \
                          FROM unnest($3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], \
-                           $8::int[], $9::timestamptz[], $10::text[]) \
-                           AS r(public_id, peer, seq, content, metadata, tokens, created_at, embedding) \
+                           $8::int[], $9::timestamptz[], $10::bool[]) WITH ORDINALITY \
+                           AS r(public_id, peer, seq, content, metadata, tokens, created_at, has_vector, ord) \
                          RETURNING {}",
                         columns::list::<message::Entity>("")
                     ),
@@ -244,7 +248,9 @@ impl Store {
                         metadata.clone().into(),
                         tokens.clone().into(),
                         times.clone().into(),
-                        vectors.clone().into(),
+                        has_vector.clone().into(),
+                        vectors.values.clone().into(),
+                        vectors.dims.into(),
                     ],
                 ))
                 .all(&*txn)

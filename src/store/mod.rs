@@ -19,6 +19,7 @@ pub mod session;
 pub mod tokens;
 pub mod tx;
 pub mod validate;
+pub(crate) mod vectors;
 pub mod workspace;
 
 use sea_orm::{ConnectOptions, DatabaseConnection, DbBackend, Statement, Value};

@@ -13,10 +13,13 @@
 //!        SELECT "t"."t" AS "lexeme", ln(1 + (N - df + 0.5) / (df + 0.5)) AS "idf", … AS "avgdl"
 //!        FROM unnest(tsvector_to_array(to_tsvector('english', $t))) AS "t"
 //!        LEFT JOIN "search_corpus" AS "c" … LEFT JOIN "search_terms" AS "s" …),
-//!      "vec_hits" AS MATERIALIZED (              -- only with an embedder
-//!        SELECT "m"."id", "m"."embedding" <=> $q AS "dist" FROM "messages" AS "m"
+//!      "vec_near" AS MATERIALIZED (              -- only with an embedder
+//!        SELECT "m"."id", "m"."embedding" FROM "messages" AS "m"
 //!        WHERE <scope> AND <filters> AND "m"."embedding" IS NOT NULL AND EXISTS (SELECT 1 FROM "terms")
-//!        ORDER BY "dist" ASC LIMIT pool),
+//!        ORDER BY binary_quantize("m"."embedding")::bit(d) <~> binary_quantize($q)::bit(d)
+//!        LIMIT pool · CANDIDATES_PER_VECTOR_HIT),
+//!      "vec_hits" AS MATERIALIZED (
+//!        SELECT "id", "embedding" <=> $q AS "dist" FROM "vec_near" ORDER BY "dist" ASC LIMIT pool),
 //!      "fts_hits" AS (
 //!        SELECT "m"."id", "m"."created_at", <BM25 of m over "terms"> AS "score"
 //!        FROM "messages" AS "m"
@@ -34,7 +37,9 @@
 //! What the full-text leg indexes is the message's content and its author's peer id
 //! (`content_tsv`), so a question naming a speaker finds that speaker's turns.
 //!
-//! The vector leg runs in a transaction with `SET LOCAL hnsw.iterative_scan = relaxed_order`
+//! The vector leg reads its candidates from the HNSW index over the embeddings' sign bits
+//! (`binary_quantize`, Hamming distance: cheap to insert into, see the migration that made it) and
+//! ranks them by exact cosine over the stored vectors. It runs in a transaction with `SET LOCAL hnsw.iterative_scan = relaxed_order`
 //! (pgvector 0.8), so that filters which reject most of the index's nearest neighbours make the
 //! scan go on instead of returning too few rows; the `MATERIALIZED` CTE and the `ROW_NUMBER` over
 //! `dist` put the relaxed order right again.
@@ -80,6 +85,9 @@ pub const RRF_K: u32 = 60;
 pub const POOL_PER_RESULT: u64 = 2;
 pub const VECTOR_WEIGHT: f64 = 1.0;
 pub const TEXT_WEIGHT: f64 = 1.0;
+/// Candidates the vector leg reads from the bit index per hit it keeps after ranking them by exact
+/// cosine: the sign bits order neighbours only roughly.
+pub const CANDIDATES_PER_VECTOR_HIT: u64 = 5;
 
 /// Matched messages of one session with the messages around them.
 #[derive(Clone, Debug, PartialEq)]
@@ -412,19 +420,37 @@ pub fn hybrid_query(
     with.cte(cte("terms", terms(scope_workspace(scope), text), true));
 
     if let Some(v) = vector {
+        let dims = v.len();
         let q = SqlValue::from(pgvector::Vector::from(v));
-        let mut hits = leg(
+        // Candidates from the index over the vectors' sign bits, in Hamming order (the expression
+        // is the index's, so the planner can use it), then ranked by exact cosine.
+        let mut near = leg(
             scope,
             filter,
             Condition::all()
                 .add(Expr::col((m(), a("embedding"))).is_not_null())
                 .add(Expr::cust(HAS_TERMS)),
         );
-        hits.column((m(), message::Column::Id))
+        near.column((m(), message::Column::Id))
+            .column((m(), a("embedding")))
+            .order_by_expr(
+                Expr::cust_with_values(
+                    format!(
+                        r#"binary_quantize("m"."embedding")::bit({dims}) <~> binary_quantize($1)::bit({dims})"#
+                    ),
+                    [q.clone()],
+                ),
+                Order::Asc,
+            )
+            .limit(pool * CANDIDATES_PER_VECTOR_HIT);
+        with.cte(cte("vec_near", near, true));
+        let mut hits = Query::select();
+        hits.column(a("id"))
             .expr_as(
-                Expr::cust_with_values(r#""m"."embedding" <=> $1"#, [q]),
+                Expr::cust_with_values(r#""embedding" <=> $1"#, [q]),
                 a("dist"),
             )
+            .from(a("vec_near"))
             .order_by(a("dist"), Order::Asc)
             .limit(pool);
         with.cte(cte("vec_hits", hits, true));
@@ -639,7 +665,8 @@ mod tests {
         for part in [
             r#"WITH "terms" AS  MATERIALIZED (SELECT"#,
             r#""vec_hits" AS  MATERIALIZED (SELECT"#,
-            r#""m"."embedding" <=> $"#,
+            r#""embedding" <=> $"#,
+            r#"binary_quantize("m"."embedding")::bit(3) <~> binary_quantize($"#,
             r#""m"."embedding" IS NOT NULL"#,
             r#"ORDER BY "dist" ASC LIMIT"#,
             r#""fts_hits" AS (SELECT"#,

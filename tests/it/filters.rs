@@ -301,18 +301,6 @@ async fn a_seq_range_on_a_session_uses_the_unique_index() {
         .into_iter()
         .find(|s| s.contains("seq_in_session") && s.contains("ORDER BY"))
         .expect("the messages query");
-    let plan = app
-        .store
-        .db()
-        .query_all_raw(sea_orm::Statement::from_string(
-            sea_orm::DbBackend::Postgres,
-            format!("EXPLAIN {select}"),
-        ))
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.try_get_by_index::<String>(0).unwrap())
-        .collect::<Vec<_>>()
-        .join("\n");
+    let plan = crate::harness::explain(app.store.db(), &select, sea_orm::Values(vec![])).await;
     assert!(plan.contains("uq_messages_session_seq"), "plan:\n{plan}");
 }

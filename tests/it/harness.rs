@@ -10,7 +10,7 @@ use honcho_graphql::embed::{EmbedConfig, Embedder, EmbedderKind};
 use honcho_graphql::graphql::{self, AppSchema, Limits};
 use honcho_graphql::store::Store;
 use migration::{Migrator, MigratorTrait};
-use sea_orm::{ConnectionTrait, Database, DatabaseConnection};
+use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement, Values};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
@@ -479,4 +479,19 @@ pub async fn session_of(app: &TestApp, n: usize) {
         )
         .await;
     }
+}
+
+/// PostgreSQL's plan for `sql` with `values` bound, one line per plan row.
+pub async fn explain<C: ConnectionTrait>(db: &C, sql: &str, values: Values) -> String {
+    db.query_all_raw(Statement::from_sql_and_values(
+        DbBackend::Postgres,
+        format!("EXPLAIN {sql}"),
+        values,
+    ))
+    .await
+    .expect("EXPLAIN")
+    .into_iter()
+    .map(|r| r.try_get_by_index::<String>(0).expect("a plan line"))
+    .collect::<Vec<_>>()
+    .join("\n")
 }

@@ -836,3 +836,42 @@ async fn a_speakers_name_finds_their_turns() {
     let hits = in_session(&app, "What did Caroline say about pottery?", false, 2).await;
     assert_eq!(seqs(&hits["results"])[0], 1, "{hits}");
 }
+
+/// The vector leg must order by exactly the expression the messages' bit index is built on, or
+/// PostgreSQL sorts every vector of the scope instead, which no result would show.
+#[tokio::test]
+async fn the_vector_leg_reads_candidates_from_the_bit_index() {
+    use honcho_graphql::store::filter::{self, Resource};
+    use honcho_graphql::store::search::hybrid_query;
+    use sea_orm::sea_query::PostgresQueryBuilder;
+    use sea_orm::{ConnectionTrait, TransactionTrait};
+
+    let app = TestApp::new().await;
+    write(&app, "s", &[("alice", "the first message")]).await;
+    app.store
+        .db()
+        .execute_unprepared(
+            "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, seq_in_session, content, embedding)
+             SELECT lpad(g::text, 21, 'x'), 'ws', 's', 'alice', g, 'filler ' || g,
+                    (SELECT array_agg(random() - 0.5)::vector(384) FROM generate_series(1, 384) d WHERE g > 0)
+             FROM generate_series(2, 5001) g;
+             ANALYZE messages;",
+        )
+        .await
+        .unwrap();
+    let none = filter::parse(Resource::Message, &Value::Null).unwrap();
+    let (sql, values) = hybrid_query(
+        SearchScope::Session("ws", "s"),
+        "filler",
+        Some(vec![0.05; 384]),
+        &none,
+        10,
+    )
+    .build(PostgresQueryBuilder);
+    let txn = app.store.db().begin().await.unwrap();
+    txn.execute_unprepared("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        .await
+        .unwrap();
+    let plan = crate::harness::explain(&txn, &sql, values).await;
+    assert!(plan.contains("ix_messages_embedding_hnsw"), "plan:\n{plan}");
+}
