@@ -222,6 +222,11 @@ pub struct ServeConfig {
     #[arg(long, env = "HONCHO_REQUEST_TIMEOUT_MS", default_value_t = 60_000)]
     pub request_timeout_ms: u64,
 
+    /// How often the server looks for tables whose planner statistics are stale and analyzes
+    /// them, when autovacuum is off or never analyzed them (milliseconds; 0: never).
+    #[arg(long, env = "HONCHO_ANALYZE_INTERVAL_MS", default_value_t = 10_000)]
+    pub analyze_interval_ms: u64,
+
     /// A built playground (a directory with index.html) to serve at `/` instead of the one
     /// built into the binary (for playground development).
     #[arg(long, env = "HONCHO_PLAYGROUND_DIR")]

@@ -37,6 +37,28 @@ pub unsafe fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
+/// Analyzes the tables whose statistics went stale, every `interval`, until shutdown
+/// (`store::statistics`).
+fn keep_statistics(
+    store: store::Store,
+    interval: std::time::Duration,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = shutdown.changed() => return,
+            }
+            if let Err(e) = store.analyze_stale_tables().await {
+                tracing::warn!(error = %e, "could not refresh planner statistics");
+            }
+        }
+    });
+}
+
 /// Connects, migrates (unless told not to), checks the database matches this server, and serves
 /// until SIGINT/SIGTERM, letting in-flight requests finish.
 pub async fn serve(cfg: ServeConfig) -> Result<(), StartError> {
@@ -84,6 +106,13 @@ pub async fn serve(cfg: ServeConfig) -> Result<(), StartError> {
         );
     }
     let (stop_workers, shutdown) = tokio::sync::watch::channel(false);
+    if cfg.analyze_interval_ms > 0 {
+        keep_statistics(
+            store.clone(),
+            std::time::Duration::from_millis(cfg.analyze_interval_ms),
+            shutdown.clone(),
+        );
+    }
     let workers = match llm {
         Some(llm) if cfg.deriver.workers > 0 => {
             tracing::info!(

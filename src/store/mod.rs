@@ -16,6 +16,7 @@ pub mod queue;
 pub mod replicas;
 pub mod search;
 pub mod session;
+pub mod statistics;
 pub mod tokens;
 pub mod tx;
 pub mod validate;

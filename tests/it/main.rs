@@ -26,6 +26,7 @@ mod schema_file;
 mod search;
 mod sessions;
 mod standby;
+mod statistics;
 mod subscriptions;
 mod survival;
 mod telemetry;
