@@ -227,6 +227,12 @@ pub struct ServeConfig {
     #[arg(long, env = "HONCHO_ANALYZE_INTERVAL_MS", default_value_t = 10_000)]
     pub analyze_interval_ms: u64,
 
+    /// How often the server merges the pending lists of its GIN indexes (full text, trigrams)
+    /// into the indexes, so that searches read the index and not a long unsorted list
+    /// (milliseconds; 0: never, leaving it to autovacuum and to the inserts that fill a list).
+    #[arg(long, env = "HONCHO_GIN_FLUSH_INTERVAL_MS", default_value_t = 1_000)]
+    pub gin_flush_interval_ms: u64,
+
     /// A built playground (a directory with index.html) to serve at `/` instead of the one
     /// built into the binary (for playground development).
     #[arg(long, env = "HONCHO_PLAYGROUND_DIR")]

@@ -37,23 +37,34 @@ pub unsafe fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-/// Analyzes the tables whose statistics went stale, every `interval`, until shutdown
-/// (`store::statistics`).
-fn keep_statistics(
-    store: store::Store,
+/// Runs one maintenance `round` every `interval` until shutdown: the statistics keeper
+/// (`store::statistics`) and the GIN pending-list merger (`store::gin_pending`). A failing round
+/// is logged once until a round succeeds again, so a lasting failure does not flood the log.
+fn every<F, Fut>(
+    what: &'static str,
     interval: std::time::Duration,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
-) {
+    round: F,
+) where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = store::StoreResult<()>> + Send,
+{
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut failing = false;
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
                 _ = shutdown.changed() => return,
             }
-            if let Err(e) = store.analyze_stale_tables().await {
-                tracing::warn!(error = %e, "could not refresh planner statistics");
+            match round().await {
+                Ok(()) => failing = false,
+                Err(e) if !failing => {
+                    failing = true;
+                    tracing::warn!(error = %e, "{what} failed (logged again once it has recovered)");
+                }
+                Err(_) => {}
             }
         }
     });
@@ -107,10 +118,27 @@ pub async fn serve(cfg: ServeConfig) -> Result<(), StartError> {
     }
     let (stop_workers, shutdown) = tokio::sync::watch::channel(false);
     if cfg.analyze_interval_ms > 0 {
-        keep_statistics(
-            store.clone(),
+        let store = store.clone();
+        every(
+            "refreshing planner statistics",
             std::time::Duration::from_millis(cfg.analyze_interval_ms),
             shutdown.clone(),
+            move || {
+                let store = store.clone();
+                async move { store.analyze_stale_tables().await.map(drop) }
+            },
+        );
+    }
+    if cfg.gin_flush_interval_ms > 0 {
+        let store = store.clone();
+        every(
+            "merging GIN pending lists",
+            std::time::Duration::from_millis(cfg.gin_flush_interval_ms),
+            shutdown.clone(),
+            move || {
+                let store = store.clone();
+                async move { store.flush_gin_pending_lists().await.map(drop) }
+            },
         );
     }
     let workers = match llm {

@@ -6,6 +6,7 @@ pub mod embedding;
 pub mod error;
 pub mod events;
 pub mod filter;
+pub mod gin_pending;
 mod keys;
 pub mod message;
 pub mod meta;

@@ -7,7 +7,7 @@
 //! last analyze, when autovacuum is off or the table was never analyzed. One instance at a time
 //! does it (an advisory lock), so a fleet of servers does not analyze the same table at once.
 
-use sea_orm::{ConnectionTrait, TransactionTrait};
+use sea_orm::ConnectionTrait;
 
 use super::{Store, StoreResult, stmt};
 
@@ -30,21 +30,11 @@ impl Store {
     /// module documentation) and answers their names. Another instance holding the lock makes
     /// this round do nothing.
     pub async fn analyze_stale_tables(&self) -> StoreResult<Vec<String>> {
-        // A session-level advisory lock needs one connection for lock, work and unlock: a
-        // transaction pins it (ANALYZE runs inside a transaction block, unlike VACUUM).
-        let txn = self.db().begin().await?;
-        let locked: bool = txn
-            .query_one_raw(stmt(
-                "SELECT pg_try_advisory_xact_lock($1) AS locked",
-                [ANALYZE_LOCK.into()],
-            ))
-            .await?
-            .map(|r| r.try_get("", "locked"))
-            .transpose()?
-            .unwrap_or(false);
-        if !locked {
+        // ANALYZE runs inside a transaction block (unlike VACUUM), so the lock's transaction
+        // holds the work too.
+        let Some(txn) = self.begin_exclusive(ANALYZE_LOCK).await? else {
             return Ok(Vec::new());
-        }
+        };
         let names: Vec<String> = TABLES.iter().map(|t| (*t).to_owned()).collect();
         let stale = txn
             .query_all_raw(stmt(

@@ -94,6 +94,26 @@ impl Deref for Tx {
 }
 
 impl Store {
+    /// A transaction holding the advisory lock `key`, or None when another session holds it: for
+    /// background work that one instance of a fleet does at a time. The lock ends with the
+    /// transaction, so it needs no unlock and dies with a lost connection.
+    pub(crate) async fn begin_exclusive(
+        &self,
+        key: i64,
+    ) -> StoreResult<Option<DatabaseTransaction>> {
+        let txn = self.db().begin().await?;
+        let locked: bool = txn
+            .query_one_raw(stmt(
+                "SELECT pg_try_advisory_xact_lock($1) AS locked",
+                [key.into()],
+            ))
+            .await?
+            .map(|r| r.try_get("", "locked"))
+            .transpose()?
+            .unwrap_or(false);
+        Ok(locked.then_some(txn))
+    }
+
     /// Runs `body` in a transaction with `options`, committing when it returns `Ok` and rolling
     /// back when it returns `Err`; retried whole on deadlocks and serialization failures.
     pub async fn transaction<T, F, Fut>(&self, options: TxOptions, body: F) -> StoreResult<T>

@@ -13,6 +13,7 @@ mod fake_llm;
 mod filter_sql;
 mod filters;
 mod frontend;
+mod gin_pending;
 mod http;
 mod limits;
 mod llm;
