@@ -2,8 +2,9 @@
 //!
 //! One statement answers a search: a vector leg (pgvector cosine over the HNSW index, only when
 //! the store has an embedder and the query embeds) and a full-text leg (any of the query's
-//! english lexemes, or the whole query as a case-insensitive substring served by the trigram
-//! index, ranked by BM25 with document frequencies the triggers of `search_terms` keep per
+//! english lexemes, each looked up in the GIN index on its own as an inverted index would, and
+//! for a query with symbols the whole query as a case-insensitive substring served by the trigram
+//! index; ranked by BM25 with document frequencies the triggers of `search_terms` keep per
 //! workspace), each scoped and filtered by the caller's filter DSL *inside* the leg, each cut to
 //! `POOL_PER_RESULT · limit` candidates, fused by weighted Reciprocal Rank Fusion. The shape
 //! (sea_query builds the exact text, every value bound as a parameter):
@@ -20,12 +21,15 @@
 //!        LIMIT pool · CANDIDATES_PER_VECTOR_HIT),
 //!      "vec_hits" AS MATERIALIZED (
 //!        SELECT "id", "embedding" <=> $q AS "dist" FROM "vec_near" ORDER BY "dist" ASC LIMIT pool),
-//!      "fts_hits" AS (
-//!        SELECT "m"."id", "m"."created_at", <BM25 of m over "terms"> AS "score"
-//!        FROM "messages" AS "m"
-//!        WHERE <scope> AND <filters> AND EXISTS (SELECT 1 FROM "terms")
-//!          AND ("m"."content_tsv" @@ <the OR of "terms" as one tsquery> OR "m"."content" ILIKE $pattern)
-//!        ORDER BY "score" DESC, "m"."created_at" DESC, "m"."id" DESC LIMIT pool),
+//!      "fts_matches" AS (                         -- each message once per query lexeme it holds
+//!        SELECT "m"."id", "m"."created_at", "t"."idf", "t"."avgdl", <tf> AS "tf", <|m|> AS "dl"
+//!        FROM "messages" AS "m" INNER JOIN "terms" AS "t" ON "m"."content_tsv" @@ "t"."query"
+//!        WHERE <scope> AND <filters>
+//!        UNION ALL                                -- only for a query with symbols (`a@b.c`)
+//!        SELECT "m"."id", "m"."created_at", 0, 1, 0, 0 FROM "messages" AS "m"
+//!        WHERE <scope> AND <filters> AND EXISTS (SELECT 1 FROM "terms") AND "m"."content" ILIKE $pattern),
+//!      "fts_hits" AS (SELECT "id", "created_at", <BM25 over its lexemes> AS "score" FROM "fts_matches"
+//!        GROUP BY "id", "created_at" ORDER BY "score" DESC, "created_at" DESC, "id" DESC LIMIT pool),
 //!      "ranked" AS (SELECT "id", ROW_NUMBER() OVER (ORDER BY "dist", "id") AS "rank", w_vec AS "w" FROM "vec_hits"
 //!        UNION ALL
 //!        SELECT "id", ROW_NUMBER() OVER (ORDER BY "score" DESC, "created_at" DESC, "id" DESC), w_text FROM "fts_hits"),
@@ -51,8 +55,10 @@
 //!   here. A query with no lexeme (only stop words and punctuation: "What is it?", "?!") finds
 //!   nothing either, in both legs: it names nothing to look for.
 //! - Punctuation does not turn the text leg into a substring match only (Honcho's rule): a
-//!   question ends with "?", and its words must count. The whole query as a substring is still
-//!   a way in, so `user@example.com`, `e_c` or `100%` find what they found before.
+//!   question ends with "?", and its words must count. A query holding a symbol (neither
+//!   letter, digit, space nor sentence punctuation) is also matched as a substring, so
+//!   `user@example.com`, `e_c` or `100%` find what they found before; words alone are not
+//!   (`cat` does not find "concatenate"), which keeps the leg on its index.
 //! - Ties of the fused score are broken by the message id (`Message.id`, ascending), so one
 //!   search always gives one order.
 //! - Snippets are ordered by the rank of their best match in `results`, not grouped by session:
@@ -351,6 +357,7 @@ const BM25_B: f64 = 0.75;
 fn terms(workspace: &str, text: &str) -> SelectStatement {
     let mut q = Query::select();
     q.expr_as(Expr::cust(r#""t"."t""#), a("lexeme"))
+        .expr_as(Expr::cust(LEXEME_QUERY), a("query"))
         .expr_as(
             Expr::cust(
                 r#"ln(1 + (GREATEST(COALESCE("c"."docs", 0) - COALESCE("s"."docs", 0), 0) + 0.5) / (COALESCE("s"."docs", 0) + 0.5))"#,
@@ -389,21 +396,35 @@ fn terms(workspace: &str, text: &str) -> SelectStatement {
 /// The query has at least one lexeme (a query of stop words and punctuation only finds nothing).
 const HAS_TERMS: &str = r#"EXISTS (SELECT 1 FROM "terms")"#;
 
-/// The OR of the query's lexemes as one tsquery (each quoted, so no lexeme is read as an
-/// operator): a constant of the statement, so the GIN index serves `@@` with it.
-const ANY_TERM: &str = r#"(SELECT string_agg('''' || replace(replace("lexeme", E'\\', E'\\\\'), '''', '''''') || '''', ' | ')::tsquery FROM "terms")"#;
+/// One lexeme as a tsquery of its own, quoted so that no lexeme is read as an operator: the
+/// full-text leg joins each lexeme to the messages holding it through the GIN index, the way an
+/// inverted index answers a disjunction.
+const LEXEME_QUERY: &str =
+    r#"('''' || replace(replace("t"."t", E'\\', E'\\\\'), '''', '''''') || '''')::tsquery"#;
 
-/// BM25 of the message `m` for the query's lexemes: for each lexeme it holds,
+/// How often the lexeme `t` occurs in the message `m`: its cover density with every weight 1,
+/// which for a one-lexeme query counts its positions, read without unnesting the whole tsvector
+/// (unnesting every candidate's tsvector was most of a search's time).
+const TERM_FREQUENCY: &str = r#"ts_rank_cd('{1,1,1,1}', "m"."content_tsv", "t"."query")::float8"#;
+
+/// BM25 of the message `m` over the lexemes it was found by: for each,
 /// `idf · tf · (k1 + 1) / (tf + k1 · (1 − b + b · |m| / avgdl))`, |m| its number of lexemes.
 fn bm25() -> String {
     format!(
-        r#"COALESCE((SELECT sum("t"."idf" * "u"."tf" * {k1p1} / ("u"."tf" + {k1} * (1 - {b} + {b} * length("m"."content_tsv") / "t"."avgdl")))
-          FROM (SELECT "lexeme", cardinality("positions") AS "tf" FROM unnest("m"."content_tsv")) AS "u"
-          JOIN "terms" AS "t" ON "t"."lexeme" = "u"."lexeme"), 0)"#,
+        r#"sum("idf" * "tf" * {k1p1:?} / ("tf" + {k1:?} * (1 - {b:?} + {b:?} * "dl" / "avgdl")))"#,
         k1 = BM25_K1,
         k1p1 = BM25_K1 + 1.0,
         b = BM25_B,
     )
+}
+
+/// Whether the full-text leg also takes the whole query as a case-insensitive substring: when it
+/// holds a character that is neither a letter, a digit, a space nor sentence punctuation
+/// (`user@example.com`, `snake_case`, `100%`, `a/b`), which lexemes do not capture. Words and
+/// questions are served by their lexemes alone, through the index.
+pub fn wants_substring(text: &str) -> bool {
+    text.chars()
+        .any(|c| !(c.is_alphanumeric() || c.is_whitespace() || ".,;:!?'\"()-\u{2019}".contains(c)))
 }
 
 /// The whole search as one statement (see the module documentation for its shape).
@@ -465,26 +486,54 @@ pub fn hybrid_query(
         ranked.push(r);
     }
 
-    // Any of the query's lexemes, or the whole query as a case-insensitive substring (phrases,
-    // e-mail addresses, code); ranked by BM25, which is 0 for a substring-only match.
-    let mut hits = leg(
-        scope,
-        filter,
-        Condition::all().add(Expr::cust(HAS_TERMS)).add(
-            Condition::any()
-                .add(Expr::cust(format!(r#""m"."content_tsv" @@ {ANY_TERM}"#)))
+    // Every message holding any of the query's lexemes, once per lexeme it holds, with what BM25
+    // needs of that pair; and, for a query with symbols, every message holding the whole query
+    // as a substring, with nothing that scores (BM25 0).
+    let mut matches = leg(scope, filter, Condition::all());
+    matches
+        .join_as(
+            JoinType::InnerJoin,
+            a("terms"),
+            a("t"),
+            Expr::cust(r#""m"."content_tsv" @@ "t"."query""#),
+        )
+        .column((m(), message::Column::Id))
+        .column((m(), message::Column::CreatedAt))
+        .column((a("t"), a("idf")))
+        .column((a("t"), a("avgdl")))
+        .expr_as(Expr::cust(TERM_FREQUENCY), a("tf"))
+        .expr_as(Expr::cust(r#"length("m"."content_tsv")::float8"#), a("dl"));
+    if wants_substring(text) {
+        let mut substring = leg(
+            scope,
+            filter,
+            Condition::all()
+                .add(Expr::cust(HAS_TERMS))
                 .add(Expr::cust_with_values(
                     r#""m"."content" ILIKE $1"#,
                     [like_pattern(text)],
                 )),
-        ),
-    );
-    hits.expr_as(Expr::cust(bm25()), a("score"));
-    hits.column((m(), message::Column::Id))
-        .column((m(), message::Column::CreatedAt))
+        );
+        substring
+            .column((m(), message::Column::Id))
+            .column((m(), message::Column::CreatedAt))
+            .expr_as(Expr::cust("0::float8"), a("idf"))
+            .expr_as(Expr::cust("1::float8"), a("avgdl"))
+            .expr_as(Expr::cust("0::float8"), a("tf"))
+            .expr_as(Expr::cust("0::float8"), a("dl"));
+        matches.union(UnionType::All, substring);
+    }
+    with.cte(cte("fts_matches", matches, false));
+    let mut hits = Query::select();
+    hits.column(a("id"))
+        .column(a("created_at"))
+        .expr_as(Expr::cust(bm25()), a("score"))
+        .from(a("fts_matches"))
+        .group_by_col(a("id"))
+        .group_by_col(a("created_at"))
         .order_by(a("score"), Order::Desc)
-        .order_by((m(), message::Column::CreatedAt), Order::Desc)
-        .order_by((m(), message::Column::Id), Order::Desc)
+        .order_by(a("created_at"), Order::Desc)
+        .order_by(a("id"), Order::Desc)
         .limit(pool);
     with.cte(cte("fts_hits", hits, false));
     let mut r = Query::select();
@@ -651,6 +700,21 @@ mod tests {
     }
 
     #[test]
+    fn only_queries_with_symbols_are_matched_as_substrings() {
+        for q in [
+            "What did Caroline research?",
+            "favorite color",
+            "don't, (really) - yes!",
+            "l'été dernier",
+        ] {
+            assert!(!wants_substring(q), "{q}");
+        }
+        for q in ["bob@example.com", "e_c", "100%", "a/b", "#rust", "x+y"] {
+            assert!(wants_substring(q), "{q}");
+        }
+    }
+
+    #[test]
     fn one_statement_with_both_legs_and_the_fusion() {
         let f = filter::parse(Resource::Message, &Value::Null).unwrap();
         let (sql, values) = hybrid_query(
@@ -671,8 +735,8 @@ mod tests {
             r#"ORDER BY "dist" ASC LIMIT"#,
             r#""fts_hits" AS (SELECT"#,
             "tsvector_to_array(to_tsvector('english',",
+            r#""m"."content_tsv" @@ "t"."query""#,
             "::tsquery",
-            "ILIKE",
             "UNION ALL",
             fusion.as_str(),
             r#"ORDER BY "f"."score" DESC, "m"."public_id" ASC LIMIT"#,
@@ -682,6 +746,17 @@ mod tests {
         // Scope values are bound, never spliced.
         assert!(!sql.contains("'ws'") && !sql.contains("favorite"), "{sql}");
         assert!(values.0.len() >= 8, "{values:?}");
+        // Words need no substring match; a symbol does.
+        assert!(!sql.contains("ILIKE"), "{sql}");
+        let (sql, _) = hybrid_query(
+            MessageScope::Session("ws", "s"),
+            "bob@example.com",
+            None,
+            &f,
+            10,
+        )
+        .build(PostgresQueryBuilder);
+        assert!(sql.contains(r#""m"."content" ILIKE $"#), "{sql}");
 
         // Without an embedder: the full-text leg alone.
         let (sql, _) = hybrid_query(MessageScope::Workspace("ws"), "a.b", None, &f, 10)

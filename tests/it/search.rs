@@ -875,3 +875,55 @@ async fn the_vector_leg_reads_candidates_from_the_bit_index() {
     let plan = crate::harness::explain(&txn, &sql, values).await;
     assert!(plan.contains("ix_messages_embedding_hnsw"), "plan:\n{plan}");
 }
+
+#[tokio::test]
+async fn the_full_text_leg_looks_each_lexeme_up_in_the_index() {
+    use honcho_graphql::store::filter::{self, Resource};
+    use honcho_graphql::store::search::hybrid_query;
+    use sea_orm::ConnectionTrait;
+    use sea_orm::sea_query::PostgresQueryBuilder;
+
+    let app = TestApp::new().await;
+    write(&app, "s", &[("alice", "the first message")]).await;
+    // 5,000 messages over 500 distinct words: each word is in ten of them.
+    app.store
+        .db()
+        .execute_unprepared(
+            "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, seq_in_session, content)
+             SELECT lpad(g::text, 21, 'x'), 'ws', 's', 'alice', g, 'filler word' || (g % 500) || ' and more'
+             FROM generate_series(2, 5001) g;
+             ANALYZE messages;",
+        )
+        .await
+        .unwrap();
+    app.store.flush_gin_pending_lists().await.unwrap();
+    let none = filter::parse(Resource::Message, &Value::Null).unwrap();
+    let (sql, values) = hybrid_query(
+        SearchScope::Session("ws", "s"),
+        "What about word7 and word9?",
+        None,
+        &none,
+        10,
+    )
+    .build(PostgresQueryBuilder);
+    let plan = crate::harness::explain(app.store.db(), &sql, values).await;
+    assert!(plan.contains("ix_messages_content_tsv"), "plan:\n{plan}");
+    assert!(!plan.contains("Seq Scan on messages"), "plan:\n{plan}");
+    // No embedder here: these are the full-text leg's hits, all of them holding a word asked for.
+    let hits = app
+        .store
+        .search(
+            SearchScope::Session("ws", "s"),
+            "What about word7 and word9?",
+            &Value::Null,
+            20,
+        )
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 20);
+    assert!(
+        hits.iter()
+            .all(|m| m.content.contains("word7 ") || m.content.contains("word9 ")),
+        "{hits:?}"
+    );
+}
