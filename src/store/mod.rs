@@ -161,20 +161,6 @@ where
     Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
 }
 
-/// pgvector's text form, `[x,y,…]`, for binding a vector as a text parameter cast to `vector`.
-pub(crate) fn vector_literal(v: &[f32]) -> String {
-    let mut out = String::with_capacity(v.len() * 12 + 2);
-    out.push('[');
-    for (i, x) in v.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(&x.to_string());
-    }
-    out.push(']');
-    out
-}
-
 pub(crate) fn new_id() -> String {
     nanoid::nanoid!()
 }

@@ -21,7 +21,8 @@ use sea_orm::{ConnectionTrait, DatabaseTransaction};
 
 use super::conclusion::{Conclusion, Level, live_ids, upsert_derived};
 use super::events::{self, Notice};
-use super::{Store, StoreError, StoreResult, TxOptions, columns, new_id, stmt, vector_literal};
+use super::vectors::{FlatVectors, nth_vector};
+use super::{Store, StoreError, StoreResult, TxOptions, columns, new_id, stmt};
 use crate::entity::conclusion;
 
 /// Queues the messages `ids` (just inserted in `txn`) for every observer the observation rules
@@ -340,7 +341,7 @@ impl Store {
                     d.level,
                     &d.content,
                     &sources,
-                    d.embedding.as_deref().map(vector_literal),
+                    d.embedding.as_deref(),
                 )
                 .await?;
                 if row.times_derived == 1 {
@@ -521,12 +522,13 @@ impl Store {
                 ],
             )
         } else {
-            let literals: Vec<String> = vectors.iter().map(|v| vector_literal(v)).collect();
+            let (flat, _) = FlatVectors::new(vectors.iter().map(|v| Some(v.as_slice())))?;
+            let query = nth_vector("$5::real[]", "$6::int", "q.ord");
             stmt(
                 &format!(
                     "SELECT {columns} FROM conclusions c \
-                     CROSS JOIN LATERAL (SELECT min(c.embedding <=> q.v::vector) AS d \
-                       FROM unnest($5::text[]) AS q(v)) near \
+                     CROSS JOIN LATERAL (SELECT min(c.embedding <=> {query}) AS d \
+                       FROM generate_series(1, $7::bigint) AS q(ord)) near \
                      WHERE {base} AND c.embedding IS NOT NULL \
                      ORDER BY near.d, c.id LIMIT $4"
                 ),
@@ -535,7 +537,9 @@ impl Store {
                     observer.into(),
                     observed.into(),
                     limit.into(),
-                    literals.into(),
+                    flat.values.into(),
+                    flat.dims.into(),
+                    (vectors.len() as i64).into(),
                 ],
             )
         };
@@ -601,7 +605,7 @@ async fn record_fact(
     dedup_similarity: f64,
 ) -> StoreResult<(Conclusion, bool)> {
     use sea_orm::EntityTrait;
-    let vector = fact.embedding.as_deref().map(vector_literal);
+    let vector = fact.embedding.clone();
     let max_distance = (1.0 - dedup_similarity).max(0.0);
     let columns = columns::list::<conclusion::Entity>("");
     let duplicate = conclusion::Entity::find()
@@ -612,8 +616,9 @@ async fn record_fact(
                    WHERE workspace_name = $1 AND observer = $2 AND observed = $3 \
                      AND level = 'explicit' AND deleted_at IS NULL \
                      AND (md5(content) = md5($4) \
-                          OR ($5::vector IS NOT NULL AND embedding <=> $5::vector <= $6)) \
-                   ORDER BY md5(content) = md5($4) DESC, embedding <=> $5::vector, id \
+                          OR ($5::real[] IS NOT NULL \
+                              AND embedding <=> $5::real[]::vector <= $6)) \
+                   ORDER BY md5(content) = md5($4) DESC, embedding <=> $5::real[]::vector, id \
                    LIMIT 1) \
                  RETURNING {columns}"
             ),
@@ -636,7 +641,7 @@ async fn record_fact(
                     &format!(
                         "INSERT INTO conclusions (id, workspace_name, observer, observed, \
                            session_name, content, level, times_derived, embedding) \
-                         VALUES ($1, $2, $3, $4, $5, $6, 'explicit', 1, $7::vector) \
+                         VALUES ($1, $2, $3, $4, $5, $6, 'explicit', 1, $7::real[]::vector) \
                          RETURNING {columns}"
                     ),
                     [

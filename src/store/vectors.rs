@@ -1,7 +1,8 @@
 //! A batch of embeddings bound as one flat `real[]` parameter, which the driver sends in binary.
 //! The text form (`'[0.0123,…]'` per vector) cost more than the rest of a `createMessages` batch:
 //! formatting 1536 floats per message here, and parsing them again in PostgreSQL. The SQL takes
-//! row `n`'s vector back out of the array with [`nth_vector`].
+//! row `n`'s vector back out of the array with [`nth_vector`]. A single vector is bound the same
+//! way, as an `Option<Vec<f32>>` the SQL casts with `$n::real[]::vector` (NULL stays NULL).
 
 use super::{StoreError, StoreResult};
 

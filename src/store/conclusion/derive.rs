@@ -11,7 +11,7 @@ use super::{
 use crate::embed::conclusion_text;
 use crate::entity::conclusion;
 use crate::store::events::{self, Notice};
-use crate::store::{Store, StoreError, StoreResult, TxOptions, new_id, stmt, vector_literal};
+use crate::store::{Store, StoreError, StoreResult, TxOptions, new_id, stmt};
 
 /// Most source ids one derivation may cite.
 pub const MAX_SOURCES: usize = 100;
@@ -64,12 +64,7 @@ impl Store {
             )));
         }
         let text = conclusion_text(&input.observer, &input.observed, &content);
-        let embedding = self
-            .embed_texts(&[text])
-            .await
-            .pop()
-            .flatten()
-            .map(|v| vector_literal(&v));
+        let embedding = self.embed_texts(&[text]).await.pop().flatten();
 
         let sessions: Vec<String> = input.session.iter().cloned().collect();
         let peers = [input.observer, input.observed];
@@ -91,7 +86,7 @@ impl Store {
                 level,
                 content,
                 sources,
-                embedding.clone(),
+                embedding.as_deref(),
             )
             .await?;
             // A new conclusion is an event; a reinforcement (times_derived bumped) is not.
@@ -144,14 +139,14 @@ pub(crate) async fn upsert_derived<C: ConnectionTrait>(
     level: Level,
     content: &str,
     sources: &[String],
-    embedding: Option<String>,
+    embedding: Option<&[f32]>,
 ) -> StoreResult<Conclusion> {
     conclusion::Entity::find()
         .from_raw_sql(stmt(
             &format!(
                 "INSERT INTO conclusions (id, workspace_name, observer, observed, session_name, \
                    content, level, times_derived, source_ids, embedding) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8::text[], $9::vector) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8::text[], $9::real[]::vector) \
                  ON CONFLICT (workspace_name, observer, observed, md5(content)) \
                    WHERE deleted_at IS NULL AND level <> 'explicit' \
                  DO UPDATE SET \
@@ -176,7 +171,7 @@ pub(crate) async fn upsert_derived<C: ConnectionTrait>(
                 content.into(),
                 level.into(),
                 sources.to_vec().into(),
-                embedding.into(),
+                embedding.map(<[f32]>::to_vec).into(),
             ],
         ))
         .one(db)
