@@ -116,146 +116,30 @@ impl Store {
     ) -> StoreResult<Vec<Message>> {
         validate::name("workspace", workspace)?;
         validate::name("session", session_name)?;
-        validate::batch_len("messages", batch.len())?;
-        let mut prepared = Vec::with_capacity(batch.len());
-        for (i, m) in batch.into_iter().enumerate() {
-            validate::name("peer", &m.peer)
-                .map_err(|e| StoreError::invalid(format!("messages[{i}].peerId: {e}")))?;
-            let content = validate::message_content(i, &m.content)?;
-            let metadata = match m.metadata {
-                Some(v) => validate::metadata(&format!("messages[{i}].metadata"), v)?,
-                None => json!({}),
-            };
-            prepared.push((m.peer, content, metadata, m.created_at, 0));
-        }
-        let (_, counts) = tokens::count_all(prepared.iter().map(|p| p.1.clone()).collect()).await?;
-        for (p, n) in prepared.iter_mut().zip(counts) {
-            p.4 = n;
-        }
-        // One timestamp for the batch, as PostgreSQL's now() would give.
-        let now = Utc::now();
-        // Laid out as columns before the transaction, so a retried attempt only clones them.
-        let n = prepared.len();
-        let authors: Vec<MemberConfig> = prepared
-            .iter()
-            .map(|(peer, ..)| MemberConfig {
-                peer: peer.clone(),
-                ..MemberConfig::default()
-            })
-            .collect();
-        let (mut peers, mut contents, mut metadata, mut tokens, mut times) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        );
-        for (peer, content, meta, created_at, token_count) in prepared {
-            peers.push(peer);
-            contents.push(content);
-            metadata.push(meta.to_string());
-            tokens.push(token_count);
-            times.push(created_at.unwrap_or(now));
-        }
+        let rows = Rows::prepare(batch).await?;
         // Embedded before the transaction so the session lock is never held during inference.
-        // Each message in its conversation: the turns before it come from this batch or, for
-        // the first ones, from the session as it is now (a concurrent batch may land between
-        // them and this one; its turns are then missing from these vectors, nothing else).
-        let embeddings = if self.embedder().is_some() {
-            let earlier = self
-                .last_turns(workspace, session_name, CONTEXT_TURNS)
-                .await?;
-            let turns: Vec<(&str, &str)> = earlier
-                .iter()
-                .map(|(p, c)| (p.as_str(), c.as_str()))
-                .chain(
-                    peers
-                        .iter()
-                        .map(String::as_str)
-                        .zip(contents.iter().map(String::as_str)),
-                )
-                .collect();
-            let texts: Vec<String> = (0..n)
-                .map(|i| {
-                    let at = earlier.len() + i;
-                    let (peer, content) = turns[at];
-                    message_text(&turns[at.saturating_sub(CONTEXT_TURNS)..at], peer, content)
-                })
-                .collect();
-            self.embed_texts(&texts).await
-        } else {
-            vec![None; n]
-        };
+        let embeddings = self.embed_batch(workspace, session_name, &rows).await?;
         // A message without a vector (blank, or the embedder failed) gets NULL.
         let (vectors, has_vector) = FlatVectors::new(embeddings.iter().map(|e| e.as_deref()))?;
-        let vector = nth_vector("$11::real[]", "$12::int", "r.ord");
-        let (authors, peers, contents, metadata, tokens, times, vectors, has_vector, vector) = (
-            &authors,
-            &peers,
-            &contents,
-            &metadata,
-            &tokens,
-            &times,
-            &vectors,
-            &has_vector,
-            &vector,
-        );
-
+        let (rows, vectors, has_vector) = (&rows, &vectors, &has_vector);
         let derive = self.derives();
         let options = TxOptions::default().lock_timeout(LOCK_WAIT);
         self.transaction(options, |txn| async move {
             lock_session(&*txn, workspace, session_name).await?;
             ensure_workspace(&*txn, workspace, None, None).await?;
             ensure_session(&*txn, workspace, session_name).await?;
-            add_members(&*txn, workspace, session_name, authors).await?;
-
-            let last: i64 = txn
-                .query_one_raw(stmt(
-                    "SELECT COALESCE(MAX(seq_in_session), 0) AS last FROM messages \
-                     WHERE workspace_name = $1 AND session_name = $2",
-                    [workspace.into(), session_name.into()],
-                ))
-                .await?
-                .map(|r| r.try_get("", "last"))
-                .transpose()?
-                .unwrap_or(0);
-            let ids: Vec<String> = (0..n).map(|_| new_id()).collect();
-            let seqs: Vec<i64> = (0..n as i64).map(|i| last + 1 + i).collect();
-            // One INSERT with the embeddings in it: inserting and then setting the vectors would
-            // write every row twice, and the second version again into every index (HNSW, both
-            // GINs, the B-trees), which costs more than the insert itself.
-            let mut created = message::Entity::find()
-                .from_raw_sql(stmt(
-                    &format!(
-                        "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, \
-                           seq_in_session, content, metadata, internal_metadata, token_count, \
-                           created_at, embedding) \
-                         SELECT r.public_id, $1, $2, r.peer, r.seq, r.content, r.metadata::jsonb, \
-                           '{{}}'::jsonb, r.tokens, r.created_at, CASE WHEN r.has_vector THEN {vector} END \
-                         FROM unnest($3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], \
-                           $8::int[], $9::timestamptz[], $10::bool[]) WITH ORDINALITY \
-                           AS r(public_id, peer, seq, content, metadata, tokens, created_at, has_vector, ord) \
-                         RETURNING {}",
-                        columns::list::<message::Entity>("")
-                    ),
-                    [
-                        workspace.into(),
-                        session_name.into(),
-                        ids.into(),
-                        peers.clone().into(),
-                        seqs.into(),
-                        contents.clone().into(),
-                        metadata.clone().into(),
-                        tokens.clone().into(),
-                        times.clone().into(),
-                        has_vector.clone().into(),
-                        vectors.values.clone().into(),
-                        vectors.dims.into(),
-                    ],
-                ))
-                .all(&*txn)
-                .await?;
-            created.sort_by_key(|m| m.seq_in_session);
+            add_members(&*txn, workspace, session_name, &rows.authors).await?;
+            let last = last_seq(&*txn, workspace, session_name).await?;
+            let created = insert_rows(
+                &*txn,
+                workspace,
+                session_name,
+                last,
+                rows,
+                vectors,
+                has_vector,
+            )
+            .await?;
             // Delivered to listeners at commit, never if the batch rolls back.
             if let (Some(first), Some(last)) = (created.first(), created.last()) {
                 let notice = Notice::Message {
@@ -273,6 +157,41 @@ impl Store {
             Ok(created)
         })
         .await
+    }
+
+    /// The batch's vectors, `None` for each message without an embedder. Each message is
+    /// embedded in its conversation: the turns before it come from this batch or, for the first
+    /// ones, from the session as it is now (a concurrent batch may land between them and this
+    /// one; its turns are then missing from these vectors, nothing else).
+    async fn embed_batch(
+        &self,
+        workspace: &str,
+        session: &str,
+        rows: &Rows,
+    ) -> StoreResult<Vec<Option<Vec<f32>>>> {
+        let n = rows.peers.len();
+        if self.embedder().is_none() {
+            return Ok(vec![None; n]);
+        }
+        let earlier = self.last_turns(workspace, session, CONTEXT_TURNS).await?;
+        let turns: Vec<(&str, &str)> = earlier
+            .iter()
+            .map(|(p, c)| (p.as_str(), c.as_str()))
+            .chain(
+                rows.peers
+                    .iter()
+                    .map(String::as_str)
+                    .zip(rows.contents.iter().map(String::as_str)),
+            )
+            .collect();
+        let texts: Vec<String> = (0..n)
+            .map(|i| {
+                let at = earlier.len() + i;
+                let (peer, content) = turns[at];
+                message_text(&turns[at.saturating_sub(CONTEXT_TURNS)..at], peer, content)
+            })
+            .collect();
+        Ok(self.embed_texts(&texts).await)
     }
 
     /// The last `n` messages of a session as (peer, content), oldest first.
@@ -405,6 +324,126 @@ impl Store {
             .all(self.reader())
             .await?)
     }
+}
+
+/// A validated `createMessages` batch laid out as the columns its INSERT binds, one entry per
+/// message. Laid out before the transaction, so a retried attempt only clones them.
+struct Rows {
+    /// The authors, (re)joined as members.
+    authors: Vec<MemberConfig>,
+    peers: Vec<String>,
+    contents: Vec<String>,
+    /// JSON text.
+    metadata: Vec<String>,
+    tokens: Vec<i32>,
+    times: Vec<DateTime<Utc>>,
+}
+
+impl Rows {
+    /// Validates every message (a bad one refuses the batch) and counts its tokens.
+    async fn prepare(batch: Vec<NewMessage>) -> StoreResult<Rows> {
+        validate::batch_len("messages", batch.len())?;
+        let n = batch.len();
+        // One timestamp for the batch, as PostgreSQL's now() would give.
+        let now = Utc::now();
+        let mut rows = Rows {
+            authors: Vec::with_capacity(n),
+            peers: Vec::with_capacity(n),
+            contents: Vec::with_capacity(n),
+            metadata: Vec::with_capacity(n),
+            tokens: Vec::new(),
+            times: Vec::with_capacity(n),
+        };
+        for (i, m) in batch.into_iter().enumerate() {
+            validate::name("peer", &m.peer)
+                .map_err(|e| StoreError::invalid(format!("messages[{i}].peerId: {e}")))?;
+            let content = validate::message_content(i, &m.content)?;
+            let metadata = match m.metadata {
+                Some(v) => validate::metadata(&format!("messages[{i}].metadata"), v)?,
+                None => json!({}),
+            };
+            rows.authors.push(MemberConfig {
+                peer: m.peer.clone(),
+                ..MemberConfig::default()
+            });
+            rows.peers.push(m.peer);
+            rows.contents.push(content);
+            rows.metadata.push(metadata.to_string());
+            rows.times.push(m.created_at.unwrap_or(now));
+        }
+        (rows.contents, rows.tokens) = tokens::count_all(rows.contents).await?;
+        Ok(rows)
+    }
+}
+
+/// The session's last `seq_in_session`, 0 when it has no message yet.
+async fn last_seq<C: ConnectionTrait>(db: &C, workspace: &str, session: &str) -> StoreResult<i64> {
+    Ok(db
+        .query_one_raw(stmt(
+            "SELECT COALESCE(MAX(seq_in_session), 0) AS last FROM messages \
+             WHERE workspace_name = $1 AND session_name = $2",
+            [workspace.into(), session.into()],
+        ))
+        .await?
+        .map(|r| r.try_get("", "last"))
+        .transpose()?
+        .unwrap_or(0))
+}
+
+/// Inserts the rows after seq `last`, each with its vector, in one statement; returns them in
+/// seq order.
+///
+/// One INSERT with the embeddings in it: inserting and then setting the vectors would write every
+/// row twice, and the second version again into every index (HNSW, both GINs, the B-trees), which
+/// costs more than the insert itself.
+async fn insert_rows<C: ConnectionTrait>(
+    db: &C,
+    workspace: &str,
+    session: &str,
+    last: i64,
+    rows: &Rows,
+    vectors: &FlatVectors,
+    has_vector: &[bool],
+) -> StoreResult<Vec<Message>> {
+    let n = rows.peers.len();
+    let ids: Vec<String> = (0..n).map(|_| new_id()).collect();
+    let seqs: Vec<i64> = (0..n as i64).map(|i| last + 1 + i).collect();
+    let vector = nth_vector("$11::real[]", "$12::int", "r.ord");
+    let mut created = message::Entity::find()
+        .from_raw_sql(stmt(
+            &format!(
+                "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, \
+                   seq_in_session, content, metadata, internal_metadata, token_count, created_at, \
+                   embedding) \
+                 SELECT r.public_id, $1, $2, r.peer, r.seq, r.content, r.metadata::jsonb, \
+                   '{{}}'::jsonb, r.tokens, r.created_at, \
+                   CASE WHEN r.has_vector THEN {vector} END \
+                 FROM unnest($3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], \
+                   $8::int[], $9::timestamptz[], $10::bool[]) WITH ORDINALITY \
+                   AS r(public_id, peer, seq, content, metadata, tokens, created_at, has_vector, \
+                     ord) \
+                 RETURNING {}",
+                columns::list::<message::Entity>("")
+            ),
+            [
+                workspace.into(),
+                session.into(),
+                ids.into(),
+                rows.peers.clone().into(),
+                seqs.into(),
+                rows.contents.clone().into(),
+                rows.metadata.clone().into(),
+                rows.tokens.clone().into(),
+                rows.times.clone().into(),
+                has_vector.to_vec().into(),
+                vectors.values.clone().into(),
+                vectors.dims.into(),
+            ],
+        ))
+        .all(db)
+        .await?;
+    created.sort_by_key(|m| m.seq_in_session);
+    Ok(created)
 }
 
 async fn ensure_session<C: ConnectionTrait>(
