@@ -274,98 +274,11 @@ impl Store {
         dedup_similarity: f64,
     ) -> StoreResult<BatchOutcome> {
         self.transaction(TxOptions::default(), |txn| async move {
-            // Facts of one (observer, observed) from several sessions are deduplicated one batch at
-            // a time.
-            txn.execute_raw(stmt(
-            "SELECT pg_advisory_xact_lock(hashtext($1), hashtext('deriver:' || $2 || ':' || $3))",
-            [
-                claim.workspace.clone().into(),
-                claim.observer.clone().into(),
-                claim.observed.clone().into(),
-            ],
-        ))
-        .await?;
-            let held = txn
-                .query_one_raw(stmt(
-                    "SELECT id FROM deriver_units WHERE id = $1 AND lease_owner = $2 \
-                 FOR NO KEY UPDATE",
-                    [claim.unit_id.into(), claim.owner.clone().into()],
-                ))
-                .await?;
-            if held.is_none() {
-                return Err(StoreError::Conflict(format!(
-                    "the lease on deriver unit {} was lost to another worker",
-                    claim.unit_id
-                )));
-            }
+            hold_unit(&txn, claim).await?;
             let mut out = BatchOutcome::default();
-            let mut new_ids = Vec::new();
-            for fact in facts {
-                let (row, created) = record_fact(&txn, claim, fact, dedup_similarity).await?;
-                if created {
-                    out.facts_created += 1;
-                    new_ids.push(row.id.clone());
-                } else {
-                    out.facts_reinforced += 1;
-                }
-                out.facts.push(row);
-            }
-            for d in derived {
-                let mut sources: Vec<String> = Vec::new();
-                for p in &d.premises {
-                    let id = match p {
-                        Premise::Fact(i) => out.facts.get(*i).map(|c| c.id.clone()),
-                        Premise::Existing(id) => Some(id.clone()),
-                    };
-                    if let Some(id) = id
-                        && !sources.contains(&id)
-                    {
-                        sources.push(id);
-                    }
-                }
-                let sources = live_ids(&*txn, &claim.workspace, &sources).await?;
-                if sources.is_empty() || would_cycle(&txn, claim, d, &sources).await? {
-                    tracing::warn!(
-                        content = %d.content,
-                        "deriver: refused a derived conclusion (no live premise, or a cycle)"
-                    );
-                    out.refused += 1;
-                    continue;
-                }
-                let row = upsert_derived(
-                    &*txn,
-                    &claim.workspace,
-                    &claim.observer,
-                    &claim.observed,
-                    Some(&claim.session),
-                    d.level,
-                    &d.content,
-                    &sources,
-                    d.embedding.as_deref(),
-                )
-                .await?;
-                if row.times_derived == 1 {
-                    out.derived_created += 1;
-                    new_ids.push(row.id.clone());
-                } else {
-                    out.derived_reinforced += 1;
-                }
-                out.derived.push(row);
-            }
-            txn.execute_raw(stmt(
-                "DELETE FROM deriver_items WHERE id = ANY($1::bigint[])",
-                [claim.item_ids.clone().into()],
-            ))
-            .await?;
-            txn.execute_raw(stmt(
-                "UPDATE deriver_units SET \
-               pending_tokens = greatest(pending_tokens - $2, 0), \
-               oldest_at = (SELECT min(enqueued_at) FROM deriver_items WHERE unit_id = $1), \
-               lease_owner = NULL, lease_until = NULL \
-             WHERE id = $1",
-                [claim.unit_id.into(), claim.tokens.into()],
-            ))
-            .await?;
+            let mut new_ids = record_facts(&txn, claim, facts, dedup_similarity, &mut out).await?;
+            new_ids.extend(record_derived(&txn, claim, derived, &mut out).await?);
+            dequeue_batch(&txn, claim).await?;
             if !new_ids.is_empty() {
                 let notice = Notice::Conclusion {
                     w: claim.workspace.clone(),
@@ -594,6 +507,128 @@ fn lease_lost(claim: &Claim) -> StoreError {
         "the lease on deriver unit {} was lost to another worker",
         claim.unit_id
     ))
+}
+
+/// Makes sure the claim still holds its unit, and keeps it until the transaction ends; else
+/// `Conflict`. Also serializes batches of one (observer, observed) from several sessions, so
+/// their facts are deduplicated one batch at a time.
+async fn hold_unit(txn: &DatabaseTransaction, claim: &Claim) -> StoreResult<()> {
+    txn.execute_raw(stmt(
+        "SELECT pg_advisory_xact_lock(hashtext($1), hashtext('deriver:' || $2 || ':' || $3))",
+        [
+            claim.workspace.clone().into(),
+            claim.observer.clone().into(),
+            claim.observed.clone().into(),
+        ],
+    ))
+    .await?;
+    let held = txn
+        .query_one_raw(stmt(
+            "SELECT id FROM deriver_units WHERE id = $1 AND lease_owner = $2 FOR NO KEY UPDATE",
+            [claim.unit_id.into(), claim.owner.clone().into()],
+        ))
+        .await?;
+    match held {
+        Some(_) => Ok(()),
+        None => Err(lease_lost(claim)),
+    }
+}
+
+/// Records the batch's facts in order (into `out`); returns the ids of the new conclusions.
+async fn record_facts(
+    txn: &DatabaseTransaction,
+    claim: &Claim,
+    facts: &[NewFact],
+    dedup_similarity: f64,
+    out: &mut BatchOutcome,
+) -> StoreResult<Vec<String>> {
+    let mut new_ids = Vec::new();
+    for fact in facts {
+        let (row, created) = record_fact(txn, claim, fact, dedup_similarity).await?;
+        if created {
+            out.facts_created += 1;
+            new_ids.push(row.id.clone());
+        } else {
+            out.facts_reinforced += 1;
+        }
+        out.facts.push(row);
+    }
+    Ok(new_ids)
+}
+
+/// Records the batch's derived conclusions (into `out`), each citing its live premises: a fact
+/// premise is the conclusion that fact became (`out.facts`, so the facts come first). Refuses
+/// those left without a live premise or that would close a cycle. Returns the new ids.
+async fn record_derived(
+    txn: &DatabaseTransaction,
+    claim: &Claim,
+    derived: &[NewDerived],
+    out: &mut BatchOutcome,
+) -> StoreResult<Vec<String>> {
+    let mut new_ids = Vec::new();
+    for d in derived {
+        let mut sources: Vec<String> = Vec::new();
+        for p in &d.premises {
+            let id = match p {
+                Premise::Fact(i) => out.facts.get(*i).map(|c| c.id.clone()),
+                Premise::Existing(id) => Some(id.clone()),
+            };
+            if let Some(id) = id
+                && !sources.contains(&id)
+            {
+                sources.push(id);
+            }
+        }
+        let sources = live_ids(txn, &claim.workspace, &sources).await?;
+        if sources.is_empty() || would_cycle(txn, claim, d, &sources).await? {
+            tracing::warn!(
+                content = %d.content,
+                "deriver: refused a derived conclusion (no live premise, or a cycle)"
+            );
+            out.refused += 1;
+            continue;
+        }
+        let row = upsert_derived(
+            txn,
+            &claim.workspace,
+            &claim.observer,
+            &claim.observed,
+            Some(&claim.session),
+            d.level,
+            &d.content,
+            &sources,
+            d.embedding.as_deref(),
+        )
+        .await?;
+        if row.times_derived == 1 {
+            out.derived_created += 1;
+            new_ids.push(row.id.clone());
+        } else {
+            out.derived_reinforced += 1;
+        }
+        out.derived.push(row);
+    }
+    Ok(new_ids)
+}
+
+/// Takes the batch's messages off the queue and releases the unit's lease; what is left queued
+/// sets when the unit is next ready.
+async fn dequeue_batch(txn: &DatabaseTransaction, claim: &Claim) -> StoreResult<()> {
+    txn.execute_raw(stmt(
+        "DELETE FROM deriver_items WHERE id = ANY($1::bigint[])",
+        [claim.item_ids.clone().into()],
+    ))
+    .await?;
+    txn.execute_raw(stmt(
+        "UPDATE deriver_units SET \
+           pending_tokens = greatest(pending_tokens - $2, 0), \
+           oldest_at = (SELECT min(enqueued_at) FROM deriver_items WHERE unit_id = $1), \
+           lease_owner = NULL, lease_until = NULL \
+         WHERE id = $1",
+        [claim.unit_id.into(), claim.tokens.into()],
+    ))
+    .await?;
+    Ok(())
 }
 
 /// Stores one fact of a batch: reinforces its duplicate, or inserts it; links its messages.
