@@ -29,7 +29,7 @@ use tokio::sync::watch;
 use crate::config::DeriverConfig;
 use crate::embed::conclusion_text;
 use crate::llm::{JsonReply, JsonRequest, Llm, LlmError};
-use crate::store::conclusion::{Level, conclusion_content};
+use crate::store::conclusion::{Conclusion, Level, conclusion_content};
 use crate::store::message::{Message, SeqRange};
 use crate::store::queue::{BatchOutcome, Claim, ClaimRules, NewDerived, NewFact, Premise};
 use crate::store::{Store, StoreError};
@@ -175,6 +175,28 @@ impl Deriver {
 
     /// Both passes, nothing written.
     async fn derive(&self, claim: &Claim) -> Result<(Vec<NewFact>, Vec<NewDerived>), DeriverError> {
+        let mut facts = self.explicit_pass(claim).await?;
+        if facts.is_empty() {
+            return Ok((facts, Vec::new()));
+        }
+        let vectors = self
+            .embed_conclusions(claim, facts.iter().map(|f| f.content.as_str()))
+            .await;
+        for (f, e) in facts.iter_mut().zip(vectors) {
+            f.embedding = e;
+        }
+        let mut derived = self.reasoning_pass(claim, &facts).await?;
+        let vectors = self
+            .embed_conclusions(claim, derived.iter().map(|d| d.content.as_str()))
+            .await;
+        for (d, e) in derived.iter_mut().zip(vectors) {
+            d.embedding = e;
+        }
+        Ok((facts, derived))
+    }
+
+    /// The explicit pass: the facts the observed peer states in the batch, each once.
+    async fn explicit_pass(&self, claim: &Claim) -> Result<Vec<NewFact>, DeriverError> {
         let window = self.window(claim).await?;
         let reply = self
             .ask(
@@ -188,46 +210,16 @@ impl Deriver {
                 },
             )
             .await?;
-        let mut facts: Vec<NewFact> = Vec::new();
-        for answer in prompt::read_facts(&reply.value) {
-            let Ok(content) = conclusion_content("fact", &answer.content) else {
-                continue;
-            };
-            if facts.iter().any(|f| f.content == content) {
-                continue;
-            }
-            // The messages it comes from: those of the batch it names, else the whole batch.
-            let named: Vec<i64> = window
-                .iter()
-                .filter(|m| {
-                    answer.seqs.contains(&m.seq_in_session) && claim.message_ids.contains(&m.id)
-                })
-                .map(|m| m.id)
-                .collect();
-            let message_ids = if named.is_empty() {
-                claim.message_ids.clone()
-            } else {
-                named
-            };
-            facts.push(NewFact {
-                content,
-                embedding: None,
-                message_ids,
-            });
-        }
-        if facts.is_empty() {
-            return Ok((facts, Vec::new()));
-        }
-        // Embedded with the pair's ids (as every conclusion is); the prompt shows the content.
-        let text = |content: &str| conclusion_text(&claim.observer, &claim.observed, content);
-        let texts: Vec<String> = facts.iter().map(|f| f.content.clone()).collect();
-        let embedded: Vec<String> = texts.iter().map(|t| text(t)).collect();
-        for (f, e) in facts
-            .iter_mut()
-            .zip(self.store.embed_texts(&embedded).await)
-        {
-            f.embedding = e;
-        }
+        Ok(facts_of(claim, &window, &reply.value))
+    }
+
+    /// The reasoning pass: conclusions drawn from the facts (embedded) and the nearest existing
+    /// conclusions, each citing premises it was shown.
+    async fn reasoning_pass(
+        &self,
+        claim: &Claim,
+        facts: &[NewFact],
+    ) -> Result<Vec<NewDerived>, DeriverError> {
         let vectors: Vec<Vec<f32>> = facts.iter().filter_map(|f| f.embedding.clone()).collect();
         let existing = self
             .store
@@ -241,78 +233,33 @@ impl Deriver {
             .await?;
         // The explicit call may have taken most of the lease.
         self.store.renew_lease(claim, self.rules().lease).await?;
+        let contents: Vec<String> = facts.iter().map(|f| f.content.clone()).collect();
         let reply = self
             .ask(
                 "reasoning",
                 JsonRequest {
                     system: prompt::reasoning_system(&claim.observer, &claim.observed),
-                    user: prompt::reasoning_user(&texts, &existing),
+                    user: prompt::reasoning_user(&contents, &existing),
                     schema_name: "derived_conclusions".into(),
                     schema: prompt::reasoning_schema(),
                     max_tokens: ANSWER_TOKENS,
                 },
             )
             .await?;
-        let mut derived = Vec::new();
-        for answer in prompt::read_derived(&reply.value) {
-            let Some(level) = answer.level else {
-                tracing::warn!(content = %answer.content, "deriver: conclusion without a valid level dropped");
-                metrics()
-                    .conclusions
-                    .with_label_values(&["unknown", "refused"])
-                    .inc();
-                continue;
-            };
-            let Ok(content) = conclusion_content("conclusion", &answer.content) else {
-                continue;
-            };
-            let mut premises = Vec::new();
-            for id in &answer.source_ids {
-                let premise = (0..facts.len())
-                    .find(|i| prompt::fact_label(*i) == *id)
-                    .map(Premise::Fact)
-                    .or_else(|| {
-                        existing
-                            .iter()
-                            .any(|c| c.id == *id)
-                            .then(|| Premise::Existing(id.clone()))
-                    });
-                match premise {
-                    Some(p) if !premises.contains(&p) => premises.push(p),
-                    Some(_) => {}
-                    None => {
-                        metrics()
-                            .unknown_sources
-                            .with_label_values(&["reasoning"])
-                            .inc();
-                        tracing::warn!(
-                            source = %id,
-                            content = %content,
-                            "deriver: the model cited a premise it was not shown; dropped"
-                        );
-                    }
-                }
-            }
-            if premises.is_empty() {
-                metrics()
-                    .conclusions
-                    .with_label_values(&[level.to_value().as_str(), "refused"])
-                    .inc();
-                tracing::warn!(content = %content, "deriver: conclusion without a known premise refused");
-                continue;
-            }
-            derived.push(NewDerived {
-                level,
-                content,
-                embedding: None,
-                premises,
-            });
-        }
-        let texts: Vec<String> = derived.iter().map(|d| text(&d.content)).collect();
-        for (d, e) in derived.iter_mut().zip(self.store.embed_texts(&texts).await) {
-            d.embedding = e;
-        }
-        Ok((facts, derived))
+        Ok(derived_of(&reply.value, facts.len(), &existing))
+    }
+
+    /// Vectors for conclusions of the claim's pair: embedded with the pair's ids, as every
+    /// conclusion is (the prompts show the content alone).
+    async fn embed_conclusions<'a>(
+        &self,
+        claim: &Claim,
+        contents: impl Iterator<Item = &'a str>,
+    ) -> Vec<Option<Vec<f32>>> {
+        let texts: Vec<String> = contents
+            .map(|c| conclusion_text(&claim.observer, &claim.observed, c))
+            .collect();
+        self.store.embed_texts(&texts).await
     }
 
     /// The batch's messages and, budget permitting, the messages around them (newest first up
@@ -426,6 +373,115 @@ impl Deriver {
             })
             .collect()
     }
+}
+
+/// The explicit pass's facts, each once, each with the batch messages it comes from: those
+/// the answer names, else the whole batch.
+fn facts_of(claim: &Claim, window: &[Message], answer: &serde_json::Value) -> Vec<NewFact> {
+    let mut facts: Vec<NewFact> = Vec::new();
+    for answer in prompt::read_facts(answer) {
+        let Ok(content) = conclusion_content("fact", &answer.content) else {
+            continue;
+        };
+        if facts.iter().any(|f| f.content == content) {
+            continue;
+        }
+        let named: Vec<i64> = window
+            .iter()
+            .filter(|m| {
+                answer.seqs.contains(&m.seq_in_session) && claim.message_ids.contains(&m.id)
+            })
+            .map(|m| m.id)
+            .collect();
+        let message_ids = if named.is_empty() {
+            claim.message_ids.clone()
+        } else {
+            named
+        };
+        facts.push(NewFact {
+            content,
+            embedding: None,
+            message_ids,
+        });
+    }
+    facts
+}
+
+/// The reasoning pass's conclusions that have a level and at least one premise the model was
+/// shown (`facts` new facts, then `existing`); the others are counted and logged.
+fn derived_of(
+    answer: &serde_json::Value,
+    facts: usize,
+    existing: &[Conclusion],
+) -> Vec<NewDerived> {
+    let mut derived = Vec::new();
+    for answer in prompt::read_derived(answer) {
+        let Some(level) = answer.level else {
+            tracing::warn!(content = %answer.content, "deriver: conclusion without a valid level dropped");
+            metrics()
+                .conclusions
+                .with_label_values(&["unknown", "refused"])
+                .inc();
+            continue;
+        };
+        let Ok(content) = conclusion_content("conclusion", &answer.content) else {
+            continue;
+        };
+        let premises = premises_of(&answer.source_ids, facts, existing, &content);
+        if premises.is_empty() {
+            metrics()
+                .conclusions
+                .with_label_values(&[level.to_value().as_str(), "refused"])
+                .inc();
+            tracing::warn!(content = %content, "deriver: conclusion without a known premise refused");
+            continue;
+        }
+        derived.push(NewDerived {
+            level,
+            content,
+            embedding: None,
+            premises,
+        });
+    }
+    derived
+}
+
+/// The premises a conclusion cites, each once: a fact by its label, or an existing conclusion by
+/// its id. A premise the model was not shown is dropped, counted and logged.
+fn premises_of(
+    source_ids: &[String],
+    facts: usize,
+    existing: &[Conclusion],
+    content: &str,
+) -> Vec<Premise> {
+    let mut premises = Vec::new();
+    for id in source_ids {
+        let premise = (0..facts)
+            .find(|i| prompt::fact_label(*i) == *id)
+            .map(Premise::Fact)
+            .or_else(|| {
+                existing
+                    .iter()
+                    .any(|c| c.id == *id)
+                    .then(|| Premise::Existing(id.clone()))
+            });
+        match premise {
+            Some(p) if !premises.contains(&p) => premises.push(p),
+            Some(_) => {}
+            None => {
+                metrics()
+                    .unknown_sources
+                    .with_label_values(&["reasoning"])
+                    .inc();
+                tracing::warn!(
+                    source = %id,
+                    content = %content,
+                    "deriver: the model cited a premise it was not shown; dropped"
+                );
+            }
+        }
+    }
+    premises
 }
 
 fn count_outcome(o: &BatchOutcome) {
