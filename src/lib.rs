@@ -74,48 +74,12 @@ fn every<F, Fut>(
 /// until SIGINT/SIGTERM, letting in-flight requests finish.
 pub async fn serve(cfg: ServeConfig) -> Result<(), StartError> {
     let auth = cfg.auth.auth()?;
-    if auth.enabled() {
-        tracing::info!("auth is on: requests need `Authorization: Bearer <key>`");
-    } else {
-        tracing::warn!(
-            "auth is OFF (HONCHO_AUTH_SECRET is unset): every request is an admin; \
-             do not expose this server to a network"
-        );
-    }
+    announce_auth(auth.enabled());
     let origins = http::Origins::parse(&cfg.cors_origins, auth.enabled())?;
-    let trusted = match &cfg.trusted_documents {
-        Some(path) => {
-            let manifest = http::Persisted::load_manifest(path)?;
-            tracing::info!(
-                documents = manifest.len(),
-                admin_exempt = cfg.trusted_documents_admin,
-                "strict mode: only the trusted documents of {} run",
-                path.display()
-            );
-            Some(manifest)
-        }
-        None => None,
-    };
-    let persisted = std::sync::Arc::new(http::Persisted::new(trusted, cfg.trusted_documents_admin));
+    let persisted = persisted_documents(&cfg)?;
     let llm = llm::build(&cfg.llm)?;
     let dialectic = llm.clone().map(dialectic::Dialectic::new);
-    let store = open_store(&cfg.db)
-        .await?
-        .with_derivation(llm.is_some())
-        .with_read_pool(open_read_pool(&cfg.db, &cfg.reads).await?);
-    if !cfg.no_migrate {
-        Migrator::up(store.db(), None)
-            .await
-            .map_err(StartError::Migrate)?;
-    }
-    store.check_embedder().await?;
-    if store.vectors_predate_context().await? {
-        tracing::warn!(
-            "stored vectors predate contextual embeddings (messages embedded alone, conclusions \
-             without their peers' ids): search finds less until `honcho-graphql reembed --all` \
-             recomputes them"
-        );
-    }
+    let store = ready_store(&cfg, llm.is_some()).await?;
     let (stop_workers, shutdown) = tokio::sync::watch::channel(false);
     if cfg.analyze_interval_ms > 0 {
         let store = store.clone();
@@ -141,72 +105,12 @@ pub async fn serve(cfg: ServeConfig) -> Result<(), StartError> {
             },
         );
     }
-    let workers = match llm {
-        Some(llm) if cfg.deriver.workers > 0 => {
-            tracing::info!(
-                model = llm.model_id(),
-                workers = cfg.deriver.workers,
-                "deriver workers started"
-            );
-            let deriver = std::sync::Arc::new(deriver::Deriver::new(
-                store.clone(),
-                llm,
-                cfg.deriver.clone(),
-            ));
-            deriver.spawn_workers(cfg.deriver.workers, shutdown)
-        }
-        Some(llm) => {
-            tracing::info!(
-                model = llm.model_id(),
-                "messages are queued for derivation; no worker here (HONCHO_DERIVER_WORKERS=0): \
-                 run `honcho-graphql deriver`"
-            );
-            Vec::new()
-        }
-        None => {
-            tracing::info!("no LLM (HONCHO_LLM=none): nothing is derived");
-            Vec::new()
-        }
-    };
-    let limits = graphql::Limits {
-        max_depth: cfg.max_depth,
-        max_complexity: cfg.max_complexity,
-        introspection: cfg.introspection,
-        max_nesting: cfg.max_nesting,
-        max_tokens: cfg.max_tokens,
-        max_fragments: cfg.max_fragments,
-        max_aliases: cfg.max_aliases,
-        max_root_fields: cfg.max_root_fields,
-        max_embeddings: cfg.max_embeddings,
-        max_subscriptions_per_connection: cfg.max_subscriptions_per_connection,
-        max_subscriptions_per_key: cfg.max_subscriptions_per_key,
-        connection_init_timeout: std::time::Duration::from_millis(cfg.ws_init_timeout_ms),
-    };
-    let events_url = cfg
-        .events_database_url
-        .as_deref()
-        .unwrap_or(&cfg.db.database_url);
-    let events = store::events::EventBus::start(events_url, cfg.event_buffer)
-        .await
-        .map_err(|cause| StartError::Events {
-            url: redact(events_url),
-            cause,
-        })?;
-    let schema = graphql::build_schema_with(store.clone(), &limits, auth, Some(events), dialectic);
+    let workers = start_deriver(&cfg, llm, &store, shutdown);
+    let events = start_events(&cfg).await?;
+    let schema =
+        graphql::build_schema_with(store.clone(), &limits(&cfg), auth, Some(events), dialectic);
     let playground = http::Playground::resolve(cfg.playground_dir.clone());
-    match (&playground, &cfg.playground_dir) {
-        (http::Playground::Dir(dir), _) => {
-            tracing::info!("serving the playground from {}", dir.display())
-        }
-        (http::Playground::Embedded, _) => tracing::info!("serving the built-in playground"),
-        (http::Playground::Missing, Some(dir)) => tracing::warn!(
-            "HONCHO_PLAYGROUND_DIR={} has no index.html; `/` says how to build the playground",
-            dir.display()
-        ),
-        (http::Playground::Missing, None) => {
-            tracing::info!("no playground built (make playground); `/` says so")
-        }
-    }
+    announce_playground(&playground, cfg.playground_dir.as_deref());
     let options = http::HttpOptions {
         max_body_bytes: cfg.max_body_bytes,
         request_timeout: Some(std::time::Duration::from_millis(cfg.request_timeout_ms)),
@@ -240,6 +144,145 @@ pub async fn serve(cfg: ServeConfig) -> Result<(), StartError> {
         let _ = w.await;
     }
     Ok(())
+}
+
+fn announce_auth(enabled: bool) {
+    if enabled {
+        tracing::info!("auth is on: requests need `Authorization: Bearer <key>`");
+    } else {
+        tracing::warn!(
+            "auth is OFF (HONCHO_AUTH_SECRET is unset): every request is an admin; \
+             do not expose this server to a network"
+        );
+    }
+}
+
+/// The persisted-document store, holding the trusted documents' manifest in strict mode.
+fn persisted_documents(cfg: &ServeConfig) -> Result<std::sync::Arc<http::Persisted>, StartError> {
+    let trusted = match &cfg.trusted_documents {
+        Some(path) => {
+            let manifest = http::Persisted::load_manifest(path)?;
+            tracing::info!(
+                documents = manifest.len(),
+                admin_exempt = cfg.trusted_documents_admin,
+                "strict mode: only the trusted documents of {} run",
+                path.display()
+            );
+            Some(manifest)
+        }
+        None => None,
+    };
+    Ok(std::sync::Arc::new(http::Persisted::new(
+        trusted,
+        cfg.trusted_documents_admin,
+    )))
+}
+
+/// The store with its read replicas, migrated (unless told not to) and checked against the
+/// configured embedder.
+async fn ready_store(cfg: &ServeConfig, derives: bool) -> Result<Store, StartError> {
+    let store = open_store(&cfg.db)
+        .await?
+        .with_derivation(derives)
+        .with_read_pool(open_read_pool(&cfg.db, &cfg.reads).await?);
+    if !cfg.no_migrate {
+        Migrator::up(store.db(), None)
+            .await
+            .map_err(StartError::Migrate)?;
+    }
+    store.check_embedder().await?;
+    if store.vectors_predate_context().await? {
+        tracing::warn!(
+            "stored vectors predate contextual embeddings (messages embedded alone, conclusions \
+             without their peers' ids): search finds less until `honcho-graphql reembed --all` \
+             recomputes them"
+        );
+    }
+    Ok(store)
+}
+
+/// The in-process deriver workers, when there is an LLM and workers are configured.
+fn start_deriver(
+    cfg: &ServeConfig,
+    llm: Option<std::sync::Arc<dyn llm::Llm>>,
+    store: &Store,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    match llm {
+        Some(llm) if cfg.deriver.workers > 0 => {
+            tracing::info!(
+                model = llm.model_id(),
+                workers = cfg.deriver.workers,
+                "deriver workers started"
+            );
+            let deriver = std::sync::Arc::new(deriver::Deriver::new(
+                store.clone(),
+                llm,
+                cfg.deriver.clone(),
+            ));
+            deriver.spawn_workers(cfg.deriver.workers, shutdown)
+        }
+        Some(llm) => {
+            tracing::info!(
+                model = llm.model_id(),
+                "messages are queued for derivation; no worker here (HONCHO_DERIVER_WORKERS=0): \
+                 run `honcho-graphql deriver`"
+            );
+            Vec::new()
+        }
+        None => {
+            tracing::info!("no LLM (HONCHO_LLM=none): nothing is derived");
+            Vec::new()
+        }
+    }
+}
+
+fn limits(cfg: &ServeConfig) -> graphql::Limits {
+    graphql::Limits {
+        max_depth: cfg.max_depth,
+        max_complexity: cfg.max_complexity,
+        introspection: cfg.introspection,
+        max_nesting: cfg.max_nesting,
+        max_tokens: cfg.max_tokens,
+        max_fragments: cfg.max_fragments,
+        max_aliases: cfg.max_aliases,
+        max_root_fields: cfg.max_root_fields,
+        max_embeddings: cfg.max_embeddings,
+        max_subscriptions_per_connection: cfg.max_subscriptions_per_connection,
+        max_subscriptions_per_key: cfg.max_subscriptions_per_key,
+        connection_init_timeout: std::time::Duration::from_millis(cfg.ws_init_timeout_ms),
+    }
+}
+
+/// The process's `LISTEN` connection, on the events URL when one is set (a direct connection
+/// where the main URL goes through a transaction-pooling proxy).
+async fn start_events(cfg: &ServeConfig) -> Result<store::events::EventBus, StartError> {
+    let url = cfg
+        .events_database_url
+        .as_deref()
+        .unwrap_or(&cfg.db.database_url);
+    store::events::EventBus::start(url, cfg.event_buffer)
+        .await
+        .map_err(|cause| StartError::Events {
+            url: redact(url),
+            cause,
+        })
+}
+
+fn announce_playground(playground: &http::Playground, dir: Option<&std::path::Path>) {
+    match (playground, dir) {
+        (http::Playground::Dir(dir), _) => {
+            tracing::info!("serving the playground from {}", dir.display())
+        }
+        (http::Playground::Embedded, _) => tracing::info!("serving the built-in playground"),
+        (http::Playground::Missing, Some(dir)) => tracing::warn!(
+            "HONCHO_PLAYGROUND_DIR={} has no index.html; `/` says how to build the playground",
+            dir.display()
+        ),
+        (http::Playground::Missing, None) => {
+            tracing::info!("no playground built (make playground); `/` says so")
+        }
+    }
 }
 
 /// Runs deriver workers alone (`honcho-graphql deriver`) until SIGINT/SIGTERM: derivation scales
