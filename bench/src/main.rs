@@ -321,12 +321,54 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
     let started = Instant::now();
     let minilm = embedder(EmbedderKind::MiniLm)?.context("MiniLM is an embedder")?;
     migration::set_embedding_dims(minilm.dims() as u32);
+    let mut rng = Rng::new(args.seed);
+    let seeded = seed_all(args, db_url, &minilm, &mut rng).await?;
+    let took = started.elapsed();
+    eprintln!("seeded in {:.0}s", took.as_secs_f64());
+    let b = start(args, db_url, &minilm).await?;
+
+    // The workloads in this order, each drawing its random choices from `rng` in turn.
+    let mut reads = message_reads(&b, &mut rng, &seeded.big).await?;
+    reads.extend(session_searches(&b, &mut rng, &seeded).await?);
+    let query_embedding = query_embedding_cost(&minilm, &mut rng).await?;
+    reads.extend(deep_reads(&b, &mut rng, &seeded).await?);
+    let mut throughput = writes(&b, &mut rng, &seeded.big, &minilm).await?;
+    let extra = sitting_and_mixed(&b, &mut rng, db_url, &mut reads, &mut throughput).await?;
+    if args.runs(10) {
+        rest::run(&b.http, &b.url, args.requests / 3).await?;
+    }
+
+    let total = started.elapsed();
+    report(
+        &reads,
+        &throughput,
+        &query_embedding,
+        &extra,
+        took,
+        total,
+        args,
+    )?;
+    Ok(())
+}
+
+/// The seeded workspaces, and the conclusions of the big one.
+struct Seeded {
+    small: Workspace,
+    big: Workspace,
+    conclusions: Vec<String>,
+}
+
+/// Migrates and seeds: the sentence pool, a small and a big workspace, conclusions; indexes that
+/// would slow the seeding are built after it.
+async fn seed_all(
+    args: &Args,
+    db_url: &str,
+    minilm: &Arc<dyn Embedder>,
+    rng: &mut Rng,
+) -> anyhow::Result<Seeded> {
     let seed_db = connect(db_url, 4).await?;
     Migrator::up(&seed_db, None).await.context("migrating")?;
-
-    // Seed.
-    let mut rng = Rng::new(args.seed);
-    seed::pool(&seed_db, &minilm, &mut rng, args.pool).await?;
+    seed::pool(&seed_db, minilm, rng, args.pool).await?;
     let deferred = seed::drop_deferred_indexes(&seed_db).await?;
     let opts = SeedOptions {
         pool: args.pool,
@@ -336,7 +378,7 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
     let small_sessions = 10;
     let small = seed::workspace(
         &seed_db,
-        &mut rng,
+        rng,
         "small",
         small_sessions,
         small_n / small_sessions,
@@ -345,19 +387,25 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
     .await?;
     let big = seed::workspace(
         &seed_db,
-        &mut rng,
+        rng,
         "big",
         args.sessions,
         args.messages / args.sessions,
         &opts,
     )
     .await?;
-    let conclusions = seed::conclusions(&seed_db, &mut rng, &big, args.conclusions).await?;
+    let conclusions = seed::conclusions(&seed_db, rng, &big, args.conclusions).await?;
     seed::build_deferred_indexes(&seed_db, &deferred).await?;
-    let seeded = started.elapsed();
-    eprintln!("seeded in {:.0}s", seeded.as_secs_f64());
+    Ok(Seeded {
+        small,
+        big,
+        conclusions,
+    })
+}
 
-    // The server, its statements captured through the metric callback.
+/// Two servers on the seeded database (with MiniLM, and without an embedder), their statements
+/// captured through the metric callback, and a connection of its own for the SQL floor.
+async fn start(args: &Args, db_url: &str, minilm: &Arc<dyn Embedder>) -> anyhow::Result<Bench> {
     let capture = Capture::default();
     let mut conn = connect(db_url, 8).await?;
     {
@@ -372,106 +420,115 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
     let url = serve(store).await?;
     let url_plain = serve(Store::new(conn.clone())).await?;
     let floor = connect(db_url, 8).await?;
-    let b = Bench {
+    Ok(Bench {
         http: reqwest::Client::new(),
         url,
         url_plain,
         capture,
         floor,
         args: args.clone(),
-    };
+    })
+}
 
-    let mut reads: Vec<ReadResult> = Vec::new();
-    let mut throughput: Vec<ThroughputResult> = Vec::new();
-    let big_scale = format!(
+/// How a workspace's size is labelled in the tables.
+fn scale(ws: &Workspace) -> String {
+    format!(
         "{}k msgs",
-        big.sessions.len() * big.messages_per_session / 1000
-    );
-    let small_scale = format!(
-        "{}k msgs",
-        small.sessions.len() * small.messages_per_session / 1000
-    );
+        ws.sessions.len() * ws.messages_per_session / 1000
+    )
+}
 
-    // (5) 100 messages with peer, session and context(±2).
-    if args.runs(5) {
-        let reqs = slices(&mut rng, &big, 100, |ws, s, lo, _| Req {
+/// Workloads 5 (100 messages with peer, session and context ±2) and 4 (50-message slices by
+/// seqInSession).
+async fn message_reads(
+    b: &Bench,
+    rng: &mut Rng,
+    big: &Workspace,
+) -> anyhow::Result<Vec<ReadResult>> {
+    let mut reads = Vec::new();
+    if b.args.runs(5) {
+        let reqs = slices(rng, big, 100, |ws, s, lo, _| Req {
             query: Q_CONTEXT,
             vars: json!({"w": ws, "s": s, "f": {"seqInSession": {"gte": lo}}}),
         });
         reads.push(
-            b.read("5 100 msgs+peer+session+context", &big_scale, reqs)
+            b.read("5 100 msgs+peer+session+context", &scale(big), reqs)
                 .await?,
         );
     }
-
-    // (4) 50-message slices by seqInSession.
-    if args.runs(4) {
-        let reqs = slices(&mut rng, &big, 50, |ws, s, lo, hi| Req {
+    if b.args.runs(4) {
+        let reqs = slices(rng, big, 50, |ws, s, lo, hi| Req {
             query: Q_SLICE,
             vars: json!({"w": ws, "s": s, "f": {"seqInSession": {"gte": lo, "lte": hi}}}),
         });
-        reads.push(b.read("4 seqInSession 50-slice", &big_scale, reqs).await?);
+        reads.push(b.read("4 seqInSession 50-slice", &scale(big), reqs).await?);
     }
+    Ok(reads)
+}
 
-    // (2) session search, 10k and 100k, with and without context; then the same at 100k without
-    // an embedder (HONCHO_EMBEDDER=none): full-text search alone, so the floor is the same work as
-    // the request, with no query embedding outside it.
-    let searches = if args.runs(2) {
-        vec![
-            (&small, &small_scale, &b.url, ""),
-            (&big, &big_scale, &b.url, ""),
-            (&big, &big_scale, &b.url_plain, ", no embedder"),
-        ]
-    } else {
-        Vec::new()
-    };
-    for (ws, scale, url, variant) in searches {
+/// Workload 2: session search, 10k and 100k, with and without context; then the same at 100k
+/// without an embedder (HONCHO_EMBEDDER=none): full-text search alone, so the floor is the same
+/// work as the request, with no query embedding outside it.
+async fn session_searches(
+    b: &Bench,
+    rng: &mut Rng,
+    seeded: &Seeded,
+) -> anyhow::Result<Vec<ReadResult>> {
+    let mut reads = Vec::new();
+    if !b.args.runs(2) {
+        return Ok(reads);
+    }
+    for (ws, url, variant) in [
+        (&seeded.small, &b.url, ""),
+        (&seeded.big, &b.url, ""),
+        (&seeded.big, &b.url_plain, ", no embedder"),
+    ] {
         for ic in [false, true] {
             let reqs: Vec<Req> = (0..20)
                 .map(|_| Req {
                     query: Q_SESSION_SEARCH,
-                    vars: json!({"w": ws.name, "s": rng.pick(&ws.sessions), "q": seed::query(&mut rng), "ic": ic}),
+                    vars: json!({"w": ws.name, "s": rng.pick(&ws.sessions), "q": seed::query(rng), "ic": ic}),
                 })
                 .collect();
             let context = if ic { " +context(2)" } else { "" };
             let name = format!("2 session search{context}{variant}");
-            reads.push(b.read_at(url, &name, scale, reqs).await?);
+            reads.push(b.read_at(url, &name, &scale(ws), reqs).await?);
         }
     }
+    Ok(reads)
+}
 
-    // What a search request spends embedding its query, with no database at all.
+/// What a search request spends embedding its query, with no database at all.
+async fn query_embedding_cost(minilm: &Arc<dyn Embedder>, rng: &mut Rng) -> anyhow::Result<Stats> {
     let mut embeds = Vec::new();
     for _ in 0..50 {
-        let q = vec![seed::query(&mut rng)];
+        let q = vec![seed::query(rng)];
         let t = Instant::now();
         minilm.embed(&q).await?;
         embeds.push(t.elapsed());
     }
-    let query_embedding = stats(embeds);
+    Ok(stats(embeds))
+}
 
-    // (3) workspace search with context across the sessions.
-    if args.runs(3) {
+/// Workloads 3 (workspace search with context across the sessions) and 6 (reasoning tree,
+/// depth 10).
+async fn deep_reads(b: &Bench, rng: &mut Rng, seeded: &Seeded) -> anyhow::Result<Vec<ReadResult>> {
+    let (big, conclusions) = (&seeded.big, &seeded.conclusions);
+    let mut reads = Vec::new();
+    if b.args.runs(3) {
         let reqs: Vec<Req> = (0..20)
             .map(|_| Req {
                 query: Q_WS_SEARCH,
-                vars: json!({"w": big.name, "q": seed::query(&mut rng)}),
+                vars: json!({"w": big.name, "q": seed::query(rng)}),
             })
             .collect();
-        reads.push(
-            b.read(
-                &format!(
-                    "3 workspace search +context, {} sessions",
-                    big.sessions.len()
-                ),
-                &big_scale,
-                reqs,
-            )
-            .await?,
+        let name = format!(
+            "3 workspace search +context, {} sessions",
+            big.sessions.len()
         );
+        reads.push(b.read(&name, &scale(big), reqs).await?);
     }
-
-    // (6) reasoning tree depth 10.
-    if args.runs(6) {
+    if b.args.runs(6) {
         let reqs: Vec<Req> = (0..20)
             .map(|_| {
                 let i = rng.range(conclusions.len() / 2, conclusions.len() - 1);
@@ -481,73 +538,65 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
                 }
             })
             .collect();
-        reads.push(
-            b.read(
-                "6 reasoningTree depth 10",
-                &format!("{}k concl", conclusions.len() / 1000),
-                reqs,
-            )
-            .await?,
-        );
+        let scale = format!("{}k concl", conclusions.len() / 1000);
+        reads.push(b.read("6 reasoningTree depth 10", &scale, reqs).await?);
     }
+    Ok(reads)
+}
 
-    // (7) 64 concurrent writers into one session vs one writer (no embedder: this measures the
-    // seq assignment, not MiniLM).
-    if args.runs(7) {
-        let per_writer = if args.quick { 4 } else { 15 };
-        throughput.push(writers(&b, &big, &mut rng, 1, 64 * per_writer, "w1").await?);
-        throughput.push(writers(&b, &big, &mut rng, 64, per_writer, "w64").await?);
+/// Workloads 7 (64 concurrent writers into one session vs one writer, without an embedder: this
+/// measures the seq assignment, not MiniLM) and 1 (ingest batches of 100, with MiniLM and
+/// without; the embedder alone on the same texts).
+async fn writes(
+    b: &Bench,
+    rng: &mut Rng,
+    big: &Workspace,
+    minilm: &Arc<dyn Embedder>,
+) -> anyhow::Result<Vec<ThroughputResult>> {
+    let mut throughput = Vec::new();
+    if b.args.runs(7) {
+        let per_writer = if b.args.quick { 4 } else { 15 };
+        throughput.push(writers(b, big, rng, 1, 64 * per_writer, "w1").await?);
+        throughput.push(writers(b, big, rng, 64, per_writer, "w64").await?);
     }
-
-    // (1) ingest batches of 100, with MiniLM and without; the embedder alone on the same texts.
-    if args.runs(1) {
-        let batches = if args.quick { 2 } else { 10 };
-        throughput.extend(ingest(&b, &big, &mut rng, &minilm, batches).await?);
+    if b.args.runs(1) {
+        let batches = if b.args.quick { 2 } else { 10 };
+        throughput.extend(ingest(b, big, rng, minilm, batches).await?);
     }
+    Ok(throughput)
+}
 
-    // (8) the sitting's shape: one session from empty, batch times, single-client reads; (9) the
-    // mixed load over it at 8/64/256 clients.
-    let mut curve = None;
-    let mut mixed = Vec::new();
-    if args.runs(8) || args.runs(9) {
-        let (sit, tp, c) = sitting::ingest(&b, &mut rng, args.sitting_messages).await?;
-        // As the Honcho sitting does after ingest (this cluster runs without autovacuum).
-        b.floor.execute_unprepared("ANALYZE").await?;
-        throughput.push(tp);
-        curve = Some(c);
-        if args.runs(8) {
-            reads.extend(sitting::reads(&b, &mut rng, &sit).await?);
-        }
-        if args.runs(9) {
-            // The production default pool, not the 8 connections of the other workloads' server.
-            let url = serve(Store::new(connect(db_url, 20).await?)).await?;
-            mixed = mixed::run(
-                &b,
-                &url,
-                &mut rng,
-                args.sitting_messages,
-                args.mixed_requests,
-            )
-            .await?;
-        }
+/// Workload 8, the sitting's shape (one session from empty, batch times, single-client reads),
+/// and 9, the mixed load over it at 8/64/256 clients.
+async fn sitting_and_mixed(
+    b: &Bench,
+    rng: &mut Rng,
+    db_url: &str,
+    reads: &mut Vec<ReadResult>,
+    throughput: &mut Vec<ThroughputResult>,
+) -> anyhow::Result<Extra> {
+    let mut extra = Extra {
+        curve: None,
+        mixed: Vec::new(),
+    };
+    let args = &b.args;
+    if !(args.runs(8) || args.runs(9)) {
+        return Ok(extra);
     }
-
-    if args.runs(10) {
-        rest::run(&b.http, &b.url, args.requests / 3).await?;
+    let (sit, tp, curve) = sitting::ingest(b, rng, args.sitting_messages).await?;
+    // As the Honcho sitting does after ingest (this cluster runs without autovacuum).
+    b.floor.execute_unprepared("ANALYZE").await?;
+    throughput.push(tp);
+    extra.curve = Some(curve);
+    if args.runs(8) {
+        reads.extend(sitting::reads(b, rng, &sit).await?);
     }
-
-    let total = started.elapsed();
-    let extra = Extra { curve, mixed };
-    report(
-        &reads,
-        &throughput,
-        &query_embedding,
-        &extra,
-        seeded,
-        total,
-        args,
-    )?;
-    Ok(())
+    if args.runs(9) {
+        // The production default pool, not the 8 connections of the other workloads' server.
+        let url = serve(Store::new(connect(db_url, 20).await?)).await?;
+        extra.mixed = mixed::run(b, &url, rng, args.sitting_messages, args.mixed_requests).await?;
+    }
+    Ok(extra)
 }
 
 /// 20 random windows of `len` messages in random sessions of `ws`.
