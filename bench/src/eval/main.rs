@@ -358,13 +358,18 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
     migration::set_embedding_dims(minilm.dims() as u32);
     let db = connect(db_url, 8).await?;
     Migrator::up(&db, None).await.context("migrating")?;
-    let fused_url = serve(Store::new(db.clone()).with_embedder(Some(minilm.clone()))).await?;
-    let text_url = serve(Store::new(db.clone())).await?;
-    let client = Client {
-        http: reqwest::Client::new(),
+    let systems = Systems {
+        client: Client {
+            http: reqwest::Client::new(),
+        },
+        fused_url: serve(Store::new(db.clone()).with_embedder(Some(minilm.clone()))).await?,
+        text_url: serve(Store::new(db.clone())).await?,
+        db,
+        minilm,
     };
 
-    let (places, ids, ingest_rate) = ingest(&client, &fused_url, &conversations).await?;
+    let (places, ids, ingest_rate) =
+        ingest(&systems.client, &systems.fused_url, &conversations).await?;
     let evidence: Vec<Vec<Place>> = questions
         .iter()
         .map(|q| {
@@ -374,86 +379,28 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
                 .collect()
         })
         .collect();
+    let engines = bm25_engines(&conversations, &ids);
+    let answers = systems.ask_all(&questions, &engines).await?;
 
-    // BM25 over each conversation's turns, in memory.
-    let engines: Vec<bm25::SearchEngine<String>> = conversations
-        .iter()
-        .enumerate()
-        .map(|(ci, c)| {
-            let docs = c.sessions.iter().enumerate().flat_map(|(si, s)| {
-                let ids = &ids;
-                s.turns
-                    .iter()
-                    .enumerate()
-                    .map(move |(ti, t)| bm25::Document {
-                        id: ids[&(ci, si, ti)].clone(),
-                        contents: t.text.clone(),
-                    })
-            });
-            bm25::SearchEngineBuilder::<String>::with_documents(bm25::Language::English, docs)
-                .build()
-        })
-        .collect();
-
-    let mut fused = Vec::new();
-    let mut text = Vec::new();
-    let mut vector = Vec::new();
-    let mut plain = Vec::new();
-    let (mut fused_ms, mut text_ms) = (Vec::new(), Vec::new());
-    let bar = bar(questions.len() as u64, "questions");
-    for q in &questions {
-        let ws = workspace(q.conversation);
-        let t = Instant::now();
-        let (ranked, context) = client.search(&fused_url, &ws, &q.text, TOP).await?;
-        fused_ms.push(t.elapsed());
-        fused.push(Answer {
-            ranked,
-            context: Some(context),
-        });
-        let t = Instant::now();
-        let (ranked, _) = client.search(&text_url, &ws, &q.text, DEPTH).await?;
-        text_ms.push(t.elapsed());
-        text.push(Answer {
-            ranked,
-            context: None,
-        });
-        vector.push(Answer {
-            ranked: vector_leg(&db, minilm.as_ref(), &ws, &q.text).await?,
-            context: None,
-        });
-        plain.push(Answer {
-            ranked: engines[q.conversation]
-                .search(&q.text, DEPTH)
-                .into_iter()
-                .map(|r| r.document.id)
-                .collect(),
-            context: None,
-        });
-        bar.inc(1);
-    }
-    bar.finish();
-
-    let system = |name: &str, answers: &[Answer], p50: Option<Vec<Duration>>| SystemResult {
-        system: name.to_owned(),
-        overall: score(&questions, &evidence, answers, &places, None),
-        per_category: Category::ALL
-            .iter()
-            .map(|c| {
-                (
-                    c.name(),
-                    score(&questions, &evidence, answers, &places, Some(*c)),
-                )
-            })
-            .collect(),
-        search_p50_ms: p50.map(|d| stats(d).p50_ms),
+    let scoring = Scoring {
+        questions: &questions,
+        evidence: &evidence,
+        places: &places,
     };
     let results = vec![
-        system("fused (server)", &fused, Some(fused_ms)),
-        system("vector leg", &vector, None),
-        system("full-text leg", &text, Some(text_ms)),
-        system("BM25 (bm25 crate)", &plain, None),
+        scoring.system(
+            "fused (server)",
+            &answers.fused,
+            Some(answers.fused_ms.clone()),
+        ),
+        scoring.system("vector leg", &answers.vector, None),
+        scoring.system(
+            "full-text leg",
+            &answers.text,
+            Some(answers.text_ms.clone()),
+        ),
+        scoring.system("BM25 (bm25 crate)", &answers.plain, None),
     ];
-
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for q in &questions {
         *counts.entry(q.category.name()).or_default() += 1;
@@ -468,6 +415,184 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
             .join(", "),
         conversations.len()
     );
+    print_table(&results);
+    let sweep = if args.sweep {
+        scoring.rrf_sweep(&answers)
+    } else {
+        Vec::new()
+    };
+
+    let out = json!({
+        "label": args.label,
+        "args": {"conversations": args.conversations, "sessions": args.sessions,
+                 "questions": args.questions, "seed": args.seed},
+        "turns": turns,
+        "questions": questions.len(),
+        "categories": counts,
+        "ingest_messages_per_s": ingest_rate,
+        "systems": results,
+        "sweep": sweep,
+    });
+    write_results(args, &out, &results)
+}
+
+/// The systems compared: the server with and without an embedder, the vector leg run directly.
+struct Systems {
+    client: Client,
+    fused_url: String,
+    text_url: String,
+    db: DatabaseConnection,
+    minilm: std::sync::Arc<dyn Embedder>,
+}
+
+/// Each system's answers, in question order, and the server's search times.
+#[derive(Default)]
+struct Answers {
+    fused: Vec<Answer>,
+    text: Vec<Answer>,
+    vector: Vec<Answer>,
+    plain: Vec<Answer>,
+    fused_ms: Vec<Duration>,
+    text_ms: Vec<Duration>,
+}
+
+impl Systems {
+    /// Every question to every system, one at a time (`plain`: the conversation's BM25 engine).
+    async fn ask_all(
+        &self,
+        questions: &[Question],
+        engines: &[bm25::SearchEngine<String>],
+    ) -> anyhow::Result<Answers> {
+        let mut answers = Answers::default();
+        let bar = bar(questions.len() as u64, "questions");
+        for q in questions {
+            let ws = workspace(q.conversation);
+            let t = Instant::now();
+            let (ranked, context) = self
+                .client
+                .search(&self.fused_url, &ws, &q.text, TOP)
+                .await?;
+            answers.fused_ms.push(t.elapsed());
+            answers.fused.push(Answer {
+                ranked,
+                context: Some(context),
+            });
+            let t = Instant::now();
+            let (ranked, _) = self
+                .client
+                .search(&self.text_url, &ws, &q.text, DEPTH)
+                .await?;
+            answers.text_ms.push(t.elapsed());
+            answers.text.push(Answer {
+                ranked,
+                context: None,
+            });
+            answers.vector.push(Answer {
+                ranked: vector_leg(&self.db, self.minilm.as_ref(), &ws, &q.text).await?,
+                context: None,
+            });
+            answers.plain.push(Answer {
+                ranked: engines[q.conversation]
+                    .search(&q.text, DEPTH)
+                    .into_iter()
+                    .map(|r| r.document.id)
+                    .collect(),
+                context: None,
+            });
+            bar.inc(1);
+        }
+        bar.finish();
+        Ok(answers)
+    }
+}
+
+/// BM25 over each conversation's turns, in memory, one engine per conversation.
+fn bm25_engines(
+    conversations: &[Conversation],
+    ids: &HashMap<(usize, usize, usize), String>,
+) -> Vec<bm25::SearchEngine<String>> {
+    conversations
+        .iter()
+        .enumerate()
+        .map(|(ci, c)| {
+            let docs = c.sessions.iter().enumerate().flat_map(|(si, s)| {
+                s.turns
+                    .iter()
+                    .enumerate()
+                    .map(move |(ti, t)| bm25::Document {
+                        id: ids[&(ci, si, ti)].clone(),
+                        contents: t.text.clone(),
+                    })
+            });
+            bm25::SearchEngineBuilder::<String>::with_documents(bm25::Language::English, docs)
+                .build()
+        })
+        .collect()
+}
+
+/// What answers are scored against: the questions, their evidence, where each stored turn is.
+struct Scoring<'a> {
+    questions: &'a [Question],
+    evidence: &'a [Vec<Place>],
+    places: &'a HashMap<String, Place>,
+}
+
+impl Scoring<'_> {
+    fn recall(&self, answers: &[Answer], only: Option<Category>) -> Recall {
+        score(self.questions, self.evidence, answers, self.places, only)
+    }
+
+    /// A system's recall, overall and per category, and its search p50 when timed.
+    fn system(&self, name: &str, answers: &[Answer], times: Option<Vec<Duration>>) -> SystemResult {
+        SystemResult {
+            system: name.to_owned(),
+            overall: self.recall(answers, None),
+            per_category: Category::ALL
+                .iter()
+                .map(|c| (c.name(), self.recall(answers, Some(*c))))
+                .collect(),
+            search_p50_ms: times.map(|d| stats(d).p50_ms),
+        }
+    }
+
+    /// RRF simulated from the legs' top `DEPTH` (vector weight 1) over a grid of k, pool and
+    /// text weight; prints the best ten and returns every point, best first.
+    fn rrf_sweep(&self, answers: &Answers) -> Vec<Value> {
+        let mut sweep = Vec::new();
+        for k in [1.0, 5.0, 10.0, 20.0, 40.0, 60.0] {
+            for pool in [10, 20, 30, 50] {
+                for w_text in [0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0] {
+                    let fused: Vec<Answer> = answers
+                        .vector
+                        .iter()
+                        .zip(&answers.text)
+                        .map(|(v, t)| Answer {
+                            ranked: rrf(&v.ranked, &t.ranked, k, pool, w_text),
+                            context: None,
+                        })
+                        .collect();
+                    let r = self.recall(&fused, None);
+                    sweep.push(json!({"k": k, "pool": pool, "w_text": w_text,
+                                      "at10_any": r.at10_any, "at5_any": r.at5_any,
+                                      "context_any": r.context_any}));
+                }
+            }
+        }
+        let key = |v: &Value, k: &str| v[k].as_f64().unwrap_or(0.0);
+        sweep.sort_by(|a, b| {
+            key(b, "at10_any")
+                .total_cmp(&key(a, "at10_any"))
+                .then(key(b, "at5_any").total_cmp(&key(a, "at5_any")))
+        });
+        println!("\nRRF simulated from the legs' top {DEPTH} (vector weight 1), best first:");
+        for s in sweep.iter().take(10) {
+            println!("  {s}");
+        }
+        sweep
+    }
+}
+
+fn print_table(results: &[SystemResult]) {
     println!(
         "| system | r@5 any | r@5 all | r@10 any | r@10 all | within context | {} | search p50 |",
         Category::ALL
@@ -475,7 +600,7 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
             .join(" | ")
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
-    for r in &results {
+    for r in results {
         let o = &r.overall;
         println!(
             "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} |",
@@ -492,59 +617,13 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
                 .map_or("".to_owned(), |ms| format!("{ms:.1} ms")),
         );
     }
+}
 
-    let mut sweep = Vec::new();
-    if args.sweep {
-        for k in [1.0, 5.0, 10.0, 20.0, 40.0, 60.0] {
-            for pool in [10, 20, 30, 50] {
-                for w_text in [0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0] {
-                    let answers: Vec<Answer> = vector
-                        .iter()
-                        .zip(&text)
-                        .map(|(v, t)| Answer {
-                            ranked: rrf(&v.ranked, &t.ranked, k, pool, w_text),
-                            context: None,
-                        })
-                        .collect();
-                    let r = score(&questions, &evidence, &answers, &places, None);
-                    sweep.push(json!({"k": k, "pool": pool, "w_text": w_text,
-                                      "at10_any": r.at10_any, "at5_any": r.at5_any,
-                                      "context_any": r.context_any}));
-                }
-            }
-        }
-        sweep.sort_by(|a, b| {
-            b["at10_any"]
-                .as_f64()
-                .unwrap_or(0.0)
-                .total_cmp(&a["at10_any"].as_f64().unwrap_or(0.0))
-                .then(
-                    b["at5_any"]
-                        .as_f64()
-                        .unwrap_or(0.0)
-                        .total_cmp(&a["at5_any"].as_f64().unwrap_or(0.0)),
-                )
-        });
-        println!("\nRRF simulated from the legs' top {DEPTH} (vector weight 1), best first:");
-        for s in sweep.iter().take(10) {
-            println!("  {s}");
-        }
-    }
-
+/// The run as JSON and its recall chart as SVG, both named after the label, in `args.out`.
+fn write_results(args: &Args, out: &Value, results: &[SystemResult]) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out)?;
-    let out = json!({
-        "label": args.label,
-        "args": {"conversations": args.conversations, "sessions": args.sessions,
-                 "questions": args.questions, "seed": args.seed},
-        "turns": turns,
-        "questions": questions.len(),
-        "categories": counts,
-        "ingest_messages_per_s": ingest_rate,
-        "systems": results,
-        "sweep": sweep,
-    });
     let json_path = args.out.join(format!("{}.json", args.label));
-    std::fs::write(&json_path, serde_json::to_string_pretty(&out)?)?;
+    std::fs::write(&json_path, serde_json::to_string_pretty(out)?)?;
     let rows: Vec<(String, f64, f64)> = results
         .iter()
         .map(|r| (r.system.clone(), r.overall.at10_any, r.overall.context_any))
