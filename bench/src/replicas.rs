@@ -96,25 +96,53 @@ async fn run(args: Args, url: String) -> anyhow::Result<()> {
     let primary = Store::new(db.clone());
     let alone = common::serve(primary.clone()).await?;
     let http = reqwest::Client::new();
-    let sessions = args.messages.div_ceil(100);
-    eprintln!("seeding {} messages in {sessions} sessions", args.messages);
-    for i in 0..args.messages.div_ceil(100) {
+    let sessions = seed(&http, &alone, args.messages).await?;
+    db.execute_unprepared("ANALYZE").await?;
+    let pool = standby_pool(url).await?;
+    let with_standby = common::serve(primary.clone().with_read_pool(Some(pool.clone()))).await?;
+
+    let servers = [
+        ("primary only", alone.clone()),
+        ("primary + standby", with_standby.clone()),
+    ];
+    let rounds = alternate(&args, &http, &servers, sessions).await?;
+    rounds.print(&args);
+    println!(
+        "\nstandby: {} statements served, state {}",
+        pool.replicas()[0].statements(),
+        pool.replicas()[0].state().as_str()
+    );
+    read_your_writes(&args, &http, &with_standby, &pool).await?;
+    let metrics = honcho_graphql::graphql::metrics::encode(&pool.gather());
+    for line in metrics.lines().filter(|l| {
+        l.starts_with("honcho_consistency_wait_seconds_sum")
+            || l.starts_with("honcho_consistency_wait_seconds_count")
+            || l.starts_with("honcho_read_routes_total")
+    }) {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// `messages` messages through the server at `url`, 100 per session; returns the sessions.
+async fn seed(http: &reqwest::Client, url: &str, messages: usize) -> anyhow::Result<usize> {
+    let sessions = messages.div_ceil(100);
+    eprintln!("seeding {messages} messages in {sessions} sessions");
+    for i in 0..sessions {
         let m: Vec<Value> = (0..100)
             .map(|j| {
                 let w = WORDS[(i * 7 + j) % WORDS.len()];
                 json!({"peerId": format!("p{}", j % 4), "content": format!("message {j} about {w} and {}", WORDS[j % WORDS.len()])})
             })
             .collect();
-        common::graphql(
-            &http,
-            &alone,
-            CREATE,
-            &json!({"s": format!("s{i}"), "m": m}),
-        )
-        .await?;
+        common::graphql(http, url, CREATE, &json!({"s": format!("s{i}"), "m": m})).await?;
     }
-    db.execute_unprepared("ANALYZE").await?;
+    Ok(sessions)
+}
 
+/// A read pool over a fresh standby of the database at `url`, once it has replayed everything
+/// written so far.
+async fn standby_pool(url: &str) -> anyhow::Result<std::sync::Arc<ReadPool>> {
     let (base, _) = common::server_url(url);
     let name = url.rsplit('/').next().unwrap_or_default().to_owned();
     let port = start_standby(&base)?;
@@ -132,22 +160,31 @@ async fn run(args: Args, url: String) -> anyhow::Result<()> {
         token_wait: Duration::from_millis(50),
     };
     let replica = format!("postgres://postgres@127.0.0.1:{port}/{name}");
-    let pool = ReadPool::connect(url, &[replica], settings).await?;
-    let with_standby = common::serve(primary.clone().with_read_pool(Some(pool.clone()))).await?;
+    Ok(ReadPool::connect(url, &[replica], settings).await?)
+}
 
-    let workloads: [(&str, &str); 2] =
-        [("session page", SESSION_PAGE), ("full-text search", SEARCH)];
-    let servers = [
-        ("primary only", alone.clone()),
-        ("primary + standby", with_standby.clone()),
-    ];
-    let mut times: Vec<Vec<Vec<Duration>>> = vec![vec![Vec::new(); servers.len()]; workloads.len()];
+const WORKLOADS: [(&str, &str); 2] = [("session page", SESSION_PAGE), ("full-text search", SEARCH)];
+
+/// Request times per workload and server, and each round's request rate per server.
+struct Rounds {
+    times: Vec<Vec<Vec<Duration>>>,
+    rates: Vec<Vec<f64>>,
+}
+
+/// Every workload on every server, `args.rounds` times.
+async fn alternate(
+    args: &Args,
+    http: &reqwest::Client,
+    servers: &[(&str, String)],
+    sessions: usize,
+) -> anyhow::Result<Rounds> {
+    let mut times: Vec<Vec<Vec<Duration>>> = vec![vec![Vec::new(); servers.len()]; WORKLOADS.len()];
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); servers.len()];
     for round in 0..args.rounds {
         for k in 0..servers.len() {
             // Alternate which server goes first, so neither always runs on a warmer cache.
             let s = (k + round) % servers.len();
-            for (w, (label, query)) in workloads.iter().enumerate() {
+            for (w, (label, query)) in WORKLOADS.iter().enumerate() {
                 let (http, url, query) = (http.clone(), servers[s].1.clone(), *query);
                 let started = Instant::now();
                 let d = timed(
@@ -167,47 +204,54 @@ async fn run(args: Args, url: String) -> anyhow::Result<()> {
             }
         }
     }
+    Ok(Rounds { times, rates })
+}
 
-    println!(
-        "\n| workload ({} clients, {} requests x {} rounds) | primary only p50 / p95 | primary + standby p50 / p95 | p50 ratio |",
-        args.clients, args.requests, args.rounds
-    );
-    println!("|---|---:|---:|---:|");
-    for (w, (label, _)) in workloads.iter().enumerate() {
-        let a: Stats = stats(times[w][0].clone());
-        let b: Stats = stats(times[w][1].clone());
+impl Rounds {
+    fn print(mut self, args: &Args) {
         println!(
-            "| {label} | {:.2} / {:.2} ms | {:.2} / {:.2} ms | {:.2}x |",
-            a.p50_ms,
-            a.p95_ms,
-            b.p50_ms,
-            b.p95_ms,
-            b.p50_ms / a.p50_ms
+            "\n| workload ({} clients, {} requests x {} rounds) | primary only p50 / p95 | primary + standby p50 / p95 | p50 ratio |",
+            args.clients, args.requests, args.rounds
+        );
+        println!("|---|---:|---:|---:|");
+        for (w, (label, _)) in WORKLOADS.iter().enumerate() {
+            let a: Stats = stats(self.times[w][0].clone());
+            let b: Stats = stats(self.times[w][1].clone());
+            println!(
+                "| {label} | {:.2} / {:.2} ms | {:.2} / {:.2} ms | {:.2}x |",
+                a.p50_ms,
+                a.p95_ms,
+                b.p50_ms,
+                b.p95_ms,
+                b.p50_ms / a.p50_ms
+            );
+        }
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        println!(
+            "| requests/s (median of rounds, all workloads) | {:.0} | {:.0} | |",
+            median(&mut self.rates[0]),
+            median(&mut self.rates[1])
         );
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    println!(
-        "| requests/s (median of rounds, all workloads) | {:.0} | {:.0} | |",
-        median(&mut rates[0]),
-        median(&mut rates[1])
-    );
-    println!(
-        "\nstandby: {} statements served, state {}",
-        pool.replicas()[0].statements(),
-        pool.replicas()[0].state().as_str()
-    );
+}
 
-    // Read-your-writes: each pair writes one message, then reads the session with the token.
+/// Read-your-writes: each pair writes one message, then reads the session with the write's
+/// consistency token, and again without it; prints both latencies and how many reads were stale.
+async fn read_your_writes(
+    args: &Args,
+    http: &reqwest::Client,
+    url: &str,
+    pool: &ReadPool,
+) -> anyhow::Result<()> {
     let (mut with_token, mut without) = (Vec::new(), Vec::new());
     let (mut stale, mut from_standby) = (0, 0);
     for i in 0..args.pairs {
         let session = "ryw";
         let m = json!([{"peerId": "p0", "content": format!("fresh {i}")}]);
-        let resp =
-            common::graphql(&http, &with_standby, CREATE, &json!({"s": session, "m": m})).await?;
+        let resp = common::graphql(http, url, CREATE, &json!({"s": session, "m": m})).await?;
         let token = resp["extensions"]["consistencyToken"]
             .as_str()
             .context("a mutation without a consistency token")?
@@ -218,7 +262,7 @@ async fn run(args: Args, url: String) -> anyhow::Result<()> {
         let served = pool.replicas()[0].statements();
         let t = Instant::now();
         let read: Value = http
-            .post(&with_standby)
+            .post(url)
             .header("x-honcho-after", &token)
             .json(&json!({"query": count}))
             .send()
@@ -233,7 +277,7 @@ async fn run(args: Args, url: String) -> anyhow::Result<()> {
             stale += 1;
         }
         let t = Instant::now();
-        common::graphql(&http, &with_standby, &count, &json!({})).await?;
+        common::graphql(http, url, &count, &json!({})).await?;
         without.push(t.elapsed());
     }
     let (a, b) = (stats(without), stats(with_token));
@@ -254,13 +298,5 @@ async fn run(args: Args, url: String) -> anyhow::Result<()> {
         "\nwith the token: {stale} stale, {from_standby} read from the standby, {} from the primary (the standby had not replayed the write within 50 ms)",
         args.pairs - from_standby
     );
-    let metrics = honcho_graphql::graphql::metrics::encode(&pool.gather());
-    for line in metrics.lines().filter(|l| {
-        l.starts_with("honcho_consistency_wait_seconds_sum")
-            || l.starts_with("honcho_consistency_wait_seconds_count")
-            || l.starts_with("honcho_read_routes_total")
-    }) {
-        println!("{line}");
-    }
     Ok(())
 }
