@@ -10,7 +10,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use backon::{ExponentialBuilder, Retryable};
+use backon::Retryable;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, TransactionTrait};
 
 use super::{Store, StoreError, StoreResult, stmt};
@@ -121,11 +121,7 @@ impl Store {
         F: Fn(Tx) -> Fut,
         Fut: Future<Output = StoreResult<T>>,
     {
-        let backoff = ExponentialBuilder::default()
-            .with_min_delay(FIRST_WAIT)
-            .with_max_delay(LONGEST_WAIT)
-            .with_max_times(RETRIES)
-            .with_jitter();
+        let backoff = crate::retry::backoff(FIRST_WAIT, LONGEST_WAIT).with_max_times(RETRIES);
         (|| attempt(self.db(), options, &body))
             .retry(backoff)
             .sleep(tokio::time::sleep)
