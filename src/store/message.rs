@@ -312,13 +312,14 @@ impl Store {
         }
         Ok(message::Entity::find()
             .from_raw_sql(stmt(
-                "SELECT m.id, m.public_id, m.workspace_name, m.session_name, m.peer_name, \
-                   m.seq_in_session, m.content, m.metadata, m.internal_metadata, m.token_count, \
-                   m.created_at \
-                 FROM unnest($1::text[], $2::text[], $3::bigint[]) AS k(w, s, seq) \
-                 JOIN messages m ON m.workspace_name = k.w AND m.session_name = k.s \
-                   AND m.seq_in_session = k.seq \
-                 ORDER BY m.workspace_name, m.session_name, m.seq_in_session",
+                &format!(
+                    "SELECT {} \
+                     FROM unnest($1::text[], $2::text[], $3::bigint[]) AS k(w, s, seq) \
+                     JOIN messages m ON m.workspace_name = k.w AND m.session_name = k.s \
+                       AND m.seq_in_session = k.seq \
+                     ORDER BY m.workspace_name, m.session_name, m.seq_in_session",
+                    columns::list::<message::Entity>("m")
+                ),
                 [ws.into(), sessions.into(), seqs.into()],
             ))
             .all(self.reader())

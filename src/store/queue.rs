@@ -478,13 +478,14 @@ impl Store {
         let rows = self
             .reader()
             .query_all_raw(stmt(
-                "SELECT cm.conclusion_id, m.id, m.public_id, m.workspace_name, m.session_name, \
-                   m.peer_name, m.seq_in_session, m.content, m.metadata, m.internal_metadata, \
-                   m.token_count, m.created_at \
-                 FROM unnest($1::text[], $2::text[]) AS k(w, i) \
-                 JOIN conclusion_messages cm ON cm.conclusion_id = k.i \
-                 JOIN messages m ON m.id = cm.message_id AND m.workspace_name = k.w \
-                 ORDER BY m.session_name, m.seq_in_session",
+                &format!(
+                    "SELECT cm.conclusion_id, {} \
+                     FROM unnest($1::text[], $2::text[]) AS k(w, i) \
+                     JOIN conclusion_messages cm ON cm.conclusion_id = k.i \
+                     JOIN messages m ON m.id = cm.message_id AND m.workspace_name = k.w \
+                     ORDER BY m.session_name, m.seq_in_session",
+                    columns::list::<crate::entity::message::Entity>("m")
+                ),
                 [ws.into(), ids.into()],
             ))
             .await?;
