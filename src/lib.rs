@@ -81,30 +81,7 @@ pub async fn serve(cfg: ServeConfig) -> Result<(), StartError> {
     let dialectic = llm.clone().map(dialectic::Dialectic::new);
     let store = ready_store(&cfg, llm.is_some()).await?;
     let (stop_workers, shutdown) = tokio::sync::watch::channel(false);
-    if cfg.analyze_interval_ms > 0 {
-        let store = store.clone();
-        every(
-            "refreshing planner statistics",
-            std::time::Duration::from_millis(cfg.analyze_interval_ms),
-            shutdown.clone(),
-            move || {
-                let store = store.clone();
-                async move { store.analyze_stale_tables().await.map(drop) }
-            },
-        );
-    }
-    if cfg.gin_flush_interval_ms > 0 {
-        let store = store.clone();
-        every(
-            "merging GIN pending lists",
-            std::time::Duration::from_millis(cfg.gin_flush_interval_ms),
-            shutdown.clone(),
-            move || {
-                let store = store.clone();
-                async move { store.flush_gin_pending_lists().await.map(drop) }
-            },
-        );
-    }
+    start_maintenance(&cfg, &store, &shutdown);
     let workers = start_deriver(&cfg, llm, &store, shutdown);
     let events = start_events(&cfg).await?;
     let schema =
@@ -144,6 +121,39 @@ pub async fn serve(cfg: ServeConfig) -> Result<(), StartError> {
         let _ = w.await;
     }
     Ok(())
+}
+
+/// The server's own maintenance rounds, each when its interval is not 0: planner statistics and
+/// GIN pending lists.
+fn start_maintenance(
+    cfg: &ServeConfig,
+    store: &Store,
+    shutdown: &tokio::sync::watch::Receiver<bool>,
+) {
+    if cfg.analyze_interval_ms > 0 {
+        let store = store.clone();
+        every(
+            "refreshing planner statistics",
+            std::time::Duration::from_millis(cfg.analyze_interval_ms),
+            shutdown.clone(),
+            move || {
+                let store = store.clone();
+                async move { store.analyze_stale_tables().await.map(drop) }
+            },
+        );
+    }
+    if cfg.gin_flush_interval_ms > 0 {
+        let store = store.clone();
+        every(
+            "merging GIN pending lists",
+            std::time::Duration::from_millis(cfg.gin_flush_interval_ms),
+            shutdown.clone(),
+            move || {
+                let store = store.clone();
+                async move { store.flush_gin_pending_lists().await.map(drop) }
+            },
+        );
+    }
 }
 
 fn announce_auth(enabled: bool) {
