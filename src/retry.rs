@@ -3,7 +3,7 @@
 //!
 //! 408, 429, 5xx, timeouts and connection errors are retried up to `max_retries` times with
 //! exponential backoff and jitter (a `Retry-After` in seconds is honoured up to 10 s). Other
-//! statuses fail at once.
+//! statuses fail at once. A streamed answer is retried only until its head arrives.
 
 use std::time::Duration;
 
@@ -65,14 +65,38 @@ pub(crate) async fn post_json(
     endpoint: &Endpoint<'_>,
     body: &serde_json::Value,
 ) -> Result<Vec<u8>, PostError> {
+    retrying(endpoint, || async {
+        let response = send(endpoint, body).await?;
+        let bytes = response.bytes().await.map_err(transport)?;
+        Ok(bytes.to_vec())
+    })
+    .await
+}
+
+/// POSTs `body` until a 2xx answer's head has arrived, or a failure that is final. The body is
+/// left to the caller, still under the endpoint's timeout: only the request up to the first byte
+/// is retried, since a body read halfway cannot be taken back.
+pub(crate) async fn post_for_stream(
+    endpoint: &Endpoint<'_>,
+    body: &serde_json::Value,
+) -> Result<reqwest::Response, PostError> {
+    retrying(endpoint, || send(endpoint, body)).await
+}
+
+/// Runs `attempt` until it succeeds or fails for good, waiting between attempts.
+async fn retrying<T, F, Fut>(endpoint: &Endpoint<'_>, mut attempt: F) -> Result<T, PostError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, (Failure, Option<Duration>)>>,
+{
     let mut waits = backoff(BACKOFF_BASE, BACKOFF_MAX)
         .with_max_times(endpoint.max_retries as usize)
         .build();
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let (failure, retry_after) = match attempt(endpoint, body).await {
-            Ok(bytes) => return Ok(bytes),
+        let (failure, retry_after) = match attempt().await {
+            Ok(done) => return Ok(done),
             Err(f) => f,
         };
         let wait = if retryable(&failure) {
@@ -87,10 +111,21 @@ pub(crate) async fn post_json(
     }
 }
 
-async fn attempt(
+/// The failure of a request that got no complete answer.
+pub(crate) fn transport(e: reqwest::Error) -> (Failure, Option<Duration>) {
+    if e.is_timeout() {
+        (Failure::Timeout, None)
+    } else {
+        // Without the URL: it is in the configuration already and keeps error texts short.
+        (Failure::Transport(e.without_url().to_string()), None)
+    }
+}
+
+/// One POST, up to a 2xx answer's head; an error status is read whole for its message.
+async fn send(
     endpoint: &Endpoint<'_>,
     body: &serde_json::Value,
-) -> Result<Vec<u8>, (Failure, Option<Duration>)> {
+) -> Result<reqwest::Response, (Failure, Option<Duration>)> {
     let mut request = endpoint
         .client
         .post(endpoint.url)
@@ -99,16 +134,11 @@ async fn attempt(
     if let Some(key) = endpoint.api_key {
         request = request.bearer_auth(key);
     }
-    let transport = |e: reqwest::Error| {
-        if e.is_timeout() {
-            (Failure::Timeout, None)
-        } else {
-            // Without the URL: it is in the configuration already and keeps error texts short.
-            (Failure::Transport(e.without_url().to_string()), None)
-        }
-    };
     let response = request.send().await.map_err(transport)?;
     let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
     let retry_after = response
         .headers()
         .get(reqwest::header::RETRY_AFTER)
@@ -116,11 +146,8 @@ async fn attempt(
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(Duration::from_secs);
     let bytes = response.bytes().await.map_err(transport)?;
-    if !status.is_success() {
-        let message = error_message(&bytes);
-        return Err((Failure::Status { status, message }, retry_after));
-    }
-    Ok(bytes.to_vec())
+    let message = error_message(&bytes);
+    Err((Failure::Status { status, message }, retry_after))
 }
 
 /// Waits that start at `first` and double up to `longest`, each one drawn between half of its

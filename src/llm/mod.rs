@@ -1,7 +1,7 @@
 //! Chat models, for the deriver and the dialectic.
 //!
 //! One trait, [`Llm`]: ask for a JSON object of a given JSON Schema and get it back, or for
-//! plain text (the dialectic's answers). One
+//! plain text (the dialectic's answers), whole or streamed as the model writes it. One
 //! implementation, [`OpenAiChat`], for any OpenAI-compatible `POST {base}/chat/completions`
 //! (OpenAI, llama.cpp's server, vLLM, Ollama, LM Studio). Many local servers ignore or reject
 //! OpenAI's structured-output options, so a request degrades in steps ([`OutputMode`]) until one
@@ -120,6 +120,10 @@ pub enum LlmError {
     Unparseable { reason: String, excerpt: String },
 }
 
+/// A streamed plain-text answer: its pieces in order, as the model writes them. An error is the
+/// last item; dropping the stream stops the request.
+pub type TextStream = futures::stream::BoxStream<'static, Result<String, LlmError>>;
+
 /// Asks a chat model for JSON. Implementations are cheap to share (`Arc<dyn Llm>`).
 #[async_trait::async_trait]
 pub trait Llm: Send + Sync {
@@ -129,6 +133,9 @@ pub trait Llm: Send + Sync {
     async fn complete_json(&self, req: &JsonRequest) -> Result<JsonReply, LlmError>;
     /// A plain-text answer (`content`, or the reasoning field when the content is empty).
     async fn complete_text(&self, req: &TextRequest) -> Result<String, LlmError>;
+    /// The answer of [`Llm::complete_text`] in pieces as they are written. A request the server
+    /// refuses is the outer error; a failure after its answer began is the stream's last item.
+    async fn stream_text(&self, req: &TextRequest) -> Result<TextStream, LlmError>;
 }
 
 /// Builds the configured LLM client; `Ok(None)` for `HONCHO_LLM=none`. No request is made.

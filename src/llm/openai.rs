@@ -6,19 +6,27 @@
 //! server that ignores `json_schema` answers prose). The step that worked becomes the endpoint's
 //! mode for every later request. Rate limits, timeouts and connection errors are not the mode's
 //! fault: they fail the request after the retries and leave the mode alone. A concurrency cap
-//! bounds the requests in flight.
+//! bounds the requests in flight, streamed ones until their stream is dropped.
+//!
+//! A streamed text answer asks with `stream: true` and reads the server-sent events of the reply
+//! (`data: {chunk}` lines, then `data: [DONE]`), passing on each chunk's `delta.content` as it
+//! comes. A server that ignores `stream` and answers one completion gives one piece.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
+use eventsource_stream::{EventStreamError, Eventsource};
+use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{
-    JsonReply, JsonRequest, Llm, LlmError, OutputMode, TextRequest, conforms, json_object_in,
+    JsonReply, JsonRequest, Llm, LlmError, OutputMode, TextRequest, TextStream, conforms,
+    json_object_in,
 };
 use crate::config::LlmConfig;
-use crate::retry::{Endpoint, Failure, PostError, post_json};
+use crate::retry::{Endpoint, Failure, PostError, post_for_stream, post_json};
 
 /// Client for one OpenAI-compatible chat endpoint; see the module docs.
 pub struct OpenAiChat {
@@ -29,7 +37,7 @@ pub struct OpenAiChat {
     api_key: Option<String>,
     timeout: Duration,
     max_retries: u32,
-    permits: Semaphore,
+    permits: Arc<Semaphore>,
     /// The [`OutputMode`] that last worked here (its index); only ever moves down.
     mode: AtomicU8,
 }
@@ -89,7 +97,7 @@ impl OpenAiChat {
             api_key: cfg.api_key.clone().filter(|k| !k.trim().is_empty()),
             timeout,
             max_retries: cfg.max_retries,
-            permits: Semaphore::new(cfg.concurrency.max(1) as usize),
+            permits: Arc::new(Semaphore::new(cfg.concurrency.max(1) as usize)),
             mode: AtomicU8::new(OutputMode::JsonSchema.index()),
         })
     }
@@ -145,6 +153,26 @@ impl OpenAiChat {
             .map_err(|_| LlmError::Config("the LLM client is shut down".into()))
     }
 
+    /// A place among the requests in flight that a stream keeps until it is dropped.
+    async fn owned_permit(&self) -> Result<OwnedSemaphorePermit, LlmError> {
+        self.permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| LlmError::Config("the LLM client is shut down".into()))
+    }
+
+    fn text_body(&self, req: &TextRequest) -> Value {
+        json!({
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": req.system},
+                {"role": "user", "content": req.user},
+            ],
+            "max_tokens": req.max_tokens,
+        })
+    }
+
     fn endpoint(&self) -> Endpoint<'_> {
         Endpoint {
             client: &self.client,
@@ -173,6 +201,13 @@ impl OpenAiChat {
             from_reasoning,
             repaired,
         })
+    }
+
+    /// A failed request's error, whatever the step.
+    fn request_error(&self, e: PostError) -> LlmError {
+        match self.post_error(e) {
+            StepError::Mode(e) | StepError::Final(e) => e,
+        }
     }
 
     fn post_error(&self, e: PostError) -> StepError {
@@ -277,32 +312,149 @@ impl Llm for OpenAiChat {
 
     async fn complete_text(&self, req: &TextRequest) -> Result<String, LlmError> {
         let _permit = self.permit().await?;
-        let body = json!({
-            "model": self.model,
-            "messages": [
-                {"role": "system", "content": req.system},
-                {"role": "user", "content": req.user},
-            ],
-            "max_tokens": req.max_tokens,
-        });
-        let bytes =
-            post_json(&self.endpoint(), &body)
-                .await
-                .map_err(|e| match self.post_error(e) {
-                    StepError::Mode(e) | StepError::Final(e) => e,
-                })?;
-        match answer_text(&bytes) {
-            Ok((text, _)) => Ok(text),
-            // An empty answer is an answer: the caller says there is nothing to say.
-            Err(LlmError::Unparseable { .. }) => Ok(String::new()),
-            Err(e) => Err(e),
+        let bytes = post_json(&self.endpoint(), &self.text_body(req))
+            .await
+            .map_err(|e| self.request_error(e))?;
+        whole_text(&bytes)
+    }
+
+    async fn stream_text(&self, req: &TextRequest) -> Result<TextStream, LlmError> {
+        let permit = self.owned_permit().await?;
+        let mut body = self.text_body(req);
+        body["stream"] = json!(true);
+        let response = post_for_stream(&self.endpoint(), &body)
+            .await
+            .map_err(|e| self.request_error(e))?;
+        let timeout = self.timeout;
+        let events = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|t| t.to_str().ok())
+            .is_some_and(|t| t.starts_with("text/event-stream"));
+        if !events {
+            let bytes = response.bytes().await.map_err(|e| broke_off(&e, timeout))?;
+            let text = whole_text(&bytes)?;
+            return Ok(futures::stream::iter((!text.is_empty()).then_some(Ok(text))).boxed());
         }
+        Ok(pieces(response, permit, timeout).boxed())
+    }
+}
+
+/// The text of a whole completion; an empty answer is an answer (the caller says there is
+/// nothing to say).
+fn whole_text(body: &[u8]) -> Result<String, LlmError> {
+    match answer_text(body) {
+        Ok((text, _)) => Ok(text),
+        Err(LlmError::Unparseable { .. }) => Ok(String::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The content of a streamed completion, chunk by chunk. Reasoning deltas are kept back and
+/// given only when no content came, as [`answer_text`] does for a whole completion. The request's
+/// timeout covers the whole answer, so a server that stalls ends the stream with a timeout.
+fn pieces(
+    response: reqwest::Response,
+    permit: OwnedSemaphorePermit,
+    timeout: Duration,
+) -> impl Stream<Item = Result<String, LlmError>> {
+    async_stream::try_stream! {
+        let _permit = permit;
+        let mut events = response.bytes_stream().eventsource();
+        let mut reasoning = String::new();
+        let mut answered = false;
+        while let Some(event) = events.next().await {
+            let event = event.map_err(|e| match e {
+                EventStreamError::Transport(e) => broke_off(&e, timeout),
+                e => LlmError::BadResponse(format!("the event stream is malformed: {e}")),
+            })?;
+            if event.data.trim() == "[DONE]" {
+                break;
+            }
+            let (content, thought) = chunk_delta(&event.data)?;
+            if let Some(text) = content.filter(|t| !t.is_empty()) {
+                answered |= !text.trim().is_empty();
+                yield text;
+            } else if let Some(thought) = thought.filter(|_| !answered) {
+                reasoning.push_str(&thought);
+            }
+        }
+        if !answered && !reasoning.trim().is_empty() {
+            yield reasoning;
+        }
+    }
+}
+
+/// A chunk's `delta.content` and reasoning delta; an error object sent mid-stream is an error.
+fn chunk_delta(data: &str) -> Result<(Option<String>, Option<String>), LlmError> {
+    let v: Value = serde_json::from_str(data)
+        .map_err(|e| LlmError::BadResponse(format!("a streamed chunk is not JSON: {e}")))?;
+    let error = &v["error"];
+    if let Some(message) = error["message"].as_str().or(error.as_str()) {
+        return Err(LlmError::Http {
+            status: None,
+            attempts: 1,
+            message: message.to_owned(),
+        });
+    }
+    let delta = &v["choices"][0]["delta"];
+    let text = |field: &str| delta[field].as_str().map(str::to_owned);
+    Ok((
+        text("content"),
+        text("reasoning_content").or_else(|| text("reasoning")),
+    ))
+}
+
+/// The error of an answer whose body stopped coming: the timeout, or the broken connection with
+/// its causes (reqwest's own text alone says only that the body could not be decoded).
+fn broke_off(e: &reqwest::Error, timeout: Duration) -> LlmError {
+    if e.is_timeout() {
+        return LlmError::Timeout {
+            attempts: 1,
+            timeout,
+        };
+    }
+    let mut message = format!("the answer broke off: {e}");
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        message.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    LlmError::Http {
+        status: None,
+        attempts: 1,
+        message,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chunk_gives_its_content_and_reasoning_or_its_error() {
+        let delta = |d: Value| json!({"choices": [{"index": 0, "delta": d}]}).to_string();
+        assert_eq!(
+            chunk_delta(&delta(json!({"content": "Hi"}))).unwrap(),
+            (Some("Hi".to_owned()), None)
+        );
+        assert_eq!(
+            chunk_delta(&delta(json!({"reasoning": "hm"}))).unwrap(),
+            (None, Some("hm".to_owned()))
+        );
+        assert_eq!(
+            chunk_delta(r#"{"choices": [], "usage": {}}"#).unwrap(),
+            (None, None)
+        );
+        assert!(matches!(
+            chunk_delta(r#"{"error": {"message": "overloaded"}}"#),
+            Err(LlmError::Http { message, .. }) if message == "overloaded"
+        ));
+        assert!(matches!(
+            chunk_delta("not json"),
+            Err(LlmError::BadResponse(_))
+        ));
+    }
 
     #[test]
     fn content_first_then_reasoning() {

@@ -5,12 +5,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Json;
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use honcho_graphql::config::{LlmConfig, LlmKind};
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 
 /// What the server answers to one request.
 pub enum Reply {
@@ -24,6 +26,25 @@ pub enum Reply {
     Sleep(Duration),
     /// Waits this long, then answers the reply.
     After(Duration, Box<Reply>),
+    /// Server-sent events, as a request with `stream: true` asks for: each chunk in turn, then
+    /// `data: [DONE]` unless a chunk broke the connection first.
+    Stream(Vec<Chunk>),
+}
+
+/// One step of a streamed reply.
+pub enum Chunk {
+    /// A chunk whose `delta.content` is this text.
+    Content(&'static str),
+    /// A chunk whose delta has only `reasoning_content`.
+    Reasoning(&'static str),
+    /// A `data:` line as it is.
+    Raw(&'static str),
+    /// Nothing more is sent until the test opens the gate.
+    Wait(Arc<Notify>),
+    /// Nothing more is sent for this long.
+    Sleep(Duration),
+    /// The connection is cut, the response unfinished.
+    Break,
 }
 
 impl Reply {
@@ -38,6 +59,7 @@ pub struct FakeLlm {
     hits: AtomicU32,
     in_flight: AtomicU32,
     peak: AtomicU32,
+    abandoned: Arc<AtomicU32>,
     script: Box<Script>,
     requests: Mutex<Vec<Value>>,
     pub url: String,
@@ -52,6 +74,7 @@ impl FakeLlm {
             hits: AtomicU32::new(0),
             in_flight: AtomicU32::new(0),
             peak: AtomicU32::new(0),
+            abandoned: Arc::new(AtomicU32::new(0)),
             script: Box::new(script),
             requests: Mutex::new(Vec::new()),
             url: format!("http://{addr}/v1"),
@@ -70,6 +93,11 @@ impl FakeLlm {
     /// Most requests that were in flight at once.
     pub fn peak(&self) -> u32 {
         self.peak.load(Ordering::SeqCst)
+    }
+
+    /// Streamed replies whose client went away before the reply was finished.
+    pub fn abandoned(&self) -> u32 {
+        self.abandoned.load(Ordering::SeqCst)
     }
 
     /// Bodies received so far.
@@ -97,12 +125,12 @@ async fn handle(State(fake): State<Arc<FakeLlm>>, Json(body): Json<Value>) -> Re
     let now = fake.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     fake.peak.fetch_max(now, Ordering::SeqCst);
     let reply = (fake.script)(n, &body);
-    let response = answer(n, &body, reply).await;
+    let response = answer(n, &body, reply, &fake.abandoned).await;
     fake.in_flight.fetch_sub(1, Ordering::SeqCst);
     response
 }
 
-async fn answer(n: u32, body: &Value, reply: Reply) -> Response {
+async fn answer(n: u32, body: &Value, reply: Reply, abandoned: &Arc<AtomicU32>) -> Response {
     let completion = |message: Value| {
         Json(json!({
             "id": format!("chatcmpl-{n}"),
@@ -129,9 +157,52 @@ async fn answer(n: u32, body: &Value, reply: Reply) -> Response {
         }
         Reply::After(d, reply) => {
             tokio::time::sleep(d).await;
-            Box::pin(answer(n, body, *reply)).await
+            Box::pin(answer(n, body, *reply, abandoned)).await
+        }
+        Reply::Stream(chunks) => stream(n, chunks, abandoned.clone()),
+    }
+}
+
+/// Counts a streamed reply as abandoned when it is dropped before its end.
+struct Unfinished(Option<Arc<AtomicU32>>);
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if let Some(count) = self.0.take() {
+            count.fetch_add(1, Ordering::SeqCst);
         }
     }
+}
+
+fn stream(n: u32, chunks: Vec<Chunk>, abandoned: Arc<AtomicU32>) -> Response {
+    let delta = move |delta: Value| -> Result<String, std::io::Error> {
+        let chunk = json!({"id": format!("chatcmpl-{n}"), "object": "chat.completion.chunk",
+                           "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
+        Ok(format!("data: {chunk}\n\n"))
+    };
+    let events = async_stream::stream! {
+        let mut unfinished = Unfinished(Some(abandoned));
+        for chunk in chunks {
+            match chunk {
+                Chunk::Content(text) => yield delta(json!({"content": text})),
+                Chunk::Reasoning(text) => yield delta(json!({"reasoning_content": text})),
+                Chunk::Raw(data) => yield Ok(format!("data: {data}\n\n")),
+                Chunk::Wait(gate) => gate.notified().await,
+                Chunk::Sleep(d) => tokio::time::sleep(d).await,
+                Chunk::Break => {
+                    unfinished.0 = None;
+                    yield Err(std::io::Error::other("the fake model broke off"));
+                    return;
+                }
+            }
+        }
+        unfinished.0 = None;
+        yield Ok("data: [DONE]\n\n".to_owned());
+    };
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(events))
+        .unwrap()
 }
 
 /// The `response_format.type` of a request (`text` when there is none).

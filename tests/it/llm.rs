@@ -1,12 +1,18 @@
 //! The OpenAI-compatible LLM client against the fake server: each structured-output step and the
-//! fallback between them, reasoning-field replies, repair, refusal, retries and timeouts.
+//! fallback between them, reasoning-field replies, repair, refusal, retries and timeouts; and
+//! streamed text answers, piece by piece.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use honcho_graphql::llm::{JsonRequest, Llm, LlmError, OpenAiChat, OutputMode};
+use futures::StreamExt;
+use honcho_graphql::llm::{
+    JsonRequest, Llm, LlmError, OpenAiChat, OutputMode, TextRequest, TextStream,
+};
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 
-use crate::fake_llm::{FakeLlm, Reply, format_of};
+use crate::fake_llm::{Chunk, FakeLlm, Reply, format_of};
 
 fn request() -> JsonRequest {
     JsonRequest {
@@ -200,7 +206,6 @@ async fn a_slow_server_times_out() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_concurrency_cap_holds() {
-    use std::sync::Arc;
     let fake = FakeLlm::start(|_, _| {
         Reply::After(Duration::from_millis(50), Box::new(Reply::json(facts())))
     })
@@ -219,4 +224,202 @@ async fn the_concurrency_cap_holds() {
     }
     assert_eq!(fake.hits(), 8);
     assert_eq!(fake.peak(), 2, "two at a time, never more");
+}
+
+fn question() -> TextRequest {
+    TextRequest {
+        system: "Answer.".into(),
+        user: "What does alice do?".into(),
+        max_tokens: 64,
+    }
+}
+
+/// The next piece of `pieces`, failing the test if none comes within 10 s.
+async fn next_piece(pieces: &mut TextStream) -> Option<Result<String, LlmError>> {
+    tokio::time::timeout(Duration::from_secs(10), pieces.next())
+        .await
+        .expect("no piece within 10 s")
+}
+
+#[tokio::test]
+async fn streamed_text_comes_piece_by_piece_before_the_model_finishes() {
+    let gate = Arc::new(Notify::new());
+    let held = gate.clone();
+    let fake = FakeLlm::start(move |_, _| {
+        Reply::Stream(vec![
+            Chunk::Raw(r#"{"choices": [{"index": 0, "delta": {"role": "assistant"}}]}"#),
+            Chunk::Content("Alice"),
+            Chunk::Wait(held.clone()),
+            Chunk::Content(" hikes."),
+            Chunk::Raw(r#"{"choices": [], "usage": {"completion_tokens": 3}}"#),
+        ])
+    })
+    .await;
+    let llm = OpenAiChat::new(&fake.config()).unwrap();
+    let mut pieces = llm.stream_text(&question()).await.unwrap();
+    assert_eq!(
+        next_piece(&mut pieces).await.unwrap().unwrap(),
+        "Alice",
+        "the first piece arrives while the model still holds the rest"
+    );
+    gate.notify_one();
+    assert_eq!(next_piece(&mut pieces).await.unwrap().unwrap(), " hikes.");
+    assert!(next_piece(&mut pieces).await.is_none(), "[DONE] ends it");
+    let body = &fake.requests()[0];
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["max_tokens"], 64);
+}
+
+#[tokio::test]
+async fn streamed_text_broken_off_midway_ends_with_the_error() {
+    let fake = FakeLlm::start(|_, _| {
+        Reply::Stream(vec![
+            Chunk::Content("Alice"),
+            Chunk::Sleep(Duration::from_millis(100)),
+            Chunk::Break,
+        ])
+    })
+    .await;
+    let llm = OpenAiChat::new(&fake.config()).unwrap();
+    let mut pieces = llm.stream_text(&question()).await.unwrap();
+    assert_eq!(next_piece(&mut pieces).await.unwrap().unwrap(), "Alice");
+    let err = next_piece(&mut pieces).await.unwrap().unwrap_err();
+    assert!(
+        matches!(&err, LlmError::Http { status: None, .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("broke off"), "{err}");
+    assert!(next_piece(&mut pieces).await.is_none());
+    assert_eq!(fake.hits(), 1, "a stream that began is never asked again");
+}
+
+#[tokio::test]
+async fn an_error_chunk_midway_ends_the_stream_with_its_message() {
+    let fake = FakeLlm::start(|_, _| {
+        Reply::Stream(vec![
+            Chunk::Content("Alice"),
+            Chunk::Raw(r#"{"error": {"message": "the GPU fell over"}}"#),
+            Chunk::Content("never read"),
+        ])
+    })
+    .await;
+    let llm = OpenAiChat::new(&fake.config()).unwrap();
+    let pieces: Vec<_> = llm.stream_text(&question()).await.unwrap().collect().await;
+    assert_eq!(pieces.len(), 2, "{pieces:?}");
+    assert_eq!(pieces[0].as_deref().unwrap(), "Alice");
+    let err = pieces[1].as_ref().unwrap_err();
+    assert!(err.to_string().contains("the GPU fell over"), "{err}");
+}
+
+#[tokio::test]
+async fn a_stalled_stream_times_out_and_ends() {
+    let fake = FakeLlm::start(|_, _| {
+        Reply::Stream(vec![
+            Chunk::Content("Alice"),
+            Chunk::Sleep(Duration::from_secs(60)),
+            Chunk::Content("too late"),
+        ])
+    })
+    .await;
+    let mut cfg = fake.config();
+    cfg.timeout_secs = 0.5;
+    let llm = OpenAiChat::new(&cfg).unwrap();
+    let mut pieces = llm.stream_text(&question()).await.unwrap();
+    assert_eq!(next_piece(&mut pieces).await.unwrap().unwrap(), "Alice");
+    let err = next_piece(&mut pieces).await.unwrap().unwrap_err();
+    assert!(
+        matches!(err, LlmError::Timeout { attempts: 1, .. }),
+        "{err:?}"
+    );
+    assert!(next_piece(&mut pieces).await.is_none());
+}
+
+#[tokio::test]
+async fn a_refused_stream_request_is_retried_then_the_outer_error() {
+    let fake = FakeLlm::start(|n, _| match n {
+        1 => Reply::Status(503, "loading the model"),
+        2 => Reply::Stream(vec![Chunk::Content("Alice hikes.")]),
+        _ => Reply::Status(401, "bad key"),
+    })
+    .await;
+    let llm = OpenAiChat::new(&fake.config()).unwrap();
+    let pieces: Vec<_> = llm.stream_text(&question()).await.unwrap().collect().await;
+    assert_eq!(
+        fake.hits(),
+        2,
+        "the 503 before the answer began was retried"
+    );
+    assert_eq!(pieces.len(), 1);
+    assert_eq!(pieces[0].as_deref().unwrap(), "Alice hikes.");
+    let Err(err) = llm.stream_text(&question()).await else {
+        panic!("a 401 is refused before any piece");
+    };
+    assert!(
+        matches!(
+            &err,
+            LlmError::Http {
+                status: Some(401),
+                attempts: 1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn reasoning_deltas_are_the_answer_only_when_no_content_comes() {
+    let fake = FakeLlm::start(|n, _| match n {
+        1 => Reply::Stream(vec![
+            Chunk::Reasoning("Alice likes "),
+            Chunk::Reasoning("hills."),
+            Chunk::Content("\n"),
+        ]),
+        2 => Reply::Stream(vec![
+            Chunk::Reasoning("thinking..."),
+            Chunk::Content("Alice hikes."),
+        ]),
+        _ => Reply::Content("Not streamed.".into()),
+    })
+    .await;
+    let llm = OpenAiChat::new(&fake.config()).unwrap();
+    let all = |pieces: Vec<Result<String, LlmError>>| {
+        pieces.into_iter().map(Result::unwrap).collect::<String>()
+    };
+    let only_reasoning = llm.stream_text(&question()).await.unwrap().collect().await;
+    assert_eq!(all(only_reasoning), "\nAlice likes hills.");
+    let with_content = llm.stream_text(&question()).await.unwrap().collect().await;
+    assert_eq!(all(with_content), "Alice hikes.");
+    // A server that ignores `stream` answers one completion: it is the one piece.
+    let whole = llm.stream_text(&question()).await.unwrap().collect().await;
+    assert_eq!(all(whole), "Not streamed.");
+}
+
+#[tokio::test]
+async fn dropping_a_stream_stops_the_request_and_frees_its_place() {
+    let fake = FakeLlm::start(|n, _| match n {
+        1 => Reply::Stream(vec![
+            Chunk::Content("Alice"),
+            Chunk::Sleep(Duration::from_secs(60)),
+        ]),
+        _ => Reply::Stream(vec![Chunk::Content("Bob")]),
+    })
+    .await;
+    let mut cfg = fake.config();
+    cfg.concurrency = 1;
+    let llm = OpenAiChat::new(&cfg).unwrap();
+    let mut pieces = llm.stream_text(&question()).await.unwrap();
+    assert_eq!(next_piece(&mut pieces).await.unwrap().unwrap(), "Alice");
+    drop(pieces);
+    // The only place is free again: a second stream starts at once.
+    let second = tokio::time::timeout(Duration::from_secs(5), llm.stream_text(&question()))
+        .await
+        .expect("the dropped stream gave its place back");
+    let second: Vec<_> = second.unwrap().collect().await;
+    assert_eq!(second[0].as_deref().unwrap(), "Bob");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while fake.abandoned() == 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(fake.abandoned(), 1, "the model saw its client go away");
 }
