@@ -5,7 +5,8 @@
 //
 // POST /v1/chat/completions answers a plain-text request with one sentence naming the question,
 // and a structured-output request (`response_format`) with an object of the schema's shape, each
-// property a neutral value of its type. Nothing is remembered.
+// property a neutral value of its type. A request with `stream: true` gets the sentence as
+// server-sent chunks, a word each, then `data: [DONE]`. Nothing is remembered.
 
 const port = Number(process.argv[2] ?? "18600");
 
@@ -44,6 +45,21 @@ Bun.serve({
     const content = format
       ? JSON.stringify(valueOf(format.json_schema?.schema ?? { type: "object" }))
       : `The stub LLM read the material and was asked: ${question}`;
+    if (body.stream) {
+      // Server-sent chunks, a word at a time, as a streaming model sends them.
+      const words = content.match(/\S+\s*/g) ?? [];
+      const chunk = (delta: object) =>
+        `data: ${JSON.stringify({
+          id: "chatcmpl-stub",
+          object: "chat.completion.chunk",
+          model: body.model,
+          choices: [{ index: 0, delta, finish_reason: null }],
+        })}\n\n`;
+      const events = [...words.map((w) => chunk({ content: w })), "data: [DONE]\n\n"];
+      return new Response(events.join(""), {
+        headers: { "content-type": "text/event-stream" },
+      });
+    }
     return Response.json({
       id: "chatcmpl-stub",
       object: "chat.completion",

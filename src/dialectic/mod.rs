@@ -12,9 +12,10 @@ pub mod representation;
 
 use std::sync::Arc;
 
+use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 
-use crate::llm::{JsonRequest, Llm, LlmError, TextRequest};
+use crate::llm::{JsonRequest, Llm, LlmError, TextRequest, TextStream};
 use crate::store::conclusion::Conclusion;
 use crate::store::message::{Message, MessageScope};
 use crate::store::page::{Order, Slice};
@@ -129,14 +130,68 @@ impl Dialectic {
         store: &Store,
         q: &Question,
     ) -> Result<Option<String>, DialecticError> {
+        let (system, user) = self.prompts(store, q).await?;
+        let answer = self
+            .ask(q, system, user)
+            .await
+            .inspect_err(|e| self.warn(e))?;
+        Ok(Some(answer).filter(|a| !a.is_empty()))
+    }
+
+    /// The answer of [`Dialectic::answer`] in pieces as the model writes them, trimmed like it;
+    /// no piece when the model had nothing to say. A bad question, missing memory or a model that
+    /// refuses the request is the outer error; a model failing after it began is the last item.
+    /// An answer to a `response_format` is one piece: a JSON object is of no use before it is
+    /// whole, and it is checked against the schema first.
+    #[tracing::instrument(name = "dialectic.answer_stream", level = "debug", skip_all)]
+    pub async fn answer_stream(
+        &self,
+        store: &Store,
+        q: &Question,
+    ) -> Result<TextStream, DialecticError> {
+        let (system, user) = self.prompts(store, q).await?;
+        if q.response_format.is_some() {
+            let answer = self
+                .ask(q, system, user)
+                .await
+                .inspect_err(|e| self.warn(e))?;
+            return Ok(futures::stream::iter((!answer.is_empty()).then_some(Ok(answer))).boxed());
+        }
+        let req = TextRequest {
+            system,
+            user,
+            max_tokens: q.level.max_tokens(),
+        };
+        let pieces = self
+            .llm
+            .stream_text(&req)
+            .await
+            .inspect_err(|e| self.warn(e))?;
+        let this = self.clone();
+        Ok(trimmed(pieces)
+            .inspect(move |piece| {
+                if let Err(e) = piece {
+                    this.warn(e);
+                }
+            })
+            .boxed())
+    }
+
+    fn warn(&self, e: &LlmError) {
+        tracing::warn!(model = self.llm.model_id(), error = %e, "dialectic: the LLM did not answer");
+    }
+
+    /// Checks `q`, gathers its material and writes the system and user prompts.
+    async fn prompts(
+        &self,
+        store: &Store,
+        q: &Question,
+    ) -> Result<(String, String), DialecticError> {
         check(q)?;
         let material = gather(store, q).await?;
         let system = prompt::system(&q.observer, &q.observed, q.response_format.is_some());
         let user = prompt::user(&q.observer, &q.observed, &material, &q.query);
-        let answer = self.ask(q, system, user).await.inspect_err(|e| {
-            tracing::warn!(model = self.llm.model_id(), error = %e, "dialectic: the LLM did not answer");
-        })?;
-        Ok(Some(answer).filter(|a| !a.is_empty()))
+        Ok((system, user))
     }
 
     async fn ask(&self, q: &Question, system: String, user: String) -> Result<String, LlmError> {
@@ -162,6 +217,31 @@ impl Dialectic {
             }
         };
         Ok(answer)
+    }
+}
+
+/// `pieces` without the whitespace that starts or ends the whole answer: leading whitespace is
+/// dropped until a piece has more, and trailing whitespace is held back until more text follows
+/// it, so the pieces join to the trimmed answer.
+fn trimmed(pieces: TextStream) -> impl Stream<Item = Result<String, LlmError>> {
+    async_stream::try_stream! {
+        let mut held = String::new();
+        let mut started = false;
+        for await piece in pieces {
+            let piece = piece?;
+            let piece = if started { piece.as_str() } else { piece.trim_start() };
+            let body = piece.trim_end();
+            if body.is_empty() {
+                if started {
+                    held.push_str(piece);
+                }
+                continue;
+            }
+            started = true;
+            let out = std::mem::take(&mut held) + body;
+            held.push_str(&piece[body.len()..]);
+            yield out;
+        }
     }
 }
 
@@ -317,5 +397,33 @@ fn session_filter(q: &Question) -> Value {
     match &q.sessions {
         Some(ids) => json!({"session_id": {"in": ids}}),
         None => json!({}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn joined(pieces: &[&str]) -> Vec<String> {
+        let pieces: Vec<Result<String, LlmError>> =
+            pieces.iter().map(|p| Ok((*p).to_owned())).collect();
+        trimmed(futures::stream::iter(pieces).boxed())
+            .map(Result::unwrap)
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn streamed_pieces_join_to_the_trimmed_answer() {
+        for pieces in [
+            &["  ", "\n Alice", " likes ", " ", "tea. ", "\n"][..],
+            &["Alice likes tea."],
+            &[" Alice", "", " likes", " tea.  "],
+        ] {
+            let out = joined(pieces).await;
+            assert_eq!(out.concat(), pieces.concat().trim(), "{pieces:?}");
+            assert!(out.iter().all(|p| !p.is_empty()), "{out:?}");
+        }
+        assert!(joined(&[" ", "\n"]).await.is_empty());
     }
 }

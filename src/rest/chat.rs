@@ -1,15 +1,18 @@
 //! `POST /v3/workspaces/{w}/peers/{p}/chat`: Honcho's dialectic, answered by the configured LLM
 //! from the peer's memory ([`crate::dialectic`]). `stream: true` answers with server-sent events
-//! in Honcho's shape: `{"delta": {"content": ...}, "done": false}` then `{"done": true}`. Without
-//! an LLM the route answers 503 and says what to configure.
+//! in Honcho's shape, one `{"delta": {"content": ...}, "done": false}` per piece as the model
+//! writes it, then `{"done": true}`; a model failing halfway ends the stream with
+//! `{"done": true, "error": {"status": 503, "detail": ...}}`. Without an LLM the route answers
+//! 503 and says what to configure.
 
 use std::convert::Infallible;
 
 use axum::Json;
 use axum::extract::Path;
 use axum::http::StatusCode;
-use axum::response::sse::{Event, Sse};
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::ToSchema;
@@ -102,17 +105,42 @@ async fn chat(
         },
         response_format: body.response_format,
     };
-    let content = dialectic.answer(access.store(), &question).await?;
     if !body.stream {
+        let content = dialectic.answer(access.store(), &question).await?;
         return Ok(Json(ChatAnswer { content }).into_response());
     }
-    // The answer is complete before the first event: the model is asked once, without
-    // streaming, so an error is still a status and a body.
-    let deltas = content
-        .into_iter()
-        .map(|c| json!({"delta": {"content": c}, "done": false}));
-    let events = deltas
-        .chain([json!({"done": true})])
-        .map(|v| Ok::<_, Infallible>(Event::default().data(v.to_string())));
-    Ok(Sse::new(futures::stream::iter(events)).into_response())
+    let mut pieces = dialectic.answer_stream(access.store(), &question).await?;
+    // The status goes with the first piece: a model that fails before it writes anything is
+    // still a status and a body, which every client understands.
+    let first = match pieces.next().await {
+        Some(Err(e)) => return Err(DialecticError::from(e).into()),
+        first => first,
+    };
+    let events = async_stream::stream! {
+        let mut next = first;
+        loop {
+            let data = match next {
+                Some(Ok(content)) => json!({"delta": {"content": content}, "done": false}),
+                Some(Err(e)) => {
+                    let e = RestError::from(DialecticError::from(e));
+                    yield event(json!({"done": true,
+                        "error": {"status": e.status.as_u16(), "detail": e.detail}}));
+                    return;
+                }
+                None => break,
+            };
+            yield event(data);
+            next = pieces.next().await;
+        }
+        yield event(json!({"done": true}));
+    };
+    // Dropping the response (the client went away) drops `pieces`, and with it the model's
+    // request.
+    Ok(Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+fn event(data: Value) -> Result<Event, Infallible> {
+    Ok(Event::default().data(data.to_string()))
 }

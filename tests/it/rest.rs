@@ -7,7 +7,7 @@ use honcho_graphql::graphql::{self, Limits};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::fake_llm::{FakeLlm, Reply, prompts};
+use crate::fake_llm::{Chunk, FakeLlm, Reply, prompts};
 use crate::harness::{TestApp, bearer};
 
 /// A REST client of a router served on a local port.
@@ -791,8 +791,13 @@ async fn rest_python_quickstart_runs_against_the_server() {
 
 /// A REST server whose chats are answered by `fake`.
 async fn with_llm(fake: &FakeLlm) -> Rest {
+    with_llm_config(&fake.config()).await
+}
+
+/// A REST server whose chats are answered by the LLM of `cfg`.
+async fn with_llm_config(cfg: &honcho_graphql::config::LlmConfig) -> Rest {
     let mut app = TestApp::with_embedder().await;
-    let llm = honcho_graphql::llm::build(&fake.config()).unwrap().unwrap();
+    let llm = honcho_graphql::llm::build(cfg).unwrap().unwrap();
     app.schema = graphql::build_schema_with(
         app.store.clone(),
         &Limits::default(),
@@ -1007,15 +1012,173 @@ async fn rest_chat_refuses_bad_questions_before_asking_and_reports_llm_failures(
     ])
     .await;
     assert_eq!(fake.hits(), 0, "no bad question reached the model");
-    let (status, err) = api
-        .post("/v3/workspaces/w/peers/alice/chat", json!({"query": "hi"}))
+    // Streamed or not: a model failing before the first piece is a status and a body.
+    for stream in [false, true] {
+        let (status, err) = api
+            .post(
+                "/v3/workspaces/w/peers/alice/chat",
+                json!({"query": "hi", "stream": stream}),
+            )
+            .await;
+        assert_eq!(status, 503, "{err}");
+        assert!(
+            err["detail"]
+                .as_str()
+                .unwrap()
+                .contains("the model crashed"),
+            "{err}"
+        );
+    }
+}
+
+/// A streamed chat's events, read as they arrive.
+struct ChatEvents(futures::stream::BoxStream<'static, Value>);
+
+impl ChatEvents {
+    /// Asks `peer` `body` with `stream: true`; the answer must be 200 and an event stream.
+    async fn open(api: &Rest, peer: &str, mut body: Value) -> ChatEvents {
+        use eventsource_stream::Eventsource;
+        use futures::StreamExt;
+        body["stream"] = json!(true);
+        let resp = api
+            .client
+            .post(format!("{}/v3/workspaces/w/peers/{peer}/chat", api.base))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let events = resp
+            .bytes_stream()
+            .eventsource()
+            .map(|e| serde_json::from_str(&e.unwrap().data).unwrap());
+        ChatEvents(events.boxed())
+    }
+
+    /// The next event, failing the test if none comes within 10 s.
+    async fn next(&mut self) -> Option<Value> {
+        use futures::StreamExt;
+        tokio::time::timeout(std::time::Duration::from_secs(10), self.0.next())
+            .await
+            .expect("no event within 10 s")
+    }
+}
+
+fn delta(content: &str) -> Value {
+    json!({"delta": {"content": content}, "done": false})
+}
+
+#[tokio::test]
+async fn rest_chat_stream_forwards_each_piece_before_the_model_finishes() {
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    let held = gate.clone();
+    let fake = FakeLlm::start(move |_, body| {
+        if body["response_format"].is_object() {
+            return Reply::json(json!({"summary": "alice hikes"}));
+        }
+        Reply::Stream(vec![
+            Chunk::Content("\n Alice "),
+            Chunk::Content(" loves"),
+            Chunk::Wait(held.clone()),
+            Chunk::Content(" hiking."),
+            Chunk::Content(" \n"),
+        ])
+    })
+    .await;
+    let api = with_llm(&fake).await;
+    api.post("/v3/workspaces/w/peers", json!({"id": "alice"}))
         .await;
-    assert_eq!(status, 503, "{err}");
+    let mut events = ChatEvents::open(&api, "alice", json!({"query": "What does alice do?"})).await;
+    // The model still holds the end of its answer: these came through as it wrote them.
+    assert_eq!(events.next().await.unwrap(), delta("Alice"));
+    assert_eq!(events.next().await.unwrap(), delta("  loves"));
+    gate.notify_one();
+    assert_eq!(events.next().await.unwrap(), delta(" hiking."));
+    assert_eq!(events.next().await.unwrap(), json!({"done": true}));
+    assert!(events.next().await.is_none());
+    assert_eq!(fake.requests()[0]["stream"], true);
+
+    // A response format is answered whole, in one piece, checked against its schema.
+    let schema = json!({"type": "object", "properties": {"summary": {"type": "string"}}});
+    let mut events = ChatEvents::open(
+        &api,
+        "alice",
+        json!({"query": "Sum alice up", "response_format": schema}),
+    )
+    .await;
+    let first = events.next().await.unwrap();
+    let content: Value = serde_json::from_str(first["delta"]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(content, json!({"summary": "alice hikes"}));
+    assert_eq!(events.next().await.unwrap(), json!({"done": true}));
+    assert!(fake.requests()[1].get("stream").is_none());
+}
+
+#[tokio::test]
+async fn rest_chat_stream_failing_midway_ends_with_an_error_event() {
+    let fake = FakeLlm::start(|n, _| match n {
+        1 => Reply::Stream(vec![
+            Chunk::Content("Alice"),
+            Chunk::Sleep(std::time::Duration::from_millis(100)),
+            Chunk::Break,
+        ]),
+        _ => Reply::Stream(vec![
+            Chunk::Content("Alice"),
+            Chunk::Sleep(std::time::Duration::from_secs(60)),
+        ]),
+    })
+    .await;
+    let mut cfg = fake.config();
+    cfg.timeout_secs = 1.0;
+    let api = with_llm_config(&cfg).await;
+    api.post("/v3/workspaces/w/peers", json!({"id": "alice"}))
+        .await;
+    let mut events = ChatEvents::open(&api, "alice", json!({"query": "hi"})).await;
+    assert_eq!(events.next().await.unwrap(), delta("Alice"));
+    let last = events.next().await.unwrap();
+    assert_eq!(last["done"], true, "{last}");
+    assert_eq!(last["error"]["status"], 503, "{last}");
     assert!(
-        err["detail"]
+        last["error"]["detail"]
             .as_str()
             .unwrap()
-            .contains("the model crashed"),
-        "{err}"
+            .contains("broke off"),
+        "{last}"
     );
+    assert!(events.next().await.is_none());
+
+    // A model that stalls midway: the LLM timeout ends the stream.
+    let mut events = ChatEvents::open(&api, "alice", json!({"query": "hi"})).await;
+    assert_eq!(events.next().await.unwrap(), delta("Alice"));
+    let last = events.next().await.unwrap();
+    assert_eq!(last["error"]["status"], 503, "{last}");
+    assert!(
+        last["error"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("timed out"),
+        "{last}"
+    );
+    assert!(events.next().await.is_none());
+}
+
+#[tokio::test]
+async fn rest_chat_stream_client_going_away_stops_the_model_request() {
+    let fake = FakeLlm::start(|_, _| {
+        Reply::Stream(vec![
+            Chunk::Content("Alice"),
+            Chunk::Sleep(std::time::Duration::from_secs(60)),
+        ])
+    })
+    .await;
+    let api = with_llm(&fake).await;
+    api.post("/v3/workspaces/w/peers", json!({"id": "alice"}))
+        .await;
+    let mut events = ChatEvents::open(&api, "alice", json!({"query": "hi"})).await;
+    assert_eq!(events.next().await.unwrap(), delta("Alice"));
+    drop(events);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while fake.abandoned() == 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(fake.abandoned(), 1, "the model's request was dropped");
 }
