@@ -163,6 +163,8 @@ pub const RULES: &[Field] = &[
     // Subscriptions (checked when the subscription starts and again before each event).
     field("SubscriptionRoot", "messageCreated",    MessageFeed),
     field("SubscriptionRoot", "conclusionCreated", Workspace),
+    // Checked once: the answer is written from what the key could read when it asked.
+    field("SubscriptionRoot", "peerChat",          Workspace),
 ];
 
 const fn str_eq(a: &str, b: &str) -> bool {

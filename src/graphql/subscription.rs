@@ -25,7 +25,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use async_graphql::dataloader::{DataLoader, HashMapCache};
 use async_graphql::futures_util::stream::{self, BoxStream, StreamExt};
 use async_graphql::{
-    Context, Data, ErrorExtensions, Executor, ID, Lookahead, Request, Response, Subscription,
+    Context, Data, ErrorExtensions, Executor, ID, Lookahead, Request, Response, SimpleObject,
+    Subscription,
 };
 use futures::Stream;
 use tokio::sync::broadcast::error::RecvError;
@@ -34,8 +35,9 @@ use super::error::{ApiError, ApiResult, Code};
 use super::guard::{self, Access, Field, On, rule};
 use super::limits::{Exceeded, Limits};
 use super::loaders::Loaders;
-use super::types::{Conclusion, Message};
+use super::types::{Conclusion, Message, ReasoningLevel, chat_question, no_llm};
 use super::{AppSchema, RequestLoader, loaders, prefetch};
+use crate::dialectic::{Dialectic, DialecticError};
 use crate::store::Store;
 use crate::store::conclusion::Conclusion as ConclusionRow;
 use crate::store::events::{
@@ -130,6 +132,49 @@ impl SubscriptionRoot {
         let access = guard::require(ctx, field, filter.on()).await?;
         deliver(ctx, field, filter, access)
     }
+
+    /// `Peer.chat`, streamed: the answer to `query` about the peer (or about `target`, from the
+    /// peer's point of view) in pieces as the configured LLM writes them; their concatenation
+    /// is `Peer.chat`'s answer, and no piece comes when the model had nothing to say. The
+    /// subscription completes with the answer. A bad question, an unknown peer or session, or a
+    /// model that cannot be asked is the subscription's error; a model failing after it began
+    /// ends the subscription with a `SERVICE_UNAVAILABLE` error after the pieces already sent.
+    /// Completing or cancelling the subscription stops the model's request.
+    #[allow(clippy::too_many_arguments)]
+    async fn peer_chat(
+        &self,
+        ctx: &Context<'_>,
+        workspace_id: ID,
+        peer_id: ID,
+        query: String,
+        target: Option<ID>,
+        session_id: Option<ID>,
+        #[graphql(default)] reasoning_level: ReasoningLevel,
+    ) -> Result<impl Stream<Item = ApiResult<ChatPiece>>, ApiError> {
+        let on = On::peer(&workspace_id, &peer_id);
+        let access = guard::require(ctx, rule!(SubscriptionRoot.peerChat), on).await?;
+        let dialectic = ctx.data_opt::<Dialectic>().ok_or_else(no_llm)?;
+        let question = chat_question(
+            &workspace_id,
+            &peer_id,
+            &query,
+            target,
+            session_id,
+            reasoning_level,
+        );
+        let pieces = dialectic.answer_stream(access.store(), &question).await?;
+        Ok(pieces.map(|piece| match piece {
+            Ok(content) => Ok(ChatPiece { content }),
+            Err(e) => Err(DialecticError::from(e).into()),
+        }))
+    }
+}
+
+/// One piece of a streamed chat answer.
+#[derive(SimpleObject)]
+pub struct ChatPiece {
+    /// The text, in order after the pieces before it; never empty.
+    pub content: String,
 }
 
 /// What one subscription field listens for: which events' batches, which of their rows, and how

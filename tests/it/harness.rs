@@ -202,6 +202,19 @@ impl TestApp {
         app
     }
 
+    /// This server (its store and embedder) with chats answered by the LLM of `cfg`.
+    pub fn with_llm(mut self, cfg: &honcho_graphql::config::LlmConfig) -> Self {
+        let llm = honcho_graphql::llm::build(cfg).unwrap().unwrap();
+        self.schema = graphql::build_schema_with(
+            self.store.clone(),
+            &Limits::default(),
+            Auth::disabled(),
+            None,
+            Some(honcho_graphql::dialectic::Dialectic::new(llm)),
+        );
+        self
+    }
+
     /// A server with auth on, keys signed with [`SECRET`]; run requests with [`Self::exec_as`].
     pub async fn with_auth() -> Self {
         Self::new().await.auth_on()

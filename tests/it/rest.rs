@@ -1,9 +1,7 @@
 //! Honcho's v3 REST API: each route's status, JSON shape and auth, over HTTP against a real
 //! server router.
 
-use honcho_graphql::auth::{Auth, KeySpec};
-use honcho_graphql::dialectic::Dialectic;
-use honcho_graphql::graphql::{self, Limits};
+use honcho_graphql::auth::KeySpec;
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -796,16 +794,7 @@ async fn with_llm(fake: &FakeLlm) -> Rest {
 
 /// A REST server whose chats are answered by the LLM of `cfg`.
 async fn with_llm_config(cfg: &honcho_graphql::config::LlmConfig) -> Rest {
-    let mut app = TestApp::with_embedder().await;
-    let llm = honcho_graphql::llm::build(cfg).unwrap().unwrap();
-    app.schema = graphql::build_schema_with(
-        app.store.clone(),
-        &Limits::default(),
-        Auth::disabled(),
-        None,
-        Some(Dialectic::new(llm)),
-    );
-    Rest::serve(app).await
+    Rest::serve(TestApp::with_embedder().await.with_llm(cfg)).await
 }
 
 #[tokio::test]

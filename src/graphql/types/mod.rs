@@ -11,6 +11,7 @@ mod workspace;
 
 pub use conclusion::Conclusion;
 pub use message::Message;
-pub use peer::Peer;
+pub use peer::{Peer, ReasoningLevel};
+pub(crate) use peer::{chat_question, no_llm};
 pub use session::{Session, SessionPeer};
 pub use workspace::Workspace;

@@ -7,7 +7,7 @@ use super::search::{self, SearchArgs, SearchResult};
 use super::{Conclusion, Message, Session};
 use crate::dialectic::{self, Dialectic, Question};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
-use crate::graphql::error::{ApiResult, Code};
+use crate::graphql::error::{ApiError, ApiResult, Code};
 use crate::graphql::guard::{self, On, rule};
 use crate::graphql::prefetch;
 use crate::store::message::MessageScope;
@@ -114,20 +114,15 @@ impl Peer {
     ) -> ApiResult<Option<String>> {
         let on = On::peer(&self.0.workspace_name, &self.0.name);
         let access = guard::require(ctx, rule!(Peer.chat), on).await?;
-        let Some(dialectic) = ctx.data_opt::<Dialectic>() else {
-            return Err(Code::Unavailable
-                .error("chat answers from an LLM, and none is configured (HONCHO_LLM=none)"));
-        };
-        let question = Question {
-            workspace: self.0.workspace_name.clone(),
-            observer: self.0.name.clone(),
-            observed: target.map_or_else(|| self.0.name.clone(), |t| t.0),
-            session: session_id.map(|s| s.0),
-            sessions: None,
-            query: query.replace('\0', ""),
-            level: reasoning_level.into(),
-            response_format: None,
-        };
+        let dialectic = ctx.data_opt::<Dialectic>().ok_or_else(no_llm)?;
+        let question = chat_question(
+            &self.0.workspace_name,
+            &self.0.name,
+            &query,
+            target,
+            session_id,
+            reasoning_level,
+        );
         Ok(dialectic.answer(access.store(), &question).await?)
     }
 
@@ -192,6 +187,33 @@ impl Peer {
         prefetch::conclusions(&access, &page.items, prefetch::nodes(ctx.look_ahead())).await?;
         Ok(connection(page, Conclusion))
     }
+}
+
+/// What `peer` is asked in `workspace`, about `target` (itself when absent): `Peer.chat` and
+/// `peerChat` ask the same question.
+pub(crate) fn chat_question(
+    workspace: &str,
+    peer: &str,
+    query: &str,
+    target: Option<ID>,
+    session_id: Option<ID>,
+    level: ReasoningLevel,
+) -> Question {
+    Question {
+        workspace: workspace.to_owned(),
+        observer: peer.to_owned(),
+        observed: target.map_or_else(|| peer.to_owned(), |t| t.0),
+        session: session_id.map(|s| s.0),
+        sessions: None,
+        query: query.replace('\0', ""),
+        level: level.into(),
+        response_format: None,
+    }
+}
+
+/// A chat asked of a server without an LLM.
+pub(crate) fn no_llm() -> ApiError {
+    Code::Unavailable.error("chat answers from an LLM, and none is configured (HONCHO_LLM=none)")
 }
 
 /// How much the model may write before it answers (Honcho's reasoning levels).

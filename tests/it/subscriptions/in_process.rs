@@ -373,3 +373,78 @@ async fn conclusion_created_sees_new_conclusions_of_its_observer_across_instance
     assert_eq!(c["sources"], json!([{"content": "likes tea"}]));
     assert_quiet(&mut subs[0], Duration::from_millis(300)).await;
 }
+
+#[tokio::test]
+async fn peer_chat_streams_the_answer_piece_by_piece_and_completes_with_it() {
+    use crate::fake_llm::{Chunk, FakeLlm, Reply};
+    use std::sync::Arc;
+    use tokio::sync::Notify;
+
+    let gate = Arc::new(Notify::new());
+    let held = gate.clone();
+    let fake = FakeLlm::start(move |n, _| match n {
+        1 => Reply::Stream(vec![
+            Chunk::Content(" Alice"),
+            Chunk::Wait(held.clone()),
+            Chunk::Content(" hikes. "),
+        ]),
+        _ => Reply::Stream(vec![
+            Chunk::Content("Alice"),
+            Chunk::Sleep(Duration::from_millis(100)),
+            Chunk::Break,
+        ]),
+    })
+    .await;
+    let app = TestApp::new().await.with_llm(&fake.config());
+    app.ok(
+        r#"mutation { getOrCreatePeer(workspaceId: "ws", id: "alice") { id } }"#,
+        json!({}),
+    )
+    .await;
+    let chat = |schema: &AppSchema, peer: &str| {
+        let doc = format!(
+            r#"subscription {{ peerChat(workspaceId: "ws", peerId: "{peer}",
+                query: "What does alice do?", reasoningLevel: MINIMAL) {{ content }} }}"#
+        );
+        graphql::execute_stream(schema, Request::new(doc), None)
+    };
+    let piece = |v: &Value| v["data"]["peerChat"]["content"].clone();
+    let limit = Duration::from_secs(10);
+
+    let mut sub = chat(&app.schema, "alice");
+    // The model holds the rest of its answer until this piece has come through.
+    assert_eq!(piece(&take(&mut sub, 1, limit).await[0]), "Alice");
+    gate.notify_one();
+    assert_eq!(piece(&take(&mut sub, 1, limit).await[0]), " hikes.");
+    let end = tokio::time::timeout(limit, sub.next()).await.unwrap();
+    assert!(end.is_none(), "completes with the answer: {end:?}");
+    assert_eq!(fake.requests()[0]["stream"], true);
+    assert_eq!(fake.requests()[0]["max_tokens"], 512);
+
+    // A model that breaks off: the pieces sent, then one error, then the end.
+    let mut sub = chat(&app.schema, "alice");
+    let got = take(&mut sub, 2, limit).await;
+    assert_eq!(piece(&got[0]), "Alice");
+    assert_eq!(
+        got[1]["errors"][0]["extensions"]["code"], "SERVICE_UNAVAILABLE",
+        "{got:?}"
+    );
+    assert!(
+        tokio::time::timeout(limit, sub.next())
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Before the model is asked: an unknown peer, or no LLM at all.
+    let hits = fake.hits();
+    let got = take(&mut chat(&app.schema, "nobody"), 1, limit).await;
+    assert_eq!(got[0]["errors"][0]["extensions"]["code"], "NOT_FOUND");
+    let without = graphql::build_schema(app.store.clone(), &Limits::default());
+    let got = take(&mut chat(&without, "alice"), 1, limit).await;
+    assert_eq!(
+        got[0]["errors"][0]["extensions"]["code"], "SERVICE_UNAVAILABLE",
+        "{got:?}"
+    );
+    assert_eq!(fake.hits(), hits, "the model was not asked");
+}
