@@ -31,8 +31,10 @@ const FOUND_MESSAGES: u64 = 10;
 /// A named session's latest turns that are shown.
 const RECENT_MESSAGES: u64 = 20;
 
-/// How hard the model may think: Honcho's levels, here the answer's token budget.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// How hard the model may think: Honcho's levels, here the answer's token budget. Named in
+/// lower case over REST, in any case.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, strum::EnumString, strum::VariantNames)]
+#[strum(serialize_all = "lowercase", ascii_case_insensitive)]
 pub enum ReasoningLevel {
     Minimal,
     #[default]
@@ -43,21 +45,13 @@ pub enum ReasoningLevel {
 }
 
 impl ReasoningLevel {
-    pub const NAMES: [&'static str; 5] = ["minimal", "low", "medium", "high", "max"];
-
     pub fn parse(name: &str) -> Result<Self, DialecticError> {
-        use ReasoningLevel::*;
-        let levels = [Minimal, Low, Medium, High, Max];
-        Self::NAMES
-            .iter()
-            .position(|n| n.eq_ignore_ascii_case(name))
-            .map(|i| levels[i])
-            .ok_or_else(|| {
-                DialecticError::Invalid(format!(
-                    "reasoning_level must be one of {} (got {name:?})",
-                    Self::NAMES.join(", ")
-                ))
-            })
+        name.parse().map_err(|_| {
+            DialecticError::Invalid(format!(
+                "reasoning_level must be one of {} (got {name:?})",
+                <Self as strum::VariantNames>::VARIANTS.join(", ")
+            ))
+        })
     }
 
     fn max_tokens(self) -> u32 {
@@ -425,5 +419,33 @@ mod tests {
             assert!(out.iter().all(|p| !p.is_empty()), "{out:?}");
         }
         assert!(joined(&[" ", "\n"]).await.is_empty());
+    }
+
+    #[test]
+    fn reasoning_levels_are_read_by_their_lowercase_names_in_any_case() {
+        let read =
+            ["minimal", "Low", "MEDIUM", "high", "max"].map(|n| ReasoningLevel::parse(n).ok());
+        use ReasoningLevel::*;
+        assert_eq!(
+            read,
+            [
+                Some(Minimal),
+                Some(Low),
+                Some(Medium),
+                Some(High),
+                Some(Max)
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unknown_reasoning_level_is_refused_with_the_names_it_may_take() {
+        let Err(DialecticError::Invalid(message)) = ReasoningLevel::parse("extreme") else {
+            panic!("an unknown level was accepted");
+        };
+        assert!(
+            message.contains("minimal, low, medium, high, max") && message.contains("extreme"),
+            "{message}"
+        );
     }
 }
