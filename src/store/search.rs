@@ -11,7 +11,7 @@
 //!
 //! ```sql
 //! WITH "terms" AS MATERIALIZED (                  -- the query's lexemes, their idf, avgdl
-//!        SELECT "t"."t" AS "lexeme", ln(1 + (N - df + 0.5) / (df + 0.5)) AS "idf", … AS "avgdl"
+//!        SELECT <"t"."t" as a tsquery> AS "query", ln(1 + (N - df + 0.5) / (df + 0.5)) AS "idf", … AS "avgdl"
 //!        FROM unnest(tsvector_to_array(to_tsvector('english', $t))) AS "t"
 //!        LEFT JOIN "search_corpus" AS "c" … LEFT JOIN "search_terms" AS "s" …),
 //!      "vec_near" AS MATERIALIZED (              -- only with an embedder
@@ -351,13 +351,13 @@ fn cte(name: &str, query: SelectStatement, materialized: bool) -> CommonTableExp
 const BM25_K1: f64 = 1.2;
 const BM25_B: f64 = 0.75;
 
-/// `"terms"`: the query's lexemes (english configuration: stemmed, stop words dropped), each with
-/// its inverse document frequency in the workspace, `ln(1 + (N − df + 0.5) / (df + 0.5))` (never
-/// negative), and the workspace's mean document length, from the statistics the triggers keep.
+/// `"terms"`: the query's lexemes (english configuration: stemmed, stop words dropped), each as a
+/// tsquery of its own, with its inverse document frequency in the workspace,
+/// `ln(1 + (N − df + 0.5) / (df + 0.5))` (never negative), and the workspace's mean document
+/// length, from the statistics the triggers keep.
 fn terms(workspace: &str, text: &str) -> SelectStatement {
     let mut q = Query::select();
-    q.expr_as(Expr::cust(r#""t"."t""#), a("lexeme"))
-        .expr_as(Expr::cust(LEXEME_QUERY), a("query"))
+    q.expr_as(Expr::cust(LEXEME_QUERY), a("query"))
         .expr_as(
             Expr::cust(
                 r#"ln(1 + (GREATEST(COALESCE("c"."docs", 0) - COALESCE("s"."docs", 0), 0) + 0.5) / (COALESCE("s"."docs", 0) + 0.5))"#,
@@ -422,7 +422,7 @@ fn bm25() -> String {
 /// holds a character that is neither a letter, a digit, a space nor sentence punctuation
 /// (`user@example.com`, `snake_case`, `100%`, `a/b`), which lexemes do not capture. Words and
 /// questions are served by their lexemes alone, through the index.
-pub fn wants_substring(text: &str) -> bool {
+fn wants_substring(text: &str) -> bool {
     text.chars()
         .any(|c| !(c.is_alphanumeric() || c.is_whitespace() || ".,;:!?'\"()-\u{2019}".contains(c)))
 }
