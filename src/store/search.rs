@@ -21,15 +21,30 @@
 //!        LIMIT pool · CANDIDATES_PER_VECTOR_HIT),
 //!      "vec_hits" AS MATERIALIZED (
 //!        SELECT "id", "embedding" <=> $q AS "dist" FROM "vec_near" ORDER BY "dist" ASC LIMIT pool),
-//!      "fts_matches" AS (                         -- each message once per query lexeme it holds
+//!      "fts_rare" AS (                            -- each message once per rarer lexeme it holds
 //!        SELECT "m"."id", "m"."created_at", "t"."idf", "t"."avgdl", <tf> AS "tf", <|m|> AS "dl"
-//!        FROM "messages" AS "m" INNER JOIN "terms" AS "t" ON "m"."content_tsv" @@ "t"."query"
+//!        FROM "messages" AS "m" INNER JOIN "terms" AS "t" ON NOT "t"."common" AND "m"."content_tsv" @@ "t"."query"
 //!        WHERE <scope> AND <filters>
 //!        UNION ALL                                -- only for a query with symbols (`a@b.c`)
 //!        SELECT "m"."id", "m"."created_at", 0, 1, 0, 0 FROM "messages" AS "m"
 //!        WHERE <scope> AND <filters> AND EXISTS (SELECT 1 FROM "terms") AND "m"."content" ILIKE $pattern),
-//!      "fts_hits" AS (SELECT "id", "created_at", <BM25 over its lexemes> AS "score" FROM "fts_matches"
-//!        GROUP BY "id", "created_at" ORDER BY "score" DESC, "created_at" DESC, "id" DESC LIMIT pool),
+//!      "fts_rare_scored" AS MATERIALIZED (      -- BM25 over those lexemes, one row per message
+//!        SELECT "id", "created_at", <BM25> AS "score" FROM "fts_rare" GROUP BY "id", "created_at"),
+//!      "fts_scored" AS MATERIALIZED (           -- plus the common lexemes each of them holds
+//!        SELECT * FROM "fts_rare_scored" WHERE NOT <a common lexeme>
+//!        UNION ALL
+//!        SELECT "r"."id", "r"."created_at", "r"."score" + (SELECT <BM25> FROM "terms" AS "t"
+//!          WHERE "t"."common" AND "m"."content_tsv" @@ "t"."query") AS "score"
+//!        FROM "fts_rare_scored" AS "r" INNER JOIN "messages" AS "m" ON "m"."id" = "r"."id"
+//!        WHERE <a common lexeme>),
+//!      "fts_common_only" AS (                     -- read only if the candidates cannot fill the pool
+//!        <the common lexemes' pairs of the other messages in scope>
+//!        WHERE … AND <a common lexeme> AND (SELECT count(*) FROM "fts_scored"
+//!          WHERE "score" >= <the common lexemes' bound>) < pool),
+//!      "fts_rest" AS MATERIALIZED (<BM25 per message of "fts_common_only">),
+//!      "fts_all" AS (SELECT … FROM "fts_scored" UNION ALL SELECT … FROM "fts_rest"),
+//!      "fts_hits" AS (SELECT "id", "created_at", "score" FROM "fts_all"
+//!        ORDER BY "score" DESC, "created_at" DESC, "id" DESC LIMIT pool),
 //!      "ranked" AS (SELECT "id", ROW_NUMBER() OVER (ORDER BY "dist", "id") AS "rank", w_vec AS "w" FROM "vec_hits"
 //!        UNION ALL
 //!        SELECT "id", ROW_NUMBER() OVER (ORDER BY "score" DESC, "created_at" DESC, "id" DESC), w_text FROM "fts_hits"),
@@ -40,6 +55,13 @@
 //!
 //! What the full-text leg indexes is the message's content and its author's peer id
 //! (`content_tsv`), so a question naming a speaker finds that speaker's turns.
+//!
+//! A speaker's name is also in half of a two-person conversation, and scoring every one of those
+//! turns was most of a question's cost. So the leg takes MaxScore's cut: lexemes held by more
+//! than [`COMMON_TERM_SHARE`] of the workspace are *common*, and a message holding only common
+//! lexemes cannot score more than their summed BM25 bounds. When `pool` messages holding a rarer
+//! lexeme already score that much, PostgreSQL's one-time filter skips the common lexemes' postings;
+//! otherwise they are read, so the hits are the same either way.
 //!
 //! The vector leg reads its candidates from the HNSW index over the embeddings' sign bits
 //! (`binary_quantize`, Hamming distance: cheap to insert into, see the migration that made it) and
@@ -368,6 +390,20 @@ fn terms(workspace: &str, text: &str) -> SelectStatement {
             Expr::cust(r#"COALESCE("c"."lexemes"::float8 / NULLIF("c"."docs", 0), 1)"#),
             a("avgdl"),
         )
+        .expr_as(
+            Expr::cust(format!(
+                r#"{k1p1:?} * ln(1 + (GREATEST(COALESCE("c"."docs", 0) - COALESCE("s"."docs", 0), 0) + 0.5) / (COALESCE("s"."docs", 0) + 0.5))"#,
+                k1p1 = BM25_K1 + 1.0
+            )),
+            a("bound"),
+        )
+        .expr_as(
+            Expr::cust(format!(
+                r#"COALESCE("s"."docs", 0) > {share:?} * COALESCE("c"."docs", 0) AND bool_or(COALESCE("s"."docs", 0) <= {share:?} * COALESCE("c"."docs", 0)) OVER ()"#,
+                share = COMMON_TERM_SHARE
+            )),
+            a("common"),
+        )
         .from_function(
             Func::cust("unnest").arg(Expr::cust_with_values(
                 "tsvector_to_array(to_tsvector('english', $1))",
@@ -393,8 +429,17 @@ fn terms(workspace: &str, text: &str) -> SelectStatement {
     q
 }
 
+/// A lexeme held by more than this share of the workspace's messages is *common* (a speaker's
+/// name in a two-person conversation is in half the turns), as long as the query has a lexeme that
+/// is not. Messages holding only common lexemes are scored only when the messages holding a rarer
+/// one cannot fill the pool (see [`hybrid_query`]); the share decides speed, never results.
+pub const COMMON_TERM_SHARE: f64 = 0.05;
+
 /// The query has at least one lexeme (a query of stop words and punctuation only finds nothing).
 const HAS_TERMS: &str = r#"EXISTS (SELECT 1 FROM "terms")"#;
+
+/// The query has a common lexeme (see [`COMMON_TERM_SHARE`]).
+const HAS_COMMON_TERMS: &str = r#"EXISTS (SELECT 1 FROM "terms" WHERE "common")"#;
 
 /// One lexeme as a tsquery of its own, quoted so that no lexeme is read as an operator: the
 /// full-text leg joins each lexeme to the messages holding it through the GIN index, the way an
@@ -407,14 +452,37 @@ const LEXEME_QUERY: &str =
 /// (unnesting every candidate's tsvector was most of a search's time).
 const TERM_FREQUENCY: &str = r#"ts_rank_cd('{1,1,1,1}', "m"."content_tsv", "t"."query")::float8"#;
 
-/// BM25 of the message `m` over the lexemes it was found by: for each,
+/// BM25 of a message over the pairs (message, lexeme) grouped into one row: for each,
 /// `idf · tf · (k1 + 1) / (tf + k1 · (1 − b + b · |m| / avgdl))`, |m| its number of lexemes.
 fn bm25() -> String {
     format!(
-        r#"sum("idf" * "tf" * {k1p1:?} / ("tf" + {k1:?} * (1 - {b:?} + {b:?} * "dl" / "avgdl")))"#,
+        "sum({})",
+        bm25_term(r#""idf""#, r#""avgdl""#, r#""tf""#, r#""dl""#)
+    )
+}
+
+/// One lexeme's BM25 term, from SQL expressions for its parts.
+fn bm25_term(idf: &str, avgdl: &str, tf: &str, dl: &str) -> String {
+    format!(
+        "{idf} * {tf} * {k1p1:?} / ({tf} + {k1:?} * (1 - {b:?} + {b:?} * {dl} / {avgdl}))",
         k1 = BM25_K1,
         k1p1 = BM25_K1 + 1.0,
         b = BM25_B,
+    )
+}
+
+/// The BM25 terms of the common lexemes the message `m` holds (0 if none), evaluated on its
+/// row: for the few messages a rarer lexeme found, reading the common lexemes' postings (half the
+/// conversation for a speaker's name) would cost more than looking at each message.
+fn common_terms_of_m() -> String {
+    format!(
+        r#"(SELECT COALESCE(sum({}), 0) FROM "terms" AS "t" WHERE "t"."common" AND "m"."content_tsv" @@ "t"."query")"#,
+        bm25_term(
+            r#""t"."idf""#,
+            r#""t"."avgdl""#,
+            TERM_FREQUENCY,
+            r#"length("m"."content_tsv")::float8"#
+        )
     )
 }
 
@@ -425,6 +493,37 @@ fn bm25() -> String {
 fn wants_substring(text: &str) -> bool {
     text.chars()
         .any(|c| !(c.is_alphanumeric() || c.is_whitespace() || ".,;:!?'\"()-\u{2019}".contains(c)))
+}
+
+/// Joins `select` (over `messages AS m`) to the query's lexemes `m` holds among those `which`
+/// selects, one row per (message, lexeme) with what BM25 needs of the pair.
+fn lexeme_pairs(select: &mut SelectStatement, which: &str) {
+    select
+        .join_as(
+            JoinType::InnerJoin,
+            a("terms"),
+            a("t"),
+            Expr::cust(format!(r#"{which} AND "m"."content_tsv" @@ "t"."query""#)),
+        )
+        .column((m(), message::Column::Id))
+        .column((m(), message::Column::CreatedAt))
+        .column((a("t"), a("idf")))
+        .column((a("t"), a("avgdl")))
+        .expr_as(Expr::cust(TERM_FREQUENCY), a("tf"))
+        .expr_as(Expr::cust(r#"length("m"."content_tsv")::float8"#), a("dl"));
+}
+
+/// `name`: the BM25 score of each message of the pairs in the CTE `pairs`, one row per message.
+fn bm25_per_message(with: &mut WithClause, name: &str, pairs: &str) {
+    let mut scored = Query::select();
+    scored
+        .column(a("id"))
+        .column(a("created_at"))
+        .expr_as(Expr::cust(bm25()), a("score"))
+        .from(a(pairs))
+        .group_by_col(a("id"))
+        .group_by_col(a("created_at"));
+    with.cte(cte(name, scored, true));
 }
 
 /// The whole search as one statement (see the module documentation for its shape).
@@ -486,23 +585,17 @@ pub fn hybrid_query(
         ranked.push(r);
     }
 
-    // Every message holding any of the query's lexemes, once per lexeme it holds, with what BM25
-    // needs of that pair; and, for a query with symbols, every message holding the whole query
-    // as a substring, with nothing that scores (BM25 0).
-    let mut matches = leg(scope, filter, Condition::all());
-    matches
-        .join_as(
-            JoinType::InnerJoin,
-            a("terms"),
-            a("t"),
-            Expr::cust(r#""m"."content_tsv" @@ "t"."query""#),
-        )
-        .column((m(), message::Column::Id))
-        .column((m(), message::Column::CreatedAt))
-        .column((a("t"), a("idf")))
-        .column((a("t"), a("avgdl")))
-        .expr_as(Expr::cust(TERM_FREQUENCY), a("tf"))
-        .expr_as(Expr::cust(r#"length("m"."content_tsv")::float8"#), a("dl"));
+    // The full-text leg scores what a disjunction over an inverted index would, and skips what
+    // cannot make its pool (MaxScore's cut): a message holding only common lexemes scores less
+    // than the sum of their BM25 bounds (`idf · (k1 + 1)`), so when `pool` messages holding a
+    // rarer lexeme score at least that, the common lexemes' postings are never read beyond those
+    // messages. Otherwise they are read whole, and the result is the same either way.
+    //
+    // "fts_rare": every message holding a lexeme that is not common, once per such lexeme, with
+    // what BM25 needs of that pair; and, for a query with symbols, every message holding the
+    // whole query as a substring, with nothing that scores (BM25 0).
+    let mut rare = leg(scope, filter, Condition::all());
+    lexeme_pairs(&mut rare, r#"NOT "t"."common""#);
     if wants_substring(text) {
         let mut substring = leg(
             scope,
@@ -521,16 +614,72 @@ pub fn hybrid_query(
             .expr_as(Expr::cust("1::float8"), a("avgdl"))
             .expr_as(Expr::cust("0::float8"), a("tf"))
             .expr_as(Expr::cust("0::float8"), a("dl"));
-        matches.union(UnionType::All, substring);
+        rare.union(UnionType::All, substring);
     }
-    with.cte(cte("fts_matches", matches, false));
+    with.cte(cte("fts_rare", rare, false));
+    bm25_per_message(&mut with, "fts_rare_scored", "fts_rare");
+    // Their score with the common lexemes they hold, each message looked at by id; a query with
+    // no common lexeme takes the scores as they are (each branch behind a one-time gate).
+    let mut scored = Query::select();
+    scored
+        .column(a("id"))
+        .column(a("created_at"))
+        .column(a("score"))
+        .from(a("fts_rare_scored"))
+        .and_where(Expr::cust(format!("NOT {HAS_COMMON_TERMS}")));
+    let mut with_common = Query::select();
+    with_common
+        .column((a("r"), a("id")))
+        .column((a("r"), a("created_at")))
+        .expr_as(
+            Expr::cust(format!(r#""r"."score" + {}"#, common_terms_of_m())),
+            a("score"),
+        )
+        .from_as(a("fts_rare_scored"), a("r"))
+        .join_as(
+            JoinType::InnerJoin,
+            a("messages"),
+            m(),
+            Expr::col((m(), message::Column::Id)).equals((a("r"), a("id"))),
+        )
+        .and_where(Expr::cust(HAS_COMMON_TERMS));
+    scored.union(UnionType::All, with_common);
+    with.cte(cte("fts_scored", scored, true));
+    // Messages holding only common lexemes, read only when the pool is not already full of
+    // messages that outscore them (a gate PostgreSQL evaluates once, before the scan).
+    let mut rest = leg(
+        scope,
+        filter,
+        Condition::all()
+            .add(Expr::cust(HAS_COMMON_TERMS))
+            .add(Expr::cust(
+                r#"NOT EXISTS (SELECT 1 FROM "fts_scored" AS "c" WHERE "c"."id" = "m"."id")"#,
+            ))
+            .add(Expr::cust(format!(
+                r#"(SELECT count(*) FROM "fts_scored" WHERE "score" >= (SELECT COALESCE(sum("bound"), 0) FROM "terms" WHERE "common")) < {pool}"#
+            ))),
+    );
+    lexeme_pairs(&mut rest, r#""t"."common""#);
+    with.cte(cte("fts_common_only", rest, false));
+    bm25_per_message(&mut with, "fts_rest", "fts_common_only");
+    let mut all = Query::select();
+    all.column(a("id"))
+        .column(a("created_at"))
+        .column(a("score"))
+        .from(a("fts_scored"));
+    let mut rest_scored = Query::select();
+    rest_scored
+        .column(a("id"))
+        .column(a("created_at"))
+        .column(a("score"))
+        .from(a("fts_rest"));
+    all.union(UnionType::All, rest_scored);
+    with.cte(cte("fts_all", all, false));
     let mut hits = Query::select();
     hits.column(a("id"))
         .column(a("created_at"))
-        .expr_as(Expr::cust(bm25()), a("score"))
-        .from(a("fts_matches"))
-        .group_by_col(a("id"))
-        .group_by_col(a("created_at"))
+        .column(a("score"))
+        .from(a("fts_all"))
         .order_by(a("score"), Order::Desc)
         .order_by(a("created_at"), Order::Desc)
         .order_by(a("id"), Order::Desc)
@@ -737,6 +886,9 @@ mod tests {
             "tsvector_to_array(to_tsvector('english',",
             r#""m"."content_tsv" @@ "t"."query""#,
             "::tsquery",
+            // MaxScore's cut: the common lexemes' postings behind the pool's gate.
+            r#"NOT "t"."common" AND "m"."content_tsv" @@ "t"."query""#,
+            r#"(SELECT count(*) FROM "fts_scored" WHERE "score" >= "#,
             "UNION ALL",
             fusion.as_str(),
             r#"ORDER BY "f"."score" DESC, "m"."public_id" ASC LIMIT"#,

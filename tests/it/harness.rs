@@ -496,9 +496,25 @@ pub async fn session_of(app: &TestApp, n: usize) {
 
 /// PostgreSQL's plan for `sql` with `values` bound, one line per plan row.
 pub async fn explain<C: ConnectionTrait>(db: &C, sql: &str, values: Values) -> String {
+    explain_with(db, "", sql, values).await
+}
+
+/// `EXPLAIN (<options>)` of the statement, e.g. `ANALYZE, COSTS OFF, TIMING OFF` to see which
+/// nodes ran (`never executed`).
+pub async fn explain_with<C: ConnectionTrait>(
+    db: &C,
+    options: &str,
+    sql: &str,
+    values: Values,
+) -> String {
+    let options = if options.is_empty() {
+        String::new()
+    } else {
+        format!("({options}) ")
+    };
     db.query_all_raw(Statement::from_sql_and_values(
         DbBackend::Postgres,
-        format!("EXPLAIN {sql}"),
+        format!("EXPLAIN {options}{sql}"),
         values,
     ))
     .await

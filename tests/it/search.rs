@@ -927,3 +927,97 @@ async fn the_full_text_leg_looks_each_lexeme_up_in_the_index() {
         "{hits:?}"
     );
 }
+
+/// 2,000 turns of alice and bob (`word<g % 200>`), and `rare` turns of alice's holding `word`.
+async fn two_speakers_and_a_rare_word(app: &TestApp, word: &str, rare: i64) {
+    use sea_orm::ConnectionTrait;
+    write(
+        app,
+        "s",
+        &[("alice", "the first message"), ("bob", "the second")],
+    )
+    .await;
+    app.store
+        .db()
+        .execute_unprepared(&format!(
+            "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, seq_in_session, content)
+             SELECT lpad(g::text, 21, 'x'), 'ws', 's', CASE WHEN g % 2 = 0 THEN 'alice' ELSE 'bob' END, g,
+                    CASE WHEN g % 2 = 0 AND (g - 2) / 2 <= {rare} THEN 'we talked about {word} and word' || (g % 200)
+                         ELSE 'filler word' || (g % 200) || ' and more' END
+             FROM generate_series(3, 2002) g;
+             ANALYZE messages;"
+        ))
+        .await
+        .unwrap();
+    app.store.flush_gin_pending_lists().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_question_naming_a_speaker_reads_only_the_turns_holding_its_rarer_words() {
+    use honcho_graphql::store::filter::{self, Resource};
+    use honcho_graphql::store::search::hybrid_query;
+    use sea_orm::sea_query::PostgresQueryBuilder;
+
+    let app = TestApp::new().await;
+    // alice is in half the turns (a common lexeme); pottery in 30 of them.
+    two_speakers_and_a_rare_word(&app, "pottery", 30).await;
+    let question = "What did alice say about pottery?";
+    let none = filter::parse(Resource::Message, &Value::Null).unwrap();
+    let (sql, values) = hybrid_query(SearchScope::Session("ws", "s"), question, None, &none, 10)
+        .build(PostgresQueryBuilder);
+    let plan = crate::harness::explain_with(
+        app.store.db(),
+        "ANALYZE, COSTS OFF, TIMING OFF",
+        &sql,
+        values,
+    )
+    .await;
+    // The pool of 20 is full of pottery turns, which outscore any turn holding only "alice": the
+    // index is never asked for alice's 1,000 turns.
+    // (the gate on the scan of the turns holding only common lexemes, and what it would run)
+    let common_only = plan
+        .lines()
+        .skip_while(|l| !(l.contains("One-Time Filter") && l.contains("< 20)")))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no gate in the plan:\n{plan}"));
+    assert!(common_only.contains("never executed"), "plan:\n{plan}");
+    let hits = app
+        .store
+        .search(SearchScope::Session("ws", "s"), question, &Value::Null, 10)
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 10);
+    assert!(
+        hits.iter()
+            .all(|m| m.peer_name == "alice" && m.content.contains("pottery")),
+        "{hits:?}"
+    );
+}
+
+#[tokio::test]
+async fn turns_holding_only_common_words_fill_the_results_when_rarer_words_are_too_few() {
+    let app = TestApp::new().await;
+    // Three turns hold "kiln": the other seven results are alice's turns, found by her name.
+    two_speakers_and_a_rare_word(&app, "kiln", 3).await;
+    let hits = app
+        .store
+        .search(
+            SearchScope::Session("ws", "s"),
+            "alice kiln",
+            &Value::Null,
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 10, "{hits:?}");
+    assert!(
+        hits[..3].iter().all(|m| m.content.contains("kiln")),
+        "{hits:?}"
+    );
+    assert!(
+        hits[3..]
+            .iter()
+            .all(|m| m.peer_name == "alice" && !m.content.contains("kiln")),
+        "{hits:?}"
+    );
+}
