@@ -30,6 +30,13 @@ use std::time::Duration;
 
 use crate::embed::Embedder;
 
+/// A pooled connection idle this long is pinged before it is handed out; a busier one is not.
+/// sqlx pings on every checkout by default, which is a round trip to PostgreSQL before each
+/// statement. What a ping catches is a connection that a restart, a proxy or a firewall dropped
+/// while it sat idle; one in use seconds ago that fails anyway fails its statement, like any other
+/// error.
+pub(crate) const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);
+
 pub use error::{StoreError, StoreResult};
 pub use replicas::{Lsn, ReadPool, Reader};
 pub use tx::{IterativeScan, Tx, TxOptions};
@@ -136,6 +143,7 @@ impl Store {
             .min_connections(1)
             .connect_timeout(Duration::from_secs(2))
             .acquire_timeout(Duration::from_secs(3))
+            .test_before_acquire_if_idle_for(PING_IF_IDLE_FOR)
             .sqlx_logging(false);
         if let Some(t) = statement_timeout {
             opts.statement_timeout(t);

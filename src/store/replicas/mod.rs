@@ -257,6 +257,7 @@ impl ReadPool {
                 .connect_lazy(true)
                 .connect_timeout(Duration::from_secs(1))
                 .acquire_timeout(Duration::from_secs(2))
+                .test_before_acquire_if_idle_for(super::PING_IF_IDLE_FOR)
                 .sqlx_logging(false);
             if let Some(t) = settings.statement_timeout {
                 opts.statement_timeout(t);
@@ -277,6 +278,7 @@ impl ReadPool {
             .connect_lazy(true)
             .connect_timeout(Duration::from_secs(1))
             .acquire_timeout(Duration::from_secs(2))
+            .test_before_acquire_if_idle_for(super::PING_IF_IDLE_FOR)
             .sqlx_logging(false);
         let pool = Arc::new(ReadPool {
             replicas,
