@@ -72,6 +72,10 @@ async fn fake_llm(calls: Arc<AtomicU64>) -> anyhow::Result<String> {
     Ok(format!("http://{addr}/v1"))
 }
 
+/// The server's allocator (see src/main.rs), so the server measured in process is the one shipped.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> anyhow::Result<()> {
     // SAFETY: first thing in main: no other thread exists yet.
     unsafe { honcho_graphql::runtime() }?.block_on(run(Args::parse()))
