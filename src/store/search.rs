@@ -432,7 +432,7 @@ fn terms(workspace: &str, text: &str) -> SelectStatement {
 /// A lexeme held by more than this share of the workspace's messages is *common* (a speaker's
 /// name in a two-person conversation is in half the turns), as long as the query has a lexeme that
 /// is not. Messages holding only common lexemes are scored only when the messages holding a rarer
-/// one cannot fill the pool (see [`hybrid_query`]); the share decides speed, never results.
+/// one cannot fill the pool (see the module documentation); the share decides speed, never results.
 pub const COMMON_TERM_SHARE: f64 = 0.05;
 
 /// The query has at least one lexeme (a query of stop words and punctuation only finds nothing).
@@ -525,66 +525,67 @@ fn bm25_per_message(with: &mut WithClause, name: &str, pairs: &str) {
         .group_by_col(a("created_at"));
     with.cte(cte(name, scored, true));
 }
+/// The vector leg: its CTEs go into `with`; the answer ranks its hits.
+fn vector_leg(
+    with: &mut WithClause,
+    scope: SearchScope<'_>,
+    filter: &Filter,
+    v: Vec<f32>,
+    pool: u64,
+) -> SelectStatement {
+    let dims = v.len();
+    let q = SqlValue::from(pgvector::Vector::from(v));
+    // Candidates from the index over the vectors' sign bits, in Hamming order (the expression
+    // is the index's, so the planner can use it), then ranked by exact cosine.
+    let mut near = leg(
+        scope,
+        filter,
+        Condition::all()
+            .add(Expr::col((m(), a("embedding"))).is_not_null())
+            .add(Expr::cust(HAS_TERMS)),
+    );
+    near.column((m(), message::Column::Id))
+        .column((m(), a("embedding")))
+        .order_by_expr(
+            Expr::cust_with_values(
+                format!(
+                    r#"binary_quantize("m"."embedding")::bit({dims}) <~> binary_quantize($1)::bit({dims})"#
+                ),
+                [q.clone()],
+            ),
+            Order::Asc,
+        )
+        .limit(pool * CANDIDATES_PER_VECTOR_HIT);
+    with.cte(cte("vec_near", near, true));
+    let mut hits = Query::select();
+    hits.column(a("id"))
+        .expr_as(
+            Expr::cust_with_values(r#""embedding" <=> $1"#, [q]),
+            a("dist"),
+        )
+        .from(a("vec_near"))
+        .order_by(a("dist"), Order::Asc)
+        .limit(pool);
+    with.cte(cte("vec_hits", hits, true));
+    let mut r = Query::select();
+    r.column(a("id"))
+        .expr_as(
+            Expr::cust(r#"ROW_NUMBER() OVER (ORDER BY "dist", "id")"#),
+            a("rank"),
+        )
+        .expr_as(Expr::cust(format!("{VECTOR_WEIGHT:?}::float8")), a("w"))
+        .from(a("vec_hits"));
+    r
+}
 
-/// The whole search as one statement (see the module documentation for its shape).
-pub fn hybrid_query(
+/// The full-text leg: its CTEs go into `with`; the answer ranks its hits.
+fn full_text_leg(
+    with: &mut WithClause,
     scope: SearchScope<'_>,
     text: &str,
-    vector: Option<Vec<f32>>,
     filter: &Filter,
-    limit: u64,
-) -> WithQuery {
-    let pool = limit * POOL_PER_RESULT;
-    let mut with = WithClause::new();
-    let mut ranked: Vec<SelectStatement> = Vec::new();
-    with.cte(cte("terms", terms(scope_workspace(scope), text), true));
-
-    if let Some(v) = vector {
-        let dims = v.len();
-        let q = SqlValue::from(pgvector::Vector::from(v));
-        // Candidates from the index over the vectors' sign bits, in Hamming order (the expression
-        // is the index's, so the planner can use it), then ranked by exact cosine.
-        let mut near = leg(
-            scope,
-            filter,
-            Condition::all()
-                .add(Expr::col((m(), a("embedding"))).is_not_null())
-                .add(Expr::cust(HAS_TERMS)),
-        );
-        near.column((m(), message::Column::Id))
-            .column((m(), a("embedding")))
-            .order_by_expr(
-                Expr::cust_with_values(
-                    format!(
-                        r#"binary_quantize("m"."embedding")::bit({dims}) <~> binary_quantize($1)::bit({dims})"#
-                    ),
-                    [q.clone()],
-                ),
-                Order::Asc,
-            )
-            .limit(pool * CANDIDATES_PER_VECTOR_HIT);
-        with.cte(cte("vec_near", near, true));
-        let mut hits = Query::select();
-        hits.column(a("id"))
-            .expr_as(
-                Expr::cust_with_values(r#""embedding" <=> $1"#, [q]),
-                a("dist"),
-            )
-            .from(a("vec_near"))
-            .order_by(a("dist"), Order::Asc)
-            .limit(pool);
-        with.cte(cte("vec_hits", hits, true));
-        let mut r = Query::select();
-        r.column(a("id"))
-            .expr_as(
-                Expr::cust(r#"ROW_NUMBER() OVER (ORDER BY "dist", "id")"#),
-                a("rank"),
-            )
-            .expr_as(Expr::cust(format!("{VECTOR_WEIGHT:?}::float8")), a("w"))
-            .from(a("vec_hits"));
-        ranked.push(r);
-    }
-
+    pool: u64,
+) -> SelectStatement {
     // The full-text leg scores what a disjunction over an inverted index would, and skips what
     // cannot make its pool (MaxScore's cut): a message holding only common lexemes scores less
     // than the sum of their BM25 bounds (`idf · (k1 + 1)`), so when `pool` messages holding a
@@ -617,7 +618,7 @@ pub fn hybrid_query(
         rare.union(UnionType::All, substring);
     }
     with.cte(cte("fts_rare", rare, false));
-    bm25_per_message(&mut with, "fts_rare_scored", "fts_rare");
+    bm25_per_message(with, "fts_rare_scored", "fts_rare");
     // Their score with the common lexemes they hold, each message looked at by id; a query with
     // no common lexeme takes the scores as they are (each branch behind a one-time gate).
     let mut scored = Query::select();
@@ -661,7 +662,7 @@ pub fn hybrid_query(
     );
     lexeme_pairs(&mut rest, r#""t"."common""#);
     with.cte(cte("fts_common_only", rest, false));
-    bm25_per_message(&mut with, "fts_rest", "fts_common_only");
+    bm25_per_message(with, "fts_rest", "fts_common_only");
     let mut all = Query::select();
     all.column(a("id"))
         .column(a("created_at"))
@@ -695,7 +696,26 @@ pub fn hybrid_query(
         )
         .expr_as(Expr::cust(format!("{TEXT_WEIGHT:?}::float8")), a("w"))
         .from(a("fts_hits"));
-    ranked.push(r);
+    r
+}
+
+/// The whole search as one statement (see the module documentation for its shape).
+pub fn hybrid_query(
+    scope: SearchScope<'_>,
+    text: &str,
+    vector: Option<Vec<f32>>,
+    filter: &Filter,
+    limit: u64,
+) -> WithQuery {
+    let pool = limit * POOL_PER_RESULT;
+    let mut with = WithClause::new();
+    let mut ranked: Vec<SelectStatement> = Vec::new();
+    with.cte(cte("terms", terms(scope_workspace(scope), text), true));
+
+    if let Some(v) = vector {
+        ranked.push(vector_leg(&mut with, scope, filter, v, pool));
+    }
+    ranked.push(full_text_leg(&mut with, scope, text, filter, pool));
 
     let mut legs = ranked.into_iter();
     let mut union = legs.next().expect("the full-text leg is always there");
