@@ -285,10 +285,6 @@ const Q_TREE: &str = "query($w: ID!, $c: ID!) { workspace(id: $w) { conclusion(i
 const M_CREATE: &str = "mutation($w: ID!, $s: ID!, $m: [MessageInput!]!) { \
   createMessages(workspaceId: $w, sessionId: $s, messages: $m) { id seqInSession } }";
 
-/// The server's allocator (see src/main.rs), so the server measured in process is the one shipped.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> anyhow::Result<()> {
     // SAFETY: first thing in main: no other thread exists yet.
     unsafe { honcho_graphql::runtime() }?.block_on(bench())

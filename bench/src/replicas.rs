@@ -55,10 +55,6 @@ const WORDS: &[&str] = &[
     "mountain", "letter", "market",
 ];
 
-/// The server's allocator (see src/main.rs), so the server measured in process is the one shipped.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> anyhow::Result<()> {
     // SAFETY: nothing else runs yet.
     let rt = unsafe { honcho_graphql::runtime()? };

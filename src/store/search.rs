@@ -527,6 +527,29 @@ fn bm25_per_message(with: &mut WithClause, name: &str, pairs: &str) {
         .group_by_col(a("created_at"));
     with.cte(cte(name, scored, true));
 }
+/// A leg's hits from the CTE `hits`, ranked from 1 in `order`, with the leg's fusion weight.
+fn ranked(hits: &str, order: &str, weight: f64) -> SelectStatement {
+    let mut r = Query::select();
+    r.column(a("id"))
+        .expr_as(
+            Expr::cust(format!("ROW_NUMBER() OVER (ORDER BY {order})")),
+            a("rank"),
+        )
+        .expr_as(Expr::cust(format!("{weight:?}::float8")), a("w"))
+        .from(a(hits));
+    r
+}
+
+/// `SELECT "id", "created_at", "score" FROM <cte>`.
+fn scores_of(cte: &str) -> SelectStatement {
+    let mut q = Query::select();
+    q.column(a("id"))
+        .column(a("created_at"))
+        .column(a("score"))
+        .from(a(cte));
+    q
+}
+
 /// The vector leg: its CTEs go into `with`; the answer ranks its hits.
 fn vector_leg(
     with: &mut WithClause,
@@ -569,15 +592,7 @@ fn vector_leg(
         .order_by(a("dist"), Order::Asc)
         .limit(pool);
     with.cte(cte("vec_hits", hits, true));
-    let mut r = Query::select();
-    r.column(a("id"))
-        .expr_as(
-            Expr::cust(r#"ROW_NUMBER() OVER (ORDER BY "dist", "id")"#),
-            a("rank"),
-        )
-        .expr_as(Expr::cust(format!("{VECTOR_WEIGHT:?}::float8")), a("w"))
-        .from(a("vec_hits"));
-    r
+    ranked("vec_hits", r#""dist", "id""#, VECTOR_WEIGHT)
 }
 
 /// The full-text leg: its CTEs go into `with`; the answer ranks its hits.
@@ -665,18 +680,8 @@ fn full_text_leg(
     lexeme_pairs(&mut rest, r#""t"."common""#);
     with.cte(cte("fts_common_only", rest, false));
     bm25_per_message(with, "fts_rest", "fts_common_only");
-    let mut all = Query::select();
-    all.column(a("id"))
-        .column(a("created_at"))
-        .column(a("score"))
-        .from(a("fts_scored"));
-    let mut rest_scored = Query::select();
-    rest_scored
-        .column(a("id"))
-        .column(a("created_at"))
-        .column(a("score"))
-        .from(a("fts_rest"));
-    all.union(UnionType::All, rest_scored);
+    let mut all = scores_of("fts_scored");
+    all.union(UnionType::All, scores_of("fts_rest"));
     with.cte(cte("fts_all", all, false));
     let mut hits = Query::select();
     hits.column(a("id"))
@@ -688,17 +693,11 @@ fn full_text_leg(
         .order_by(a("id"), Order::Desc)
         .limit(pool);
     with.cte(cte("fts_hits", hits, false));
-    let mut r = Query::select();
-    r.column(a("id"))
-        .expr_as(
-            Expr::cust(
-                r#"ROW_NUMBER() OVER (ORDER BY "score" DESC, "created_at" DESC, "id" DESC)"#,
-            ),
-            a("rank"),
-        )
-        .expr_as(Expr::cust(format!("{TEXT_WEIGHT:?}::float8")), a("w"))
-        .from(a("fts_hits"));
-    r
+    ranked(
+        "fts_hits",
+        r#""score" DESC, "created_at" DESC, "id" DESC"#,
+        TEXT_WEIGHT,
+    )
 }
 
 /// The whole search as one statement (see the module documentation for its shape).

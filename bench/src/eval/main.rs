@@ -88,10 +88,6 @@ const TOP: usize = 10;
 const DEPTH: usize = 50;
 const WINDOW: i64 = 2;
 
-/// The server's allocator (see src/main.rs), so the server measured in process is the one shipped.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> anyhow::Result<()> {
     // SAFETY: first thing in main: no other thread exists yet.
     unsafe { honcho_graphql::runtime() }?.block_on(async {
