@@ -706,7 +706,7 @@ mod tests {
     }
 
     async fn get_error(url: String) -> (u16, String, Value) {
-        let resp = reqwest::Client::new()
+        let resp = crate::outbound::client()
             .get(url)
             .header("x-request-id", "req-42")
             .send()

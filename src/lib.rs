@@ -11,6 +11,7 @@ pub mod entity;
 pub mod graphql;
 pub mod http;
 pub mod llm;
+pub mod outbound;
 pub mod rest;
 pub(crate) mod retry;
 mod start;

@@ -70,6 +70,8 @@ pub fn init() -> Result<Telemetry, crate::StartError> {
     }
     // The exporter reads the endpoint, headers, timeout and compression from the standard
     // OTEL_EXPORTER_OTLP_* variables itself (appending /v1/traces to the generic endpoint).
+    // The exporter builds its own (blocking) reqwest client, which needs the crypto provider.
+    crate::outbound::install_crypto_provider();
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(Protocol::HttpBinary)

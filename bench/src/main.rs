@@ -421,7 +421,7 @@ async fn start(args: &Args, db_url: &str, minilm: &Arc<dyn Embedder>) -> anyhow:
     let url_plain = serve(Store::new(conn.clone())).await?;
     let floor = connect(db_url, 8).await?;
     Ok(Bench {
-        http: reqwest::Client::new(),
+        http: honcho_graphql::outbound::client(),
         url,
         url_plain,
         capture,

@@ -95,7 +95,7 @@ async fn run(args: Args, url: String) -> anyhow::Result<()> {
     migration::Migrator::up(&db, None).await?;
     let primary = Store::new(db.clone());
     let alone = common::serve(primary.clone()).await?;
-    let http = reqwest::Client::new();
+    let http = honcho_graphql::outbound::client();
     let sessions = seed(&http, &alone, args.messages).await?;
     db.execute_unprepared("ANALYZE").await?;
     let pool = standby_pool(url).await?;

@@ -141,7 +141,7 @@ impl OpenAiEmbedder {
                 "the embedding timeout must be positive".into(),
             ));
         }
-        let client = reqwest::Client::builder()
+        let client = crate::outbound::client_builder()
             .connect_timeout(cfg.timeout)
             .user_agent(concat!("honcho-graphql/", env!("CARGO_PKG_VERSION")))
             .build()

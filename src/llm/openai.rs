@@ -84,7 +84,7 @@ impl OpenAiChat {
             )));
         }
         let timeout = Duration::from_secs_f64(cfg.timeout_secs);
-        let client = reqwest::Client::builder()
+        let client = crate::outbound::client_builder()
             .connect_timeout(timeout.min(Duration::from_secs(10)))
             .user_agent(concat!("honcho-graphql/", env!("CARGO_PKG_VERSION")))
             .build()

@@ -1115,7 +1115,7 @@ async fn bearer_keys_over_http() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(async move { axum::serve(listener, router).await });
-    let client = reqwest::Client::new();
+    let client = honcho_graphql::outbound::client();
     let base = format!("http://{addr}");
 
     for path in ["/health", "/ready"] {

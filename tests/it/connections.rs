@@ -65,7 +65,9 @@ async fn held_open(
 }
 
 async fn metric(server: &ServerProcess, line_start: &str) -> f64 {
-    let text = reqwest::get(server.url("/metrics"))
+    let text = honcho_graphql::outbound::client()
+        .get(server.url("/metrics"))
+        .send()
         .await
         .unwrap()
         .text()
@@ -93,7 +95,7 @@ async fn three_hundred_slow_header_connections_are_closed_and_health_keeps_answe
         )));
     }
     // While they are open, /health answers promptly.
-    let client = reqwest::Client::new();
+    let client = honcho_graphql::outbound::client();
     let mut slowest_health = Duration::ZERO;
     for _ in 0..5 {
         let started = Instant::now();
@@ -220,7 +222,7 @@ async fn a_flood_of_silent_connections_past_the_descriptor_limit_does_not_stop_h
     assert!(limited.success());
     let flood = futures::future::join_all((0..300).map(|_| TcpStream::connect(server.addr))).await;
     let started = Instant::now();
-    let resp = reqwest::Client::new()
+    let resp = honcho_graphql::outbound::client()
         .get(server.url("/health"))
         .timeout(Duration::from_secs(15))
         .send()

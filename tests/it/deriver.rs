@@ -748,7 +748,9 @@ async fn serve_derives_in_the_background_when_an_llm_is_configured() {
         levels.contains(&"EXPLICIT") && levels.contains(&"DEDUCTIVE"),
         "{nodes}"
     );
-    let metrics = reqwest::get(server.url("/metrics"))
+    let metrics = honcho_graphql::outbound::client()
+        .get(server.url("/metrics"))
+        .send()
         .await
         .unwrap()
         .text()

@@ -295,10 +295,7 @@ async fn vectors_of_an_older_server_are_reported_until_reembed_all_recomputes_th
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let ready = format!("http://{}/ready", listener.local_addr().unwrap());
     let server = tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    let ready = || async {
-        let body: serde_json::Value = reqwest::get(&ready).await.unwrap().json().await.unwrap();
-        body
-    };
+    let ready = || crate::harness::get_json(&ready);
     // A database this server wrote from the start holds only current vectors.
     assert!(!app.store.vectors_predate_context().await.unwrap());
     assert!(ready().await.get("vectors").is_none());

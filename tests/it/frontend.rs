@@ -95,7 +95,7 @@ async fn every_http_refusal_is_a_graphql_error_with_a_code_and_the_request_id() 
     )
     .await;
     let url = format!("{base}/graphql");
-    let http = reqwest::Client::new();
+    let http = honcho_graphql::outbound::client();
     let json_post = |body: String| {
         http.post(&url)
             .header("content-type", "application/json")
@@ -228,7 +228,7 @@ async fn cross_site_request_shapes_neither_write_nor_read() {
     let app = TestApp::new().await;
     let base = serve(&app, HttpOptions::default()).await;
     let url = format!("{base}/graphql");
-    let http = reqwest::Client::new();
+    let http = honcho_graphql::outbound::client();
     let write = "mutation { getOrCreateWorkspace(id: \"csrf\") { id } }";
     let read = "{ workspaces { nodes { id } } }";
     app.ok(
@@ -325,7 +325,7 @@ async fn cors_answers_listed_origins_only_with_credentials_and_the_request_id() 
     )
     .await;
     let url = format!("{base}/graphql");
-    let http = reqwest::Client::new();
+    let http = honcho_graphql::outbound::client();
     let preflight = |origin: &str| {
         http.request(reqwest::Method::OPTIONS, &url)
             .header("origin", origin)
@@ -386,7 +386,7 @@ async fn cors_answers_listed_origins_only_with_credentials_and_the_request_id() 
 async fn result_fields_keep_the_order_the_query_asked_for() {
     let app = TestApp::new().await;
     let base = serve(&app, HttpOptions::default()).await;
-    let text = reqwest::Client::new()
+    let text = honcho_graphql::outbound::client()
         .post(format!("{base}/graphql"))
         .json(&json!({"query": "{ zz: __typename aa: __typename mm: __typename }"}))
         .send()
@@ -437,7 +437,7 @@ async fn urql_registers_a_persisted_query_once_then_sends_only_its_hash() {
         "{report}"
     );
     // A document that does not match its hash is refused, and not registered.
-    let http = reqwest::Client::new();
+    let http = honcho_graphql::outbound::client();
     let forged = json!({"query": "{ workspaces { totalCount } }",
         "extensions": {"persistedQuery": {"version": 1, "sha256Hash": sha256(q)}}});
     let resp = http
@@ -499,7 +499,7 @@ async fn strict_mode_runs_the_manifest_documents_only() {
 
     // A full document outside the manifest: refused for other keys, run for an admin key (the
     // exemption is on here).
-    let http = reqwest::Client::new();
+    let http = honcho_graphql::outbound::client();
     let send = |authorization: Option<String>| {
         let mut req = http
             .post(server.url("/graphql"))

@@ -392,7 +392,7 @@ impl ServerProcess {
         let server = ServerProcess {
             child: std::sync::Mutex::new(child),
             addr,
-            http: reqwest::Client::new(),
+            http: honcho_graphql::outbound::client(),
         };
         let started = std::time::Instant::now();
         while !server.healthy().await {
@@ -466,6 +466,16 @@ impl Drop for ServerProcess {
 }
 
 /// A fresh app whose session `s` of workspace `W1` holds five messages by `alice`.
+/// The JSON body of a GET of `url`.
+pub async fn get_json(url: &str) -> Value {
+    let resp = honcho_graphql::outbound::client()
+        .get(url)
+        .send()
+        .await
+        .unwrap();
+    resp.json().await.unwrap()
+}
+
 pub async fn seeded_w1() -> TestApp {
     let app = TestApp::new().await;
     let m: Vec<Value> = (0..5)

@@ -11,17 +11,10 @@ async fn serves_graphql_health_and_ready_over_http() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(async move { axum::serve(listener, router).await });
-    let client = reqwest::Client::new();
+    let client = honcho_graphql::outbound::client();
     let base = format!("http://{addr}");
 
-    let health: Value = client
-        .get(format!("{base}/health"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let health = crate::harness::get_json(&format!("{base}/health")).await;
     assert_eq!(health, json!({"status": "ok"}));
     let ready = client.get(format!("{base}/ready")).send().await.unwrap();
     assert_eq!(ready.status(), 200);
@@ -124,7 +117,7 @@ async fn serves_the_playground_with_an_index_fallback() {
         Some(&dir),
     );
     let (base, server) = spawn(router).await;
-    let client = reqwest::Client::new();
+    let client = honcho_graphql::outbound::client();
     let get = |path: &str| client.get(format!("{base}{path}")).send();
 
     for path in ["/", "/index.html", "/tree"] {
@@ -175,7 +168,11 @@ async fn serve_from_any_directory_serves_the_built_in_playground() {
     let app = TestApp::new().await;
     let elsewhere = std::env::temp_dir();
     let server = crate::harness::ServerProcess::start_in(&app._db, &[], &elsewhere).await;
-    let index = reqwest::get(server.url("/tree")).await.unwrap();
+    let index = honcho_graphql::outbound::client()
+        .get(server.url("/tree"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(index.status(), 200);
     let page = index.text().await.unwrap();
     // Debug builds read the source tree's playground/dist (release builds carry it inside).

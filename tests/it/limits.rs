@@ -130,7 +130,7 @@ async fn http_answers_carry_request_ids_and_metrics_count_operations() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(async move { axum::serve(listener, router).await });
-    let client = reqwest::Client::new();
+    let client = honcho_graphql::outbound::client();
     let resp = client
         .post(format!("http://{addr}/graphql"))
         .json(&json!({"query": "query MetricsProbe { workspace(id: \"x\") { id } }", "operationName": "MetricsProbe"}))

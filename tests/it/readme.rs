@@ -109,7 +109,7 @@ async fn every_command_and_query_in_the_readme_runs() {
         session: None,
         expires_at: None,
     });
-    let http = reqwest::Client::new();
+    let http = honcho_graphql::outbound::client();
     for (line, query) in blocks(README, "graphql") {
         let (server, authorization) = match query.contains("createKey") {
             true => (&guarded, Some(admin.as_str())),

@@ -391,7 +391,7 @@ async fn over_http_the_token_round_trips_and_ready_and_metrics_show_the_replica(
         ],
     )
     .await;
-    let http = reqwest::Client::new();
+    let http = honcho_graphql::outbound::client();
     let post = |body: Value, after: Option<String>| {
         let mut req = http.post(server.url("/graphql")).json(&body);
         if let Some(after) = after {

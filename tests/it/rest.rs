@@ -33,7 +33,7 @@ impl Rest {
         });
         Rest {
             base: format!("http://{addr}"),
-            client: reqwest::Client::new(),
+            client: honcho_graphql::outbound::client(),
             key: None,
             _app: app,
             server,

@@ -64,7 +64,7 @@ fn attribute<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a str> {
 }
 
 async fn graphql(server: &ServerProcess, request_id: &str, query: &str) -> Value {
-    let resp = reqwest::Client::new()
+    let resp = honcho_graphql::outbound::client()
         .post(server.url("/graphql"))
         .header("x-request-id", request_id)
         .json(&json!({ "query": query }))

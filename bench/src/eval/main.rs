@@ -360,7 +360,7 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
     Migrator::up(&db, None).await.context("migrating")?;
     let systems = Systems {
         client: Client {
-            http: reqwest::Client::new(),
+            http: honcho_graphql::outbound::client(),
         },
         fused_url: serve(Store::new(db.clone()).with_embedder(Some(minilm.clone()))).await?,
         text_url: serve(Store::new(db.clone())).await?,

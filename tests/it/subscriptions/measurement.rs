@@ -56,7 +56,7 @@ async fn fan_out_to_idle_subscribers() {
         .spawn()
         .unwrap();
     let pid = server.id().unwrap();
-    let http = reqwest::Client::new();
+    let http = honcho_graphql::outbound::client();
     let start = Instant::now();
     loop {
         let ready = http.get(format!("http://{addr}/ready")).send().await;

@@ -131,7 +131,7 @@ impl Instance {
 
     /// Runs a mutation through this instance's HTTP endpoint.
     async fn post(&self, query: &str, vars: Value) -> Value {
-        reqwest::Client::new()
+        honcho_graphql::outbound::client()
             .post(format!("http://{}/graphql", self.addr))
             .json(&json!({"query": query, "variables": vars}))
             .send()
