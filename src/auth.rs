@@ -236,28 +236,33 @@ impl Auth {
         Auth(None)
     }
 
-    /// Auth on, with keys signed by `secret` (HS256 over its bytes).
-    pub fn with_secret(secret: &str) -> Self {
+    /// Auth on, with keys signed by `secret` (HS256 over its bytes). An empty secret is refused:
+    /// it would sign keys anyone can forge.
+    pub fn with_secret(secret: &str) -> Result<Self, crate::StartError> {
+        let (Ok(encoding), Ok(decoding)) = (
+            EncodingKey::from_secret(secret.as_bytes()),
+            DecodingKey::from_secret(secret.as_bytes()),
+        ) else {
+            return Err(crate::StartError::EmptyAuthSecret);
+        };
         let mut validation = Validation::new(Algorithm::HS256);
         // Honcho's keys usually carry no `exp`; when present it is checked, to the second.
         validation.required_spec_claims.clear();
         validation.validate_exp = true;
         validation.leeway = 0;
         validation.validate_aud = false;
-        Auth(Some(Arc::new(Keys {
-            encoding: EncodingKey::from_secret(secret.as_bytes()),
-            decoding: DecodingKey::from_secret(secret.as_bytes()),
+        Ok(Auth(Some(Arc::new(Keys {
+            encoding,
+            decoding,
             validation,
-        })))
+        }))))
     }
 
-    /// From the configured secret: unset means off; an empty secret is refused (it would sign
-    /// keys anyone can forge).
+    /// From the configured secret: unset means off; an empty secret is refused.
     pub fn from_secret(secret: Option<&str>) -> Result<Self, crate::StartError> {
         match secret {
             None => Ok(Auth::disabled()),
-            Some("") => Err(crate::StartError::EmptyAuthSecret),
-            Some(s) => Ok(Auth::with_secret(s)),
+            Some(s) => Auth::with_secret(s),
         }
     }
 
@@ -355,14 +360,27 @@ mod tests {
         jsonwebtoken::encode(
             &Header::new(Algorithm::HS256),
             &claims,
-            &EncodingKey::from_secret(secret.as_bytes()),
+            &EncodingKey::from_secret(secret.as_bytes()).unwrap(),
         )
         .unwrap()
     }
 
     #[test]
+    fn an_empty_secret_is_refused_and_no_secret_means_auth_off() {
+        assert!(matches!(
+            Auth::from_secret(Some("")),
+            Err(crate::StartError::EmptyAuthSecret)
+        ));
+        assert!(matches!(Auth::from_secret(None), Ok(Auth(None))));
+        assert!(matches!(
+            Auth::from_secret(Some("s3cret")),
+            Ok(Auth(Some(_)))
+        ));
+    }
+
+    #[test]
     fn claims_decide_the_principal() {
-        let auth = Auth::with_secret("s3cret");
+        let auth = Auth::with_secret("s3cret").unwrap();
         let p = |c| auth.verify(&sign("s3cret", c));
         assert_eq!(p(json!({"t": "", "ad": true})), Ok(Principal::Admin));
         assert_eq!(p(json!({"w": "a"})), Ok(Principal::Workspace("a".into())));
@@ -403,7 +421,7 @@ mod tests {
 
     #[test]
     fn expiry_is_checked_and_signatures_matter() {
-        let auth = Auth::with_secret("s3cret");
+        let auth = Auth::with_secret("s3cret").unwrap();
         let now = Utc::now().timestamp();
         let future = sign("s3cret", json!({"w": "a", "exp": now + 60}));
         let past = sign("s3cret", json!({"w": "a", "exp": now - 1}));
@@ -414,7 +432,7 @@ mod tests {
         let none = jsonwebtoken::encode(
             &Header::new(Algorithm::HS384),
             &json!({"w": "a"}),
-            &EncodingKey::from_secret(b"s3cret"),
+            &EncodingKey::from_secret(b"s3cret").unwrap(),
         )
         .unwrap();
         assert_eq!(auth.verify(&none), Err(AuthError::Invalid));
@@ -444,7 +462,7 @@ mod tests {
 
     #[test]
     fn minted_keys_round_trip() {
-        let auth = Auth::with_secret("s3cret");
+        let auth = Auth::with_secret("s3cret").unwrap();
         let spec = KeySpec {
             workspace: Some("a".into()),
             peer: Some("x".into()),
@@ -488,7 +506,7 @@ mod tests {
 
     #[test]
     fn headers_and_connection_init() {
-        let auth = Auth::with_secret("s3cret");
+        let auth = Auth::with_secret("s3cret").unwrap();
         let key = sign("s3cret", json!({"w": "a"}));
         let ws = Ok(Principal::Workspace("a".into()));
         assert_eq!(

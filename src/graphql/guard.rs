@@ -607,7 +607,7 @@ mod tests {
     /// The decisions that need no database (member read is exercised by the integration tests).
     #[tokio::test]
     async fn decisions_without_membership() {
-        let on = Some(Auth::with_secret("x"));
+        let on = Some(Auth::with_secret("x").unwrap());
         let key = |p: Principal| Some(Caller::new(Ok(p)));
         let w = || Principal::Workspace("ws".into());
         let alice = || Principal::Peer {

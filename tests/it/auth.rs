@@ -406,7 +406,7 @@ async fn matrix_of_keys_by_fields() {
 fn sign(secret: &str, claims: Value) -> String {
     // Hand-signed tokens, as a client of Honcho might hold.
     let header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
-    let key = jsonwebtoken::EncodingKey::from_secret(secret.as_bytes());
+    let key = jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()).unwrap();
     format!(
         "Bearer {}",
         jsonwebtoken::encode(&header, &claims, &key).unwrap()
@@ -1058,7 +1058,7 @@ async fn the_key_command_prints_keys_that_work() {
     );
     assert!(out.status.success(), "{out:?}");
     let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-    let claims = Auth::with_secret(SECRET).verify(&token).unwrap();
+    let claims = Auth::with_secret(SECRET).unwrap().verify(&token).unwrap();
     assert_eq!(
         claims,
         honcho_graphql::auth::Principal::Peer {
@@ -1109,7 +1109,7 @@ async fn bearer_keys_over_http() {
     let schema = graphql::build_schema_with_auth(
         app.store.clone(),
         &Limits::default(),
-        Auth::with_secret(SECRET),
+        Auth::with_secret(SECRET).unwrap(),
     );
     let router = honcho_graphql::http::router(schema, app.store.clone(), 1024 * 1024);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

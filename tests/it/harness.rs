@@ -176,7 +176,7 @@ pub fn skip(reason: &str) {
 pub const SECRET: &str = "integration-test-secret";
 
 pub fn auth() -> Auth {
-    Auth::with_secret(SECRET)
+    Auth::with_secret(SECRET).unwrap()
 }
 
 /// `Bearer <a key for spec>`, signed with [`SECRET`].
