@@ -3,6 +3,7 @@
 
 pub mod connection;
 pub mod cost;
+pub mod documents;
 pub mod error;
 pub mod guard;
 pub mod limits;
@@ -73,6 +74,7 @@ pub fn build_schema_with(
         .data(guard::Sealed::new(store))
         .data(auth)
         .data(limits.clone())
+        .data(documents::Documents::default())
         // Complexity is [`cost`]'s, checked in [`admit`] before validation.
         .limit_depth(limits.max_depth);
     if let Some(bus) = events {
@@ -134,15 +136,31 @@ impl Admitted {
 }
 
 /// Checks a request's document against the pre-parse limits, then parses it once; async-graphql
-/// reuses the parsed document instead of parsing again. A syntax error is not refused here:
+/// reuses the parsed document instead of parsing again. A document seen recently was checked and
+/// parsed then, and comes from [`documents::Documents`]. A syntax error is not refused here:
 /// execution reports it like any other request error.
 pub fn admit(schema: &AppSchema, mut request: Request) -> Result<Admitted, limits::Exceeded> {
     let defaults = Limits::default();
     let limits = schema.data::<Limits>().unwrap_or(&defaults);
-    if let Err(exceeded) = limits::scan(&request.query, limits) {
-        // Counted like a request refused at parsing, under the name the client gave.
-        metrics::observe(request.operation_name.as_deref(), false, Default::default());
-        return Err(exceeded);
+    let documents = schema.data::<documents::Documents>();
+    let kept = documents.and_then(|d| d.get(&request.query));
+    let parsed = match kept {
+        Some(doc) => Some(doc),
+        None => {
+            if let Err(exceeded) = limits::scan(&request.query, limits) {
+                // Counted like a request refused at parsing, under the name the client gave.
+                metrics::observe(request.operation_name.as_deref(), false, Default::default());
+                return Err(exceeded);
+            }
+            let parsed = async_graphql::parser::parse_query(&request.query).ok();
+            if let (Some(documents), Some(doc)) = (documents, &parsed) {
+                documents.put(&request.query, doc);
+            }
+            parsed
+        }
+    };
+    if let Some(doc) = parsed {
+        request.set_parsed_query(doc);
     }
     let operation_name = request.operation_name.clone();
     let variables = std::mem::take(&mut request.variables);

@@ -72,6 +72,44 @@ async fn syntax_validation_depth_and_complexity_errors_are_coded() {
 }
 
 #[tokio::test]
+async fn a_document_sent_again_is_costed_for_its_new_variables_and_keeps_its_errors() {
+    let app = TestApp::new().await;
+    let tight = build_schema(
+        app.store.clone(),
+        &Limits {
+            max_complexity: 30,
+            ..Limits::default()
+        },
+    );
+    let run = |doc: &'static str, vars: Value| {
+        let schema = tight.clone();
+        async move {
+            let req = async_graphql::Request::new(doc)
+                .variables(async_graphql::Variables::from_json(vars));
+            serde_json::to_value(graphql::execute(&schema, req).await).unwrap()
+        }
+    };
+    // The same text, kept parsed after the first request: the page size comes from each
+    // request's own variables, so the second is refused and the third is not.
+    let page = "query P($n: Int) { workspaces(first: $n) { nodes { id metadata } } }";
+    for (n, refused) in [(2, false), (50, true), (3, false)] {
+        let resp = run(page, json!({ "n": n })).await;
+        assert_eq!(
+            codes(&resp) == ["BAD_USER_INPUT"],
+            refused,
+            "first: {n}: {resp}"
+        );
+    }
+    // A document that does not parse is refused each time it comes.
+    for _ in 0..2 {
+        assert_eq!(
+            codes(&run("{ workspaces(", json!({})).await),
+            ["BAD_USER_INPUT"]
+        );
+    }
+}
+
+#[tokio::test]
 async fn introspection_can_be_switched_off() {
     let app = TestApp::new().await;
     let q = "{ __schema { queryType { name } } }";
