@@ -1,5 +1,5 @@
-//! Look-ahead prefetching. The dataloader batches by time window (1 ms), and resolving a long list
-//! in a slow build, or under load, can spill one list's lookups over several windows. A list
+//! Look-ahead prefetching. The dataloader takes a batch when the request's task yields, and
+//! resolving a long list can spill one list's lookups over several batches. A list
 //! resolver knows all its items at once, so it asks the request's loader for everything its
 //! selection will need in one batch per kind; the item resolvers then hit the request cache. The
 //! number of statements of a query thus depends on its shape, never on its length or timing.

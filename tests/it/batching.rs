@@ -43,6 +43,30 @@ async fn hundred_messages_with_peer_session_and_members_take_constant_statements
     );
 }
 
+// The loader batches without a time window, on the server's multi-threaded runtime too: each
+// level is still one batch per kind. Without the window the members' peers are always a batch
+// of their own rather than sometimes merged into the authors' (6 statements, not 5); an item
+// fetched on its own would make it 100 or more. Repeated, as scheduling varies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_lookups_take_constant_statements_on_a_multi_threaded_runtime() {
+    let app = TestApp::new().await;
+    seed(&app, 100).await;
+    let mut counts = Vec::new();
+    for _ in 0..20 {
+        app.take_statements();
+        app.ok(
+            "{ workspace(id: \"ws\") { messages(first: 100) { nodes { id peer { id metadata } session { id peers { peerId peer { id } } } } } } }",
+            json!({}),
+        )
+        .await;
+        counts.push(app.take_statements());
+    }
+    assert!(
+        counts.iter().all(|&n| n <= 6),
+        "statements per request: {counts:?}"
+    );
+}
+
 #[tokio::test]
 async fn context_on_a_list_of_messages_is_one_batched_query() {
     let app = TestApp::new().await;
