@@ -351,6 +351,9 @@ struct BatchLoader {
 impl BatchLoader {
     fn new(store: &Store) -> Self {
         BatchLoader {
+            // async-graphql's 1 ms window is kept here, unlike a request's loader: subscribers
+            // resolve on tasks of their own, and the window is what gathers their keys into one
+            // batch.
             loader: DataLoader::with_cache(
                 Loaders::new(store.clone()),
                 tokio::spawn,
