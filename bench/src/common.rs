@@ -14,12 +14,12 @@ use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-/// `postgres://user@host:port` and the query string of DATABASE_URL, without the database name.
 /// The server's allocator (see src/main.rs), so the server measured in process is the one
 /// shipped. Every benchmark binary that hosts the server includes this module.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `postgres://user@host:port` and the query string of DATABASE_URL, without the database name.
 pub fn server_url(url: &str) -> (String, String) {
     let (url, query) = match url.split_once('?') {
         Some((u, q)) => (u.to_owned(), format!("?{q}")),

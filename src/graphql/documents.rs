@@ -54,12 +54,9 @@ impl Documents {
         self.lock().put(text.into(), doc);
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, lru::LruCache<Box<str>, Arc<ExecutableDocument>>> {

@@ -527,6 +527,7 @@ fn bm25_per_message(with: &mut WithClause, name: &str, pairs: &str) {
         .group_by_col(a("created_at"));
     with.cte(cte(name, scored, true));
 }
+
 /// A leg's hits from the CTE `hits`, ranked from 1 in `order`, with the leg's fusion weight.
 fn ranked(hits: &str, order: &str, weight: f64) -> SelectStatement {
     let mut r = Query::select();
@@ -710,15 +711,15 @@ pub fn hybrid_query(
 ) -> WithQuery {
     let pool = limit * POOL_PER_RESULT;
     let mut with = WithClause::new();
-    let mut ranked: Vec<SelectStatement> = Vec::new();
+    let mut leg_ranks: Vec<SelectStatement> = Vec::new();
     with.cte(cte("terms", terms(scope_workspace(scope), text), true));
 
     if let Some(v) = vector {
-        ranked.push(vector_leg(&mut with, scope, filter, v, pool));
+        leg_ranks.push(vector_leg(&mut with, scope, filter, v, pool));
     }
-    ranked.push(full_text_leg(&mut with, scope, text, filter, pool));
+    leg_ranks.push(full_text_leg(&mut with, scope, text, filter, pool));
 
-    let mut legs = ranked.into_iter();
+    let mut legs = leg_ranks.into_iter();
     let mut union = legs.next().expect("the full-text leg is always there");
     for other in legs {
         union.union(UnionType::All, other);
