@@ -223,7 +223,8 @@ pub struct ServeConfig {
     pub request_timeout_ms: u64,
 
     /// How often the server looks for tables whose planner statistics are stale and analyzes
-    /// them, when autovacuum is off or never analyzed them (milliseconds; 0: never).
+    /// them, and for tables that grew since their last vacuum and vacuums them, when autovacuum
+    /// is off or never did it (milliseconds; 0: never).
     #[arg(long, env = "HONCHO_ANALYZE_INTERVAL_MS", default_value_t = 10_000)]
     pub analyze_interval_ms: u64,
 

@@ -125,7 +125,7 @@ pub async fn serve(cfg: ServeConfig) -> Result<(), StartError> {
 }
 
 /// The server's own maintenance rounds, each when its interval is not 0: planner statistics and
-/// GIN pending lists.
+/// visibility maps, and GIN pending lists.
 fn start_maintenance(
     cfg: &ServeConfig,
     store: &Store,
@@ -139,7 +139,10 @@ fn start_maintenance(
             shutdown.clone(),
             move || {
                 let store = store.clone();
-                async move { store.analyze_stale_tables().await.map(drop) }
+                async move {
+                    store.analyze_stale_tables().await?;
+                    store.vacuum_stale_tables().await.map(drop)
+                }
             },
         );
     }

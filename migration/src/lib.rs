@@ -11,6 +11,7 @@ mod m20261201_000050_drop_session_is_active;
 mod m20261201_000060_conclusion_search_text;
 mod m20261201_000061_embedding_text_marker;
 mod m20261201_000070_binary_quantized_message_index;
+mod m20261201_000080_session_list_indexes;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -62,6 +63,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000060_conclusion_search_text::Migration),
             Box::new(m20261201_000061_embedding_text_marker::Migration),
             Box::new(m20261201_000070_binary_quantized_message_index::Migration),
+            Box::new(m20261201_000080_session_list_indexes::Migration),
         ]
     }
 }
