@@ -79,8 +79,16 @@ fn scan(plan: &serde_json::Value) -> &serde_json::Value {
     &plan[0]["Plan"]["Plans"][0]
 }
 
+/// How many times `table` was vacuumed by hand (by the server's round, here).
+async fn vacuums(app: &TestApp, table: &str) -> i64 {
+    app.sql_i64(&format!(
+        "SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = '{table}'"
+    ))
+    .await
+}
+
 #[tokio::test]
-async fn a_grown_table_is_vacuumed_so_a_sessions_counts_read_the_index_alone() {
+async fn a_grown_table_is_vacuumed_once_and_a_sessions_count_by_author_is_an_index_only_scan() {
     let app = TestApp::new().await;
     fill_session(&app, "ANALYZE messages;").await;
     let before = count_plan(&app).await;
@@ -92,9 +100,12 @@ async fn a_grown_table_is_vacuumed_so_a_sessions_counts_read_the_index_alone() {
         first.contains(&"messages".to_owned()),
         "vacuumed: {first:?}"
     );
+    assert_eq!(vacuums(&app, "messages").await, 1);
+    // Whether that vacuum could mark the new rows' pages all-visible (and so spare the count
+    // every heap fetch) depends on the oldest snapshot the cluster holds, which other tests and
+    // the replicas tests' standby share: measured in bench/README.md, not asserted here.
     let after = count_plan(&app).await;
     assert_eq!(scan(&after)["Node Type"], "Index Only Scan", "{after}");
-    assert_eq!(scan(&after)["Heap Fetches"], 0, "{after}");
     assert_eq!(scan(&after)["Actual Rows"], 3001, "{after}");
 
     let second = app.store.vacuum_stale_tables().await.unwrap();
@@ -102,4 +113,5 @@ async fn a_grown_table_is_vacuumed_so_a_sessions_counts_read_the_index_alone() {
         !second.contains(&"messages".to_owned()),
         "vacuumed again with nothing inserted: {second:?}"
     );
+    assert_eq!(vacuums(&app, "messages").await, 1);
 }
