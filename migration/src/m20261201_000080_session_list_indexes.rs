@@ -5,6 +5,11 @@
 //! request (bench/README.md). With the session in the index's key next to the filtered column, the
 //! count is an index-only scan once the visibility map covers the table (the server vacuums its
 //! tables when autovacuum does not; src/store/statistics.rs).
+//!
+//! A third index holds a session's `seq` order with the columns those filters read and the row's
+//! id, so that a page of the list finds its ids by an index-only scan and reads only its own rows
+//! from the table (a deferred join, src/store/page.rs). A page by time otherwise read, and threw
+//! away, every older message of the session.
 
 use sea_orm_migration::prelude::*;
 
@@ -25,11 +30,19 @@ impl MigrationTrait for Migration {
              ON messages (workspace_name, session_name, created_at)",
         )
         .await?;
+        db.execute_unprepared(
+            "CREATE INDEX IF NOT EXISTS ix_messages_session_seq_covering \
+             ON messages (workspace_name, session_name, seq_in_session) \
+             INCLUDE (id, peer_name, created_at)",
+        )
+        .await?;
         Ok(())
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         let db = manager.get_connection();
+        db.execute_unprepared("DROP INDEX IF EXISTS ix_messages_session_seq_covering")
+            .await?;
         db.execute_unprepared("DROP INDEX IF EXISTS ix_messages_session_created_at")
             .await?;
         db.execute_unprepared("DROP INDEX IF EXISTS ix_messages_session_peer")

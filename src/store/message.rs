@@ -271,7 +271,15 @@ impl Store {
                 message::Column::Id,
             ),
         };
-        page::fetch(self.reader(), select, order, &[key], slice).await
+        page::fetch(
+            self.reader(),
+            select,
+            order,
+            &[key],
+            slice,
+            page::Rows::Deferred,
+        )
+        .await
     }
 
     /// All messages inside any of `ranges`, in one statement. Ranges may overlap; each message

@@ -9,8 +9,8 @@
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, SimpleExpr};
 use sea_orm::{
-    ConnectionTrait, EntityTrait, FromQueryResult, ModelTrait, PaginatorTrait, QueryFilter,
-    QuerySelect, Select,
+    ConnectionTrait, EntityTrait, FromQueryResult, Iterable, ModelTrait, PaginatorTrait,
+    PrimaryKeyToColumn, QueryFilter, QuerySelect, QueryTrait, Select,
 };
 use serde::{Deserialize, Serialize};
 
@@ -118,17 +118,31 @@ impl Slice {
     }
 }
 
+/// How a page by offset reads its rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rows {
+    /// In one SELECT of the rows.
+    Whole,
+    /// As a deferred join: first the page's primary keys, then its rows by key. Where an index
+    /// holds the ordering key, the filtered columns and the primary key, the first step is an
+    /// index-only scan, and the rows a filter skips are never read from the table: the messages
+    /// of a session created after a given time, in `seq` order, skip every older message that way
+    /// (bench/README.md, "Reads: pages by time").
+    Deferred,
+}
+
 /// Runs `select`, ordered by `keys` (all in one direction, the last breaking ties), for the
 /// requested slice. Forward from a keyed `after` (or back from a keyed `before` with `last`), it
 /// seeks by key; otherwise by offset, with at most one COUNT (only when `last` has no `before` to
 /// anchor it, or the total was asked for). One SELECT of `limit + 1` rows, the extra row telling
-/// whether a further page exists.
+/// whether a further page exists. `rows` says how a page by offset reads its rows.
 pub async fn fetch<E, C>(
     db: &C,
     select: Select<E>,
     order: Order,
     keys: &[E::Column],
     slice: Slice,
+    rows: Rows,
 ) -> StoreResult<Page<E::Model>>
 where
     E: EntityTrait,
@@ -205,7 +219,24 @@ where
         return Ok(page);
     }
     let limit = end - start;
-    let mut items = select.offset(start).limit(limit + 1).all(db).await?;
+    let window = select.offset(start).limit(limit + 1);
+    let mut items = match rows {
+        Rows::Whole => window.all(db).await?,
+        Rows::Deferred => {
+            // Scoped here: in the whole module it makes `min` ambiguous on the integers above.
+            use sea_orm::ExprTrait as _;
+            let Some(pk) = E::PrimaryKey::iter().next().map(|k| k.into_column()) else {
+                return Err(StoreError::Internal(
+                    "a deferred page needs a primary key".into(),
+                ));
+            };
+            let ids = window.select_only().column(pk).into_query();
+            ordered(E::find(), order, keys)
+                .filter(Expr::col((E::default(), pk)).in_subquery(ids))
+                .all(db)
+                .await?
+        }
+    };
     let has_next = items.len() as u64 > limit;
     items.truncate(limit as usize);
     Ok(page(items, keys, start, has_next, total))

@@ -123,6 +123,7 @@ impl Store {
             order,
             &[peer::Column::CreatedAt, peer::Column::Id],
             slice,
+            page::Rows::Whole,
         )
         .await
     }
@@ -200,6 +201,7 @@ impl Store {
             order,
             &[session::Column::CreatedAt, session::Column::Id],
             slice,
+            page::Rows::Whole,
         )
         .await
     }

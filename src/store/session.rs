@@ -364,6 +364,7 @@ impl Store {
             order,
             &[session::Column::CreatedAt, session::Column::Id],
             slice,
+            page::Rows::Whole,
         )
         .await
     }

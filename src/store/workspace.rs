@@ -99,6 +99,7 @@ impl Store {
             order,
             &[workspace::Column::CreatedAt, workspace::Column::Id],
             slice,
+            page::Rows::Whole,
         )
         .await
     }

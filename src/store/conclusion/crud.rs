@@ -223,6 +223,7 @@ impl Store {
             order,
             &[conclusion::Column::CreatedAt, conclusion::Column::Id],
             slice,
+            page::Rows::Whole,
         )
         .await
     }
