@@ -35,10 +35,11 @@ async fn hundred_messages_with_peer_session_and_members_take_constant_statements
         100
     );
     let statements = app.take_statements();
-    // workspace, messages, peers, sessions, members (+ peers of members, merged into the
-    // peer batch when they arrive together, or one more batch when they don't).
+    // workspace, messages, peers, sessions, members, + peers of members: merged into the peer
+    // batch when they arrive together, one more batch when they don't (the loader takes a batch
+    // as soon as the request's task yields, so which happens depends on scheduling; CI saw both).
     assert!(
-        statements <= 5,
+        statements <= 6,
         "100 messages with peer, session and members ran {statements} statements"
     );
 }
