@@ -12,6 +12,7 @@ mod m20261201_000060_conclusion_search_text;
 mod m20261201_000061_embedding_text_marker;
 mod m20261201_000070_binary_quantized_message_index;
 mod m20261201_000080_session_list_indexes;
+mod m20261202_000090_lighter_message_graph;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -38,13 +39,32 @@ pub fn full_precision_vector_index(table: &str) -> String {
     )
 }
 
+/// Links per element of the messages' bit graph (twice as many on its bottom layer). An
+/// insertion relinks each neighbour it joins, so its cost grows with about the square of `m`.
+/// See migration m20261202_000090 for why it is not pgvector's 16.
+pub const MESSAGE_GRAPH_M: u32 = 12;
+/// The beam an insertion into the messages' bit graph searches for its neighbours with
+/// (pgvector requires at least `2 · m`).
+pub const MESSAGE_GRAPH_EF_CONSTRUCTION: u32 = 24;
+
 /// The messages' vector index: HNSW over the embeddings' sign bits (Hamming distance). A query
 /// must order by the same expression, `binary_quantize(embedding)::bit(dims)`, to use it.
 pub fn message_vector_index(dims: u32) -> String {
+    message_vector_index_shaped(
+        "ix_messages_embedding_hnsw",
+        dims,
+        MESSAGE_GRAPH_M,
+        MESSAGE_GRAPH_EF_CONSTRUCTION,
+    )
+}
+
+/// [`message_vector_index`] under another name or with a graph of another shape (what earlier
+/// migrations built).
+fn message_vector_index_shaped(name: &str, dims: u32, m: u32, ef_construction: u32) -> String {
     format!(
-        "CREATE INDEX ix_messages_embedding_hnsw ON messages \
+        "CREATE INDEX {name} ON messages \
          USING hnsw ((binary_quantize(embedding)::bit({dims})) bit_hamming_ops) \
-         WITH (m = 16, ef_construction = 64)"
+         WITH (m = {m}, ef_construction = {ef_construction})"
     )
 }
 
@@ -64,6 +84,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000061_embedding_text_marker::Migration),
             Box::new(m20261201_000070_binary_quantized_message_index::Migration),
             Box::new(m20261201_000080_session_list_indexes::Migration),
+            Box::new(m20261202_000090_lighter_message_graph::Migration),
         ]
     }
 }

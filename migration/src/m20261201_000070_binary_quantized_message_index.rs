@@ -9,14 +9,14 @@
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::sea_orm::{ConnectionTrait, Statement};
 
-use crate::{full_precision_vector_index, message_vector_index};
+use crate::{full_precision_vector_index, message_vector_index_shaped};
 
 #[derive(DeriveMigrationName)]
 pub struct Migration;
 
 /// The dimension the vector columns have now (recorded by the initial migration, kept by the
 /// server when the embedder changes).
-async fn current_dims(manager: &SchemaManager<'_>) -> Result<u32, DbErr> {
+pub(crate) async fn current_dims(manager: &SchemaManager<'_>) -> Result<u32, DbErr> {
     let db = manager.get_connection();
     let row = db
         .query_one_raw(Statement::from_string(
@@ -38,7 +38,13 @@ impl MigrationTrait for Migration {
         let db = manager.get_connection();
         db.execute_unprepared("DROP INDEX IF EXISTS ix_messages_embedding_hnsw")
             .await?;
-        db.execute_unprepared(&message_vector_index(dims)).await?;
+        db.execute_unprepared(&message_vector_index_shaped(
+            "ix_messages_embedding_hnsw",
+            dims,
+            16,
+            64,
+        ))
+        .await?;
         Ok(())
     }
 

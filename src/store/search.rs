@@ -119,6 +119,11 @@ pub const TEXT_WEIGHT: f64 = 1.0;
 /// cosine: the sign bits order neighbours only roughly.
 pub const CANDIDATES_PER_VECTOR_HIT: u64 = 5;
 
+/// The rows the vector leg reads from the bit index for a search of `limit` results.
+pub fn vector_candidates(limit: u64) -> u64 {
+    limit * POOL_PER_RESULT * CANDIDATES_PER_VECTOR_HIT
+}
+
 /// Matched messages of one session with the messages around them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Snippet {
@@ -222,7 +227,9 @@ impl Store {
         if !with_vector {
             return Ok(select().all(self.reader()).await?);
         }
-        let options = TxOptions::default().iterative_scan(IterativeScan::Relaxed);
+        let options = TxOptions::default()
+            .iterative_scan(IterativeScan::Relaxed)
+            .ef_search_for(vector_candidates(limit));
         let select = &select;
         self.read_transaction(options, |txn| async move { Ok(select().all(&*txn).await?) })
             .await

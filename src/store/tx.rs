@@ -31,11 +31,20 @@ pub enum IterativeScan {
     Relaxed,
 }
 
+/// The HNSW scan's beam (`hnsw.ef_search`) for a scan that will read `candidates` rows, within
+/// pgvector's bounds (1-1000; its default, 40, is the floor here). A beam as wide as the rows
+/// wanted finds them in the first pass, nearer than iterative scanning's later passes do, at
+/// about the same cost (bench/README.md, "Ingest: a lighter graph").
+pub fn ef_search_for(candidates: u64) -> u32 {
+    candidates.clamp(40, 1000) as u32
+}
+
 /// The `SET LOCAL`s of one transaction. `Default` sets nothing.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TxOptions {
     lock_timeout: Option<Duration>,
     iterative_scan: Option<IterativeScan>,
+    ef_search: Option<u32>,
 }
 
 impl TxOptions {
@@ -47,6 +56,12 @@ impl TxOptions {
 
     pub fn iterative_scan(mut self, mode: IterativeScan) -> Self {
         self.iterative_scan = Some(mode);
+        self
+    }
+
+    /// `hnsw.ef_search` for a scan that will read `candidates` rows ([`ef_search_for`]).
+    pub fn ef_search_for(mut self, candidates: u64) -> Self {
+        self.ef_search = Some(ef_search_for(candidates));
         self
     }
 
@@ -67,6 +82,10 @@ impl TxOptions {
                 }
                 .into(),
             );
+        }
+        if let Some(ef) = self.ef_search {
+            names.push("hnsw.ef_search".into());
+            values.push(ef.to_string());
         }
         if names.is_empty() {
             return Ok(());

@@ -243,3 +243,38 @@ async fn the_deriver_queue_migration_goes_down_and_up_with_the_rows_it_depends_o
     );
     db.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_lighter_message_graph_migration_rebuilds_the_bit_index_both_ways() {
+    let guard = blank_database().await;
+    let db = Database::connect(guard.url()).await.unwrap();
+    Migrator::up(&db, None).await.unwrap();
+    let shape = "SELECT array_to_string(c.reloptions, ',') || ' ' || i.indisvalid \
+                 || ' ' || (pg_get_indexdef(c.oid) LIKE '%binary_quantize%') \
+                 FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid \
+                 WHERE c.relname = 'ix_messages_embedding_hnsw'";
+    let lighter = format!(
+        "m={},ef_construction={} true true",
+        migration::MESSAGE_GRAPH_M,
+        migration::MESSAGE_GRAPH_EF_CONSTRUCTION
+    );
+    assert_eq!(scalar(&db, shape).await.as_deref(), Some(lighter.as_str()));
+    Migrator::down(&db, Some(1)).await.unwrap();
+    assert_eq!(
+        scalar(&db, shape).await.as_deref(),
+        Some("m=16,ef_construction=64 true true")
+    );
+    Migrator::up(&db, None).await.unwrap();
+    assert_eq!(scalar(&db, shape).await.as_deref(), Some(lighter.as_str()));
+    // The graph built beside the old one took its name: nothing is left under the other.
+    assert_eq!(
+        scalar(
+            &db,
+            "SELECT count(*)::text FROM pg_class WHERE relname LIKE 'ix_messages_embedding_hnsw%'"
+        )
+        .await
+        .as_deref(),
+        Some("1")
+    );
+    db.close().await.unwrap();
+}
