@@ -136,6 +136,11 @@ pub enum Rows {
 /// seeks by key; otherwise by offset, with at most one COUNT (only when `last` has no `before` to
 /// anchor it, or the total was asked for). One SELECT of `limit + 1` rows, the extra row telling
 /// whether a further page exists. `rows` says how a page by offset reads its rows.
+///
+/// A page read forward does not need the total to know its rows, so when the total is only
+/// reported, the COUNT runs beside the page's SELECT (on a second connection where `db` is a
+/// pool) instead of before it: the request takes the longer of the two, not their sum. Either
+/// way the two statements see the list at two moments, as they did one after the other.
 pub async fn fetch<E, C>(
     db: &C,
     select: Select<E>,
@@ -150,11 +155,38 @@ where
     C: ConnectionTrait,
 {
     slice.validate()?;
+    let forward = slice.last.is_none() && slice.before.is_none();
+    if slice.want_total && forward {
+        let counted = select.clone();
+        let count = async move { Ok::<_, StoreError>(counted.count(db).await?) };
+        let (total, mut page) =
+            tokio::try_join!(count, window(db, select, order, keys, slice, rows, None))?;
+        page.total = Some(total);
+        return Ok(page);
+    }
     let total = if slice.want_total || (slice.last.is_some() && slice.before.is_none()) {
         Some(select.clone().count(db).await?)
     } else {
         None
     };
+    window(db, select, order, keys, slice, rows, total).await
+}
+
+/// [`fetch`]'s rows, given the list's total where it was counted first.
+async fn window<E, C>(
+    db: &C,
+    select: Select<E>,
+    order: Order,
+    keys: &[E::Column],
+    slice: Slice,
+    rows: Rows,
+    total: Option<u64>,
+) -> StoreResult<Page<E::Model>>
+where
+    E: EntityTrait,
+    E::Model: FromQueryResult + Send + Sync,
+    C: ConnectionTrait,
+{
     let keyed = |c: &Option<Cursor>| {
         c.as_ref()
             .and_then(|c| c.key.clone().map(|k| (c.position, k)))

@@ -5,6 +5,10 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
+use std::time::{Duration, Instant};
+
+use sea_orm::{ConnectionTrait, Database, TransactionTrait};
+
 use crate::harness::{TestApp, session_of};
 
 const PAGE: &str =
@@ -124,4 +128,65 @@ async fn time_ordered_lists_page_by_creation_time_and_id_both_ways() {
         }
         assert_eq!(got, want, "{order}");
     }
+}
+
+#[tokio::test]
+async fn a_forward_pages_total_is_counted_beside_its_rows() {
+    const COUNTED: &str = "query($a: String, $f: Int) { workspace(id: \"ws\") { session(id: \"s\") {
+      messages(first: $f, after: $a) { totalCount nodes { seqInSession } pageInfo { hasNextPage endCursor } } } } }";
+    let app = TestApp::new().await;
+    session_of(&app, 120).await;
+    // Every read of the messages waits behind this lock, so the statements the request has in
+    // flight at once can be seen waiting side by side.
+    let holder = Database::connect(app._db.url()).await.unwrap();
+    let lock = holder.begin().await.unwrap();
+    lock.execute_unprepared("LOCK TABLE messages IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let watcher = Database::connect(app._db.url()).await.unwrap();
+    let watch = async {
+        let started = Instant::now();
+        let mut waiting = 0;
+        while started.elapsed() < Duration::from_secs(10) {
+            let row = watcher
+                .query_one_raw(sea_orm::Statement::from_string(
+                    sea_orm::DbBackend::Postgres,
+                    "SELECT count(*) AS n FROM pg_stat_activity \
+                     WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                ))
+                .await
+                .unwrap()
+                .unwrap();
+            waiting = row.try_get::<i64>("", "n").unwrap();
+            if waiting >= 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        lock.rollback().await.unwrap();
+        waiting
+    };
+    let (page, waiting) = tokio::join!(app.ok(COUNTED, json!({"f": 50})), watch);
+    assert_eq!(
+        waiting, 2,
+        "the COUNT and the page's SELECT were not in flight together"
+    );
+    let messages = &page["workspace"]["session"]["messages"];
+    assert_eq!(messages["totalCount"], 120);
+    assert_eq!(seqs(messages), (1..=50).collect::<Vec<_>>());
+    assert_eq!(messages["pageInfo"]["hasNextPage"], true);
+
+    // After a keyed cursor, and past the end: the total stays the list's, the page is empty.
+    let end = messages["pageInfo"]["endCursor"].clone();
+    let d = app.ok(COUNTED, json!({"a": end, "f": 100})).await;
+    let messages = &d["workspace"]["session"]["messages"];
+    assert_eq!(messages["totalCount"], 120);
+    assert_eq!(seqs(messages), (51..=120).collect::<Vec<_>>());
+    assert_eq!(messages["pageInfo"]["hasNextPage"], false);
+    let past = URL_SAFE_NO_PAD.encode("o:500");
+    let d = app.ok(COUNTED, json!({"a": past, "f": 10})).await;
+    let messages = &d["workspace"]["session"]["messages"];
+    assert_eq!(messages["totalCount"], 120);
+    assert_eq!(seqs(messages), Vec::<i64>::new());
+    assert_eq!(messages["pageInfo"]["hasNextPage"], false);
 }
