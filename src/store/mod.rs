@@ -37,6 +37,15 @@ use crate::embed::Embedder;
 /// error.
 pub(crate) const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);
 
+/// Connections the pool opens at start and keeps open however idle. A request that finds no
+/// idle connection waits for a new one, and opening one (TCP, TLS where the server offers it,
+/// a new backend with cold caches) took about 95 ms here, 50 times a page of messages. With one
+/// connection kept, a run of pages at one client grew the pool to 5 in its first seconds, as its
+/// requests (a page and its total at once) met the maintenance rounds' connections, and each
+/// growth was one request of ~100 ms: the lone outlier of a benchmark run. Bursts still grow the
+/// pool beyond these, up to its size, and it shrinks back after sqlx's idle timeout.
+pub const WARM_CONNECTIONS: u32 = 5;
+
 pub use error::{StoreError, StoreResult};
 pub use replicas::{Lsn, ReadPool, Reader};
 pub use tx::{IterativeScan, Tx, TxOptions};
@@ -140,7 +149,7 @@ impl Store {
     ) -> StoreResult<Self> {
         let mut opts = ConnectOptions::new(url.to_owned());
         opts.max_connections(max_connections)
-            .min_connections(1)
+            .min_connections(WARM_CONNECTIONS.min(max_connections))
             .connect_timeout(Duration::from_secs(2))
             .acquire_timeout(Duration::from_secs(3))
             .test_before_acquire_if_idle_for(PING_IF_IDLE_FOR)

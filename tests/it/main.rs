@@ -20,6 +20,7 @@ mod llm;
 mod messages;
 mod migrations;
 mod paging;
+mod pool;
 mod readme;
 mod replicas;
 mod rest;
