@@ -18,7 +18,7 @@
 //!        SELECT "m"."id", "m"."embedding" FROM "messages" AS "m"
 //!        WHERE <scope> AND <filters> AND "m"."embedding" IS NOT NULL AND EXISTS (SELECT 1 FROM "terms")
 //!        ORDER BY binary_quantize("m"."embedding")::bit(d) <~> binary_quantize($q)::bit(d)
-//!        LIMIT pool · CANDIDATES_PER_VECTOR_HIT),
+//!        LIMIT vector_candidates(limit)),
 //!      "vec_hits" AS MATERIALIZED (
 //!        SELECT "id", "embedding" <=> $q AS "dist" FROM "vec_near" ORDER BY "dist" ASC LIMIT pool),
 //!      "fts_rare" AS (                            -- each message once per rarer lexeme it holds
@@ -565,6 +565,7 @@ fn vector_leg(
     filter: &Filter,
     v: Vec<f32>,
     pool: u64,
+    candidates: u64,
 ) -> SelectStatement {
     let dims = v.len();
     let q = SqlValue::from(pgvector::Vector::from(v));
@@ -588,7 +589,7 @@ fn vector_leg(
             ),
             Order::Asc,
         )
-        .limit(pool * CANDIDATES_PER_VECTOR_HIT);
+        .limit(candidates);
     with.cte(cte("vec_near", near, true));
     let mut hits = Query::select();
     hits.column(a("id"))
@@ -722,7 +723,14 @@ pub fn hybrid_query(
     with.cte(cte("terms", terms(scope_workspace(scope), text), true));
 
     if let Some(v) = vector {
-        leg_ranks.push(vector_leg(&mut with, scope, filter, v, pool));
+        leg_ranks.push(vector_leg(
+            &mut with,
+            scope,
+            filter,
+            v,
+            pool,
+            vector_candidates(limit),
+        ));
     }
     leg_ranks.push(full_text_leg(&mut with, scope, text, filter, pool));
 
