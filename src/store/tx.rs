@@ -35,7 +35,7 @@ pub enum IterativeScan {
 /// pgvector's bounds (1-1000; its default, 40, is the floor here). A beam as wide as the rows
 /// wanted finds them in the first pass, nearer than iterative scanning's later passes do, at
 /// about the same cost (bench/README.md, "Ingest: a lighter graph").
-pub fn ef_search_for(candidates: u64) -> u32 {
+fn ef_search_for(candidates: u64) -> u32 {
     candidates.clamp(40, 1000) as u32
 }
 

@@ -233,8 +233,7 @@ async fn vector_leg(
     scan: Scan,
 ) -> anyhow::Result<Vec<String>> {
     use honcho_graphql::store::search::vector_candidates;
-    use honcho_graphql::store::tx::ef_search_for;
-    use sea_orm::TransactionTrait;
+    use honcho_graphql::store::{IterativeScan, TxOptions};
     let v = minilm.embed(&[q.to_owned()]).await?.remove(0);
     let dims = v.len();
     let candidates = vector_candidates(TOP as u64) as i64;
@@ -261,22 +260,20 @@ async fn vector_leg(
         (DEPTH as i64).into(),
     ];
     all.append(&mut values);
-    let txn = db.begin().await?;
-    if let Scan::Index = scan {
-        txn.execute_unprepared(&format!(
-            "SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {}",
-            ef_search_for(candidates as u64)
-        ))
+    // The scan settings through the store's own transaction helper, as the search sets them.
+    let options = match scan {
+        Scan::Exact => TxOptions::default(),
+        Scan::Index => TxOptions::default()
+            .iterative_scan(IterativeScan::Relaxed)
+            .ef_search_for(candidates as u64),
+    };
+    let statement = Statement::from_sql_and_values(DbBackend::Postgres, sql, all);
+    let rows = Store::new(db.clone())
+        .read_transaction(options, |txn| {
+            let statement = statement.clone();
+            async move { Ok(txn.query_all_raw(statement).await?) }
+        })
         .await?;
-    }
-    let rows = txn
-        .query_all_raw(Statement::from_sql_and_values(
-            DbBackend::Postgres,
-            sql,
-            all,
-        ))
-        .await?;
-    txn.commit().await?;
     Ok(rows
         .iter()
         .map(|r| r.try_get::<String>("", "public_id"))
