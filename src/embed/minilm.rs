@@ -10,6 +10,7 @@
 //! up to [`MINILM_QUEUE_WAIT`], then gets [`EmbedError::Busy`], so under more load than the model keeps up
 //! with, work neither piles up without end nor makes every caller wait for all the work before it.
 
+use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -114,8 +115,10 @@ impl MiniLmModel {
 
         let device = Device::Cpu;
         let weights = std::fs::read(&weights_path).map_err(|e| load_err(&weights_path, &e))?;
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
+        let tensors = candle_core::safetensors::load_buffer(&weights, &device)
+            .and_then(with_linear_weights_transposed)
             .map_err(|e| load_err(&weights_path, &e))?;
+        let vb = VarBuilder::from_tensors(tensors, DType::F32, &device);
         let model = BertModel::load(vb, &config).map_err(|e| load_err(&weights_path, &e))?;
         Ok(Self {
             model,
@@ -167,6 +170,30 @@ impl MiniLmModel {
         };
         run().map_err(inference)
     }
+}
+
+/// The model's tensors, with each linear layer's weight (`out × in`) stored transposed in memory,
+/// column by column, under the same shape. A linear layer computes `x · Wᵀ`, and candle hands `Wᵀ`
+/// to gemm, which reads a column-major operand where it lies but first copies ("packs") a row-major
+/// one, the whole matrix, on every product. For a query's few tokens that copy was a third of a
+/// forward pass; without it a query embeds about a fifth faster (bench/README.md, "MiniLM: the
+/// weights where gemm reads them"). The values, and so the vectors, are the same.
+fn with_linear_weights_transposed(
+    tensors: HashMap<String, Tensor>,
+) -> candle_core::Result<HashMap<String, Tensor>> {
+    tensors
+        .into_iter()
+        .map(|(name, t)| {
+            // The embedding tables are 2-D as well, but they are read a row (a token) at a time.
+            let linear = t.rank() == 2 && name.ends_with(".weight") && !name.contains("embeddings");
+            let t = if linear {
+                t.to_dtype(DType::F32)?.t()?.contiguous()?.t()?
+            } else {
+                t
+            };
+            Ok((name, t))
+        })
+        .collect()
 }
 
 struct Job {
@@ -487,6 +514,52 @@ mod tests {
             let single = e.embed(std::slice::from_ref(text)).await.unwrap();
             let d = max_diff(&single[0], b);
             assert!(d < 1e-4, "{text:?}: batched differs by {d}");
+        }
+    }
+
+    #[test]
+    fn linear_weights_are_stored_column_major_and_embedding_tables_row_major() {
+        let weights = std::fs::read(model_dir().join(WEIGHTS_FILE)).unwrap();
+        let tensors = candle_core::safetensors::load_buffer(&weights, &Device::Cpu).unwrap();
+        let tensors = with_linear_weights_transposed(tensors).unwrap();
+        let query = &tensors["encoder.layer.0.attention.self.query.weight"];
+        assert_eq!(query.dims(), [384, 384], "the shape is the stored one");
+        assert!(query.t().unwrap().is_contiguous(), "Wᵀ lies row by row");
+        let intermediate = &tensors["encoder.layer.5.intermediate.dense.weight"];
+        assert_eq!(intermediate.dims(), [1536, 384]);
+        assert!(intermediate.t().unwrap().is_contiguous());
+        assert!(tensors["embeddings.word_embeddings.weight"].is_contiguous());
+        assert!(tensors["encoder.layer.0.attention.self.query.bias"].is_contiguous());
+    }
+
+    #[test]
+    fn transposed_weights_give_the_vectors_of_the_weights_as_stored() {
+        let ours = MiniLmModel::load(&model_dir()).unwrap();
+        let config: BertConfig =
+            serde_json::from_str(&std::fs::read_to_string(model_dir().join(CONFIG_FILE)).unwrap())
+                .unwrap();
+        let weights = std::fs::read(model_dir().join(WEIGHTS_FILE)).unwrap();
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu).unwrap();
+        let as_stored = MiniLmModel {
+            model: BertModel::load(vb, &config).unwrap(),
+            tokenizer: ours.tokenizer.clone(),
+            device: Device::Cpu,
+            dims: ours.dims,
+        };
+        let texts = [
+            "blue",
+            "What did Alice say about the trip to the mountains?",
+            "A considerably longer sentence that goes on for a while, mentioning trains, \
+             mountains, coffee and the way the light falls in the late afternoon.",
+        ];
+        // One text alone (a query) and all together (an ingest batch, with padding).
+        for batch in [&texts[1..2], &texts[..]] {
+            let got = ours.embed_batch(batch).unwrap();
+            let want = as_stored.embed_batch(batch).unwrap();
+            for ((g, w), text) in got.iter().zip(&want).zip(batch) {
+                let d = max_diff(g, w);
+                assert!(d < 1e-5, "{text:?} differs by {d}");
+            }
         }
     }
 
