@@ -352,14 +352,8 @@ impl LevelKeys {
             derived,
         } = self;
         let (_, _, sources, derived) = try_join4(
-            async {
-                warm(loader, peers).await?;
-                ApiResult::Ok(())
-            },
-            async {
-                warm(loader, sessions).await?;
-                ApiResult::Ok(())
-            },
+            warm(loader, peers),
+            warm(loader, sessions),
             warm(loader, sources),
             warm(loader, derived),
         )
