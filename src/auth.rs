@@ -1,9 +1,9 @@
-//! API keys: Honcho's JWTs (README, Security). HS256, the key is the secret's bytes; claims `ad` (admin),
+//! API keys: Honcho's JWTs (docs/security.md). HS256, the key is the secret's bytes; claims `ad` (admin),
 //! `w` (workspace), `p` (peer), `s` (session), `t` (creation time, informational) and `exp`
 //! (expiry, seconds since the epoch). A key decodes to a [`Principal`]; what a principal may reach
 //! is decided per field in [`crate::graphql::guard`].
 //!
-//! Two of Honcho's [BUG?] items are fixed here: `exp` is numeric (Honcho mints an ISO string that
+//! Two defects of Honcho v3.0.12 are fixed here: `exp` is numeric (Honcho mints an ISO string that
 //! its own verifier then rejects, so expiring keys never worked), and a non-admin token with no
 //! scope at all is refused instead of passing the self-authorising routes.
 //!

@@ -1,4 +1,4 @@
-//! Server configuration, from the environment (every variable is listed in the README).
+//! Server configuration, from the environment (every variable is listed in docs/configuration.md).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -503,17 +503,11 @@ mod tests {
             .collect()
     }
 
-    /// The variables of the README's configuration table that are ours: `RUST_LOG` is read by
+    /// The variables of docs/configuration.md's table that are ours: `RUST_LOG` is read by
     /// tracing's filter and the standard `OTEL_*` ones by the OpenTelemetry SDK, as their
     /// specifications say.
-    fn readme_variables() -> Vec<String> {
-        let readme = include_str!("../README.md");
-        let table = readme
-            .split("## Configuration (environment)")
-            .nth(1)
-            .and_then(|rest| rest.split("\n## ").next())
-            .expect("the README has a configuration section");
-        table
+    fn documented_variables() -> Vec<String> {
+        include_str!("../docs/configuration.md")
             .lines()
             .filter(|l| l.starts_with("| `"))
             .flat_map(|l| l.split('|').nth(1).unwrap_or("").split('/'))
@@ -523,18 +517,21 @@ mod tests {
     }
 
     #[test]
-    fn serve_help_lists_every_variable_of_the_readme_and_no_other() {
-        let (help, readme) = (serve_variables(), readme_variables());
+    fn serve_help_lists_every_documented_variable_and_no_other() {
+        let (help, readme) = (serve_variables(), documented_variables());
         for var in ["HONCHO_EMBEDDER", "HONCHO_OPENAI_DIMS", "HONCHO_MODEL_DIR"] {
             assert!(help.iter().any(|h| h == var), "{var} missing from --help");
         }
         for var in &readme {
-            assert!(help.contains(var), "{var} is in the README, not in --help");
+            assert!(
+                help.contains(var),
+                "{var} is in docs/configuration.md, not in --help"
+            );
         }
         for var in &help {
             assert!(
                 readme.contains(var),
-                "{var} is in --help, not in the README"
+                "{var} is in --help, not in docs/configuration.md"
             );
         }
     }

@@ -6,7 +6,7 @@ use async_graphql::{Error, ErrorExtensions};
 use crate::dialectic::DialecticError;
 use crate::store::StoreError;
 
-/// Stable error codes, the `extensions.code` of every error (README, "The GraphQL API").
+/// Stable error codes, the `extensions.code` of every error (docs/graphql.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Code {
     BadUserInput,

@@ -8,7 +8,7 @@
 //!
 //! `rule!(Type.field)` looks the field up in the table at compile time (a field missing from the
 //! table does not build); [`On`] names the resource the call touches. The rules are Honcho's
-//! (the README's key table): W = a key of the workspace, P = the peer's own key, S =
+//! (docs/security.md's key table): W = a key of the workspace, P = the peer's own key, S =
 //! the session's key, M = a peer key whose peer is an *active* member of the session (member
 //! read), self = the get-or-create routes that compare the key's claims with the ids.
 //!

@@ -12,7 +12,7 @@ use async_graphql::{ErrorExtensions, ServerError};
 use super::cost::Tally;
 use super::error::Code;
 
-/// The per-request limits, set from the environment (README, "Configuration").
+/// The per-request limits, set from the environment (docs/configuration.md).
 #[derive(Clone, Debug)]
 pub struct Limits {
     pub max_depth: usize,

@@ -88,7 +88,7 @@ async fn chat(
         return Err(RestError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "chat answers from an LLM, and none is configured: set HONCHO_LLM=openai and \
-             HONCHO_LLM_BASE_URL (any OpenAI-compatible endpoint; see the README, The deriver); \
+             HONCHO_LLM_BASE_URL (any OpenAI-compatible endpoint; see docs/deriver.md); \
              stored conclusions are under POST .../conclusions/list and .../conclusions/query",
         ));
     };

@@ -20,7 +20,7 @@ pub fn routes() -> OpenApiRouter<AppSchema> {
 fn not_implemented(what: &str) -> RestResult<()> {
     Err(RestError::new(
         StatusCode::NOT_IMPLEMENTED,
-        format!("{what} are not served by this server (see the README, Honcho REST API)"),
+        format!("{what} are not served by this server (see docs/rest.md)"),
     ))
 }
 

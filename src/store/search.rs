@@ -1,4 +1,4 @@
-//! Hybrid message search and the interleaved context snippets (README, Search).
+//! Hybrid message search and the interleaved context snippets (docs/search.md).
 //!
 //! One statement answers a search: a vector leg (pgvector cosine over the HNSW index, only when
 //! the store has an embedder and the query embeds) and a full-text leg (any of the query's

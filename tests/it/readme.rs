@@ -1,15 +1,25 @@
-//! The README's commands, run as a newcomer would run them: every ```sh block under bash (with the
-//! server's address swapped for a test server's, the `honcho-graphql` binary on PATH, and `make`
-//! only checked to name real targets, since `make test` is what runs this), then every ```graphql
-//! block against the data the blocks before it created. A block that fails, or prints anything
-//! but a GraphQL response without errors, fails the test.
+//! The README's and the docs' commands, run as a newcomer would run them: every ```sh block under
+//! bash (with the server's address swapped for a test server's, the `honcho-graphql` binary on
+//! PATH, and `make` only checked to name real targets, since `make test` is what runs this), then
+//! every ```graphql block against the data the blocks before it created. A block that fails, or
+//! prints anything but a GraphQL response without errors, fails the test.
 
 use honcho_graphql::auth::KeySpec;
 use serde_json::{Value, json};
 
 use crate::harness::{ServerProcess, TestApp, bearer};
 
-const README: &str = include_str!("../../README.md");
+/// Every document with runnable blocks, in the order a reader meets them: the README first (its
+/// first query writes the data the others read).
+const DOCS: &[(&str, &str)] = &[
+    ("README.md", include_str!("../../README.md")),
+    ("docs/graphql.md", include_str!("../../docs/graphql.md")),
+    ("docs/search.md", include_str!("../../docs/search.md")),
+    ("docs/frontend.md", include_str!("../../docs/frontend.md")),
+    ("docs/security.md", include_str!("../../docs/security.md")),
+    ("docs/deriver.md", include_str!("../../docs/deriver.md")),
+];
+const README: &str = DOCS[0].1;
 const ADDRESS: &str = "http://127.0.0.1:8000";
 
 /// The fenced blocks of one language, in order, with the line each starts on.
@@ -34,12 +44,42 @@ fn blocks(markdown: &str, lang: &str) -> Vec<(usize, String)> {
     out
 }
 
+/// The `graphql` blocks that are operations; a block of SDL (`type …`) shows the schema and is not
+/// sent.
+fn operations(markdown: &str) -> Vec<(usize, String)> {
+    let mut out = blocks(markdown, "graphql");
+    out.retain(|(_, text)| !text.trim_start().starts_with("type "));
+    out
+}
+
 #[test]
 fn the_readme_has_the_blocks_this_test_runs() {
-    assert!(blocks(README, "sh").len() >= 3);
-    assert!(blocks(README, "graphql").len() >= 3);
+    assert!(blocks(README, "sh").len() >= 2);
+    assert!(!operations(README).is_empty());
     let curl = &blocks(README, "sh")[1].1;
     assert!(curl.contains(ADDRESS), "{curl}");
+}
+
+/// A document added to docs/ with `sh` or `graphql` blocks must be run by this test too.
+#[test]
+fn every_doc_with_runnable_blocks_is_run() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut docs: Vec<String> = std::fs::read_dir(format!("{root}/docs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/{name}"))
+        .collect();
+    docs.extend(["README.md".to_owned(), "UPGRADING.md".to_owned()]);
+    for doc in docs {
+        let text = std::fs::read_to_string(format!("{root}/{doc}")).unwrap();
+        let runnable = !blocks(&text, "sh").is_empty() || !operations(&text).is_empty();
+        let listed = DOCS.iter().any(|(name, _)| *name == doc);
+        assert!(
+            !runnable || listed,
+            "{doc} has sh or graphql blocks: add it to DOCS"
+        );
+    }
 }
 
 #[tokio::test]
@@ -74,7 +114,10 @@ async fn every_command_and_query_in_the_readme_runs() {
         std::env::var("PATH").unwrap_or_default()
     );
 
-    for (line, block) in blocks(README, "sh") {
+    let sh = DOCS
+        .iter()
+        .flat_map(|(doc, text)| blocks(text, "sh").into_iter().map(move |b| (*doc, b)));
+    for (doc, (line, block)) in sh {
         let script = block.replace(ADDRESS, &format!("http://{}", open.addr));
         let out = tokio::process::Command::new("bash")
             .args(["-euo", "pipefail", "-c", &script])
@@ -86,17 +129,17 @@ async fn every_command_and_query_in_the_readme_runs() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
-            "README.md:{line} failed: {}\n{script}",
+            "{doc}:{line} failed: {}\n{script}",
             String::from_utf8_lossy(&out.stderr)
         );
         if script.contains("curl") {
-            assert!(stdout.starts_with('{'), "README.md:{line} printed {stdout}");
+            assert!(stdout.starts_with('{'), "{doc}:{line} printed {stdout}");
         }
         for printed in stdout.lines().filter(|l| l.starts_with('{')) {
             let body: Value = serde_json::from_str(printed).expect("JSON output");
             assert!(
                 body.get("errors").is_none() && body.get("data").is_some(),
-                "README.md:{line} answered {body}"
+                "{doc}:{line} answered {body}"
             );
         }
     }
@@ -110,7 +153,10 @@ async fn every_command_and_query_in_the_readme_runs() {
         expires_at: None,
     });
     let http = honcho_graphql::outbound::client();
-    for (line, query) in blocks(README, "graphql") {
+    let graphql = DOCS
+        .iter()
+        .flat_map(|(doc, text)| operations(text).into_iter().map(move |b| (*doc, b)));
+    for (doc, (line, query)) in graphql {
         let (server, authorization) = match query.contains("createKey") {
             true => (&guarded, Some(admin.as_str())),
             false => (&open, None),
@@ -122,14 +168,11 @@ async fn every_command_and_query_in_the_readme_runs() {
             req = req.header("authorization", a);
         }
         let body: Value = req.send().await.unwrap().json().await.unwrap();
-        assert!(
-            body.get("errors").is_none(),
-            "README.md:{line} answered {body}"
-        );
+        assert!(body.get("errors").is_none(), "{doc}:{line} answered {body}");
         // The first query reads what the curl above it wrote.
         if query.contains("messages(filters") {
             let messages = &body["data"]["workspace"]["session"]["messages"];
-            assert_eq!(messages["totalCount"], 2, "README.md:{line}: {body}");
+            assert_eq!(messages["totalCount"], 2, "{doc}:{line}: {body}");
         }
     }
 }

@@ -1,4 +1,4 @@
-//! `search` on Workspace, Peer and Session (README, Search): `MessageHits`, or `SnippetHits` with the
+//! `search` on Workspace, Peer and Session (docs/search.md): `MessageHits`, or `SnippetHits` with the
 //! matches' interleaved conversation windows.
 
 use std::collections::HashSet;

@@ -1,4 +1,4 @@
-//! Operand coercion (README, Filters › Operand types): datetimes, exact integers, numeric strings, levels.
+//! Operand coercion (docs/filters.md, Operand types): datetimes, exact integers, numeric strings, levels.
 
 use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, NaiveTime, Utc};
 use serde_json::{Number, Value};

@@ -1,4 +1,4 @@
-//! Honcho's filter DSL, whose reference is the README's Filters section:
+//! Honcho's filter DSL, whose reference is docs/filters.md:
 //! JSON → typed tree → sea_query condition.
 //!
 //! ```text
@@ -8,8 +8,8 @@
 //! ```
 //! [`parse`] validates everything (keys per resource, operators, operand types) and never
 //! touches SQL; [`Filter::condition`] folds the tree into one `Condition` whose operands are all
-//! bound values. The grammar and the decisions taken against Honcho's [BUG?] items are in the
-//! "Filters" section of the repository README.
+//! bound values. The grammar, and the decisions taken where Honcho v3.0.12 behaves in ways that look
+//! unintended, are in docs/filters.md.
 
 mod coerce;
 mod error;

@@ -1,4 +1,4 @@
-//! JSON → typed filter tree (the README's Filters grammar and decisions). No SQL here.
+//! JSON → typed filter tree (docs/filters.md: grammar and decisions). No SQL here.
 
 use sea_orm::ActiveEnum;
 use serde_json::{Map, Value};
@@ -447,7 +447,7 @@ fn operator_dict<'a>(obj: &'a Map<String, Value>, path: &str) -> Result<Option<O
         .map(Some)
 }
 
-/// The `metadata` field (README, Filters › Metadata).
+/// The `metadata` field (docs/filters.md, Metadata).
 fn metadata(column: &'static str, value: &Value, path: &str) -> Result<Node> {
     if let Some(at) = find_nul(value, path) {
         return err(&at, K::NulCharacter);

@@ -75,7 +75,7 @@ fn nest(levels: usize, inner: Value) -> Value {
     (0..levels).fold(inner, |acc, _| json!({"AND": [acc]}))
 }
 
-// ---------------------------------------------------------------- the README's filter examples
+// ---------------------------------------------------------------- docs/filters.md's examples
 
 #[test]
 fn seed_seq_in_session_range() {
@@ -296,7 +296,7 @@ fn wildcards_and_empty_lists() {
     );
     assert_eq!(tree(Message, json!({"peerId": ["a", "*"]})), Node::True);
     assert_eq!(tree(Message, json!({"peerId": {"in": ["*"]}})), Node::True);
-    // Decided against the spec's [BUG?]: a wildcard branch makes the OR match everything.
+    // Decided against Honcho v3.0.12, which drops the branch: a wildcard branch makes the OR match everything.
     assert_eq!(
         tree(
             Message,
@@ -647,7 +647,7 @@ fn metadata_key_operators() {
         )
     );
     assert_eq!(t(json!({"gt": "*"})), Node::True);
-    // `in` compares JSON values: true matches true, 5 matches 5 (decided against the [BUG?]).
+    // `in` compares JSON values: true matches true, 5 matches 5 (Honcho v3.0.12 compares text).
     assert_eq!(
         t(json!({"in": [5, true, "x"]})),
         Node::Or(vec![
@@ -1327,7 +1327,7 @@ fn every_error_names_its_path() {
 }
 
 #[test]
-fn the_issue_example_error_message() {
+fn a_bad_operand_deep_in_a_filter_names_its_key_path() {
     let e = error(
         Message,
         json!({"AND": [{"peerId": "a"}, {"seqInSession": {"gte": "abc"}}]}),
