@@ -72,6 +72,12 @@ pub struct Stats {
     pub sorted_ms: Vec<f64>,
 }
 
+/// The middle value (the upper one of an even count), 0 for none.
+pub fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs.get(xs.len() / 2).copied().unwrap_or(0.0)
+}
+
 pub fn stats(mut d: Vec<Duration>) -> Stats {
     d.sort();
     let ms: Vec<f64> = d.iter().map(|x| x.as_secs_f64() * 1e3).collect();

@@ -208,7 +208,7 @@ async fn alternate(
 }
 
 impl Rounds {
-    fn print(mut self, args: &Args) {
+    fn print(self, args: &Args) {
         println!(
             "\n| workload ({} clients, {} requests x {} rounds) | primary only p50 / p95 | primary + standby p50 / p95 | p50 ratio |",
             args.clients, args.requests, args.rounds
@@ -226,14 +226,10 @@ impl Rounds {
                 b.p50_ms / a.p50_ms
             );
         }
-        let median = |v: &mut Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        };
         println!(
             "| requests/s (median of rounds, all workloads) | {:.0} | {:.0} | |",
-            median(&mut self.rates[0]),
-            median(&mut self.rates[1])
+            crate::common::median(self.rates[0].clone()),
+            crate::common::median(self.rates[1].clone())
         );
     }
 }

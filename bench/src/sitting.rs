@@ -110,8 +110,9 @@ pub async fn ingest(
     Ok((sitting, tp, curve))
 }
 
+/// The median in milliseconds.
 fn median(d: &[Duration]) -> f64 {
-    stats(d.to_vec()).p50_ms
+    crate::common::median(d.iter().map(|x| x.as_secs_f64() * 1e3).collect())
 }
 
 fn curve(lat: &[Duration]) -> BatchCurve {
