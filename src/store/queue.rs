@@ -19,7 +19,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DatabaseTransaction};
 
-use super::conclusion::{Conclusion, Level, live_ids, upsert_derived};
+use super::conclusion::Conclusion;
+pub use super::conclusion::derive::{BatchOutcome, NewDerived, NewFact, Premise};
+use super::conclusion::derive::{Pair, record_batch};
 use super::events::{self, Notice};
 use super::vectors::{FlatVectors, nth_vector};
 use super::{Store, StoreError, StoreResult, TxOptions, columns, new_id, stmt};
@@ -113,45 +115,6 @@ pub struct Claim {
     pub first_seq: i64,
     pub last_seq: i64,
     pub tokens: i64,
-}
-
-/// An explicit fact drawn from a batch.
-#[derive(Clone, Debug)]
-pub struct NewFact {
-    pub content: String,
-    pub embedding: Option<Vec<f32>>,
-    /// Internal ids of the messages it comes from.
-    pub message_ids: Vec<i64>,
-}
-
-/// A premise of a derived conclusion: one of the batch's facts, or an existing conclusion.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Premise {
-    Fact(usize),
-    Existing(String),
-}
-
-/// A derived conclusion the reasoning pass proposes.
-#[derive(Clone, Debug)]
-pub struct NewDerived {
-    pub level: Level,
-    pub content: String,
-    pub embedding: Option<Vec<f32>>,
-    pub premises: Vec<Premise>,
-}
-
-/// What a batch wrote.
-#[derive(Clone, Debug, Default)]
-pub struct BatchOutcome {
-    /// The conclusion each fact became or reinforced, in fact order.
-    pub facts: Vec<Conclusion>,
-    pub facts_created: usize,
-    pub facts_reinforced: usize,
-    pub derived: Vec<Conclusion>,
-    pub derived_created: usize,
-    pub derived_reinforced: usize,
-    /// Derived conclusions refused: no live premise left, or a cycle.
-    pub refused: usize,
 }
 
 /// `deriverStatus` of a workspace, in queued messages (one per message and observer).
@@ -275,9 +238,13 @@ impl Store {
     ) -> StoreResult<BatchOutcome> {
         self.transaction(TxOptions::default(), |txn| async move {
             hold_unit(&txn, claim).await?;
-            let mut out = BatchOutcome::default();
-            let mut new_ids = record_facts(&txn, claim, facts, dedup_similarity, &mut out).await?;
-            new_ids.extend(record_derived(&txn, claim, derived, &mut out).await?);
+            let pair = Pair {
+                workspace: &claim.workspace,
+                observer: &claim.observer,
+                observed: &claim.observed,
+                session: &claim.session,
+            };
+            let (out, new_ids) = record_batch(&txn, pair, facts, derived, dedup_similarity).await?;
             dequeue_batch(&txn, claim).await?;
             if !new_ids.is_empty() {
                 let notice = Notice::Conclusion {
@@ -535,83 +502,6 @@ async fn hold_unit(txn: &DatabaseTransaction, claim: &Claim) -> StoreResult<()> 
     }
 }
 
-/// Records the batch's facts in order (into `out`); returns the ids of the new conclusions.
-async fn record_facts(
-    txn: &DatabaseTransaction,
-    claim: &Claim,
-    facts: &[NewFact],
-    dedup_similarity: f64,
-    out: &mut BatchOutcome,
-) -> StoreResult<Vec<String>> {
-    let mut new_ids = Vec::new();
-    for fact in facts {
-        let (row, created) = record_fact(txn, claim, fact, dedup_similarity).await?;
-        if created {
-            out.facts_created += 1;
-            new_ids.push(row.id.clone());
-        } else {
-            out.facts_reinforced += 1;
-        }
-        out.facts.push(row);
-    }
-    Ok(new_ids)
-}
-
-/// Records the batch's derived conclusions (into `out`), each citing its live premises: a fact
-/// premise is the conclusion that fact became (`out.facts`, so the facts come first). Refuses
-/// those left without a live premise or that would close a cycle. Returns the new ids.
-async fn record_derived(
-    txn: &DatabaseTransaction,
-    claim: &Claim,
-    derived: &[NewDerived],
-    out: &mut BatchOutcome,
-) -> StoreResult<Vec<String>> {
-    let mut new_ids = Vec::new();
-    for d in derived {
-        let mut sources: Vec<String> = Vec::new();
-        for p in &d.premises {
-            let id = match p {
-                Premise::Fact(i) => out.facts.get(*i).map(|c| c.id.clone()),
-                Premise::Existing(id) => Some(id.clone()),
-            };
-            if let Some(id) = id
-                && !sources.contains(&id)
-            {
-                sources.push(id);
-            }
-        }
-        let sources = live_ids(txn, &claim.workspace, &sources).await?;
-        if sources.is_empty() || would_cycle(txn, claim, d, &sources).await? {
-            tracing::warn!(
-                content = %d.content,
-                "deriver: refused a derived conclusion (no live premise, or a cycle)"
-            );
-            out.refused += 1;
-            continue;
-        }
-        let row = upsert_derived(
-            txn,
-            &claim.workspace,
-            &claim.observer,
-            &claim.observed,
-            Some(&claim.session),
-            d.level,
-            &d.content,
-            &sources,
-            d.embedding.as_deref(),
-        )
-        .await?;
-        if row.times_derived == 1 {
-            out.derived_created += 1;
-            new_ids.push(row.id.clone());
-        } else {
-            out.derived_reinforced += 1;
-        }
-        out.derived.push(row);
-    }
-    Ok(new_ids)
-}
-
 /// Takes the batch's messages off the queue and releases the unit's lease; what is left queued
 /// sets when the unit is next ready.
 async fn dequeue_batch(txn: &DatabaseTransaction, claim: &Claim) -> StoreResult<()> {
@@ -630,116 +520,4 @@ async fn dequeue_batch(txn: &DatabaseTransaction, claim: &Claim) -> StoreResult<
     ))
     .await?;
     Ok(())
-}
-
-/// Stores one fact of a batch: reinforces its duplicate, or inserts it; links its messages.
-/// Returns the row and whether it is new.
-async fn record_fact(
-    txn: &DatabaseTransaction,
-    claim: &Claim,
-    fact: &NewFact,
-    dedup_similarity: f64,
-) -> StoreResult<(Conclusion, bool)> {
-    use sea_orm::EntityTrait;
-    let vector = fact.embedding.clone();
-    let max_distance = (1.0 - dedup_similarity).max(0.0);
-    let columns = columns::list::<conclusion::Entity>("");
-    let duplicate = conclusion::Entity::find()
-        .from_raw_sql(stmt(
-            &format!(
-                "UPDATE conclusions SET times_derived = times_derived + 1 WHERE id = ( \
-                   SELECT id FROM conclusions \
-                   WHERE workspace_name = $1 AND observer = $2 AND observed = $3 \
-                     AND level = 'explicit' AND deleted_at IS NULL \
-                     AND (md5(content) = md5($4) \
-                          OR ($5::real[] IS NOT NULL \
-                              AND embedding <=> $5::real[]::vector <= $6)) \
-                   ORDER BY md5(content) = md5($4) DESC, embedding <=> $5::real[]::vector, id \
-                   LIMIT 1) \
-                 RETURNING {columns}"
-            ),
-            [
-                claim.workspace.clone().into(),
-                claim.observer.clone().into(),
-                claim.observed.clone().into(),
-                fact.content.clone().into(),
-                vector.clone().into(),
-                max_distance.into(),
-            ],
-        ))
-        .one(txn)
-        .await?;
-    let (row, created) = match duplicate {
-        Some(row) => (row, false),
-        None => {
-            let row = conclusion::Entity::find()
-                .from_raw_sql(stmt(
-                    &format!(
-                        "INSERT INTO conclusions (id, workspace_name, observer, observed, \
-                           session_name, content, level, times_derived, embedding) \
-                         VALUES ($1, $2, $3, $4, $5, $6, 'explicit', 1, $7::real[]::vector) \
-                         RETURNING {columns}"
-                    ),
-                    [
-                        new_id().into(),
-                        claim.workspace.clone().into(),
-                        claim.observer.clone().into(),
-                        claim.observed.clone().into(),
-                        claim.session.clone().into(),
-                        fact.content.clone().into(),
-                        vector.into(),
-                    ],
-                ))
-                .one(txn)
-                .await?
-                .ok_or_else(|| StoreError::Internal("fact insert returned no row".into()))?;
-            (row, true)
-        }
-    };
-    if !fact.message_ids.is_empty() {
-        txn.execute_raw(stmt(
-            "INSERT INTO conclusion_messages (conclusion_id, message_id) \
-             SELECT $1, unnest($2::bigint[]) ON CONFLICT DO NOTHING",
-            [row.id.clone().into(), fact.message_ids.clone().into()],
-        ))
-        .await?;
-    }
-    Ok((row, created))
-}
-
-/// Whether recording `d` from `sources` would close a cycle: it would reinforce a live row
-/// (same observer, observed and content) that is itself among the sources or that one of the
-/// sources derives from.
-async fn would_cycle(
-    txn: &DatabaseTransaction,
-    claim: &Claim,
-    d: &NewDerived,
-    sources: &[String],
-) -> StoreResult<bool> {
-    let row = txn
-        .query_one_raw(stmt(
-            "WITH RECURSIVE target AS ( \
-               SELECT id FROM conclusions \
-               WHERE workspace_name = $1 AND observer = $2 AND observed = $3 \
-                 AND md5(content) = md5($4) AND deleted_at IS NULL AND level <> 'explicit' \
-             ), down(id) AS ( \
-               SELECT id FROM target \
-               UNION \
-               SELECT c.id FROM conclusions c JOIN down ON c.source_ids @> ARRAY[down.id] \
-               WHERE c.workspace_name = $1 AND c.deleted_at IS NULL \
-             ) \
-             SELECT EXISTS (SELECT 1 FROM down WHERE id = ANY($5::text[])) AS cycle",
-            [
-                claim.workspace.clone().into(),
-                claim.observer.clone().into(),
-                claim.observed.clone().into(),
-                d.content.clone().into(),
-                sources.to_vec().into(),
-            ],
-        ))
-        .await?;
-    Ok(row
-        .map(|r| r.try_get::<bool>("", "cycle"))
-        .transpose()?
-        .unwrap_or(false))
 }

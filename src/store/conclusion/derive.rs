@@ -1,9 +1,12 @@
-//! The deriver's writes: a derived conclusion is new, or reinforces the live one with the same
-//! content, in one race-free upsert.
+//! Every write of a derived conclusion, in one place: `recordDerivedConclusion`'s
+//! ([`Store::record_derived_conclusion`]) and the deriver's batches ([`record_batch`], called by
+//! the queue inside the transaction that checks the batch's lease). A derived conclusion is new,
+//! or reinforces the live one with the same content, in one race-free upsert; an explicit fact
+//! reinforces its duplicate (the same content, or a near vector) or is inserted.
 
 use std::collections::HashSet;
 
-use sea_orm::{ConnectionTrait, EntityTrait};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, EntityTrait};
 
 use super::{
     Conclusion, Level, cols, conclusion_content, require_peers_and_sessions, within_token_limit,
@@ -11,7 +14,7 @@ use super::{
 use crate::embed::conclusion_text;
 use crate::entity::conclusion;
 use crate::store::events::{self, Notice};
-use crate::store::{Store, StoreError, StoreResult, TxOptions, new_id, stmt};
+use crate::store::{Store, StoreError, StoreResult, TxOptions, columns, new_id, stmt};
 
 /// Most source ids one derivation may cite.
 pub const MAX_SOURCES: usize = 100;
@@ -25,6 +28,45 @@ pub struct DerivedConclusion {
     pub session: Option<String>,
     pub level: Level,
     pub source_ids: Vec<String>,
+}
+
+/// An explicit fact drawn from a batch.
+#[derive(Clone, Debug)]
+pub struct NewFact {
+    pub content: String,
+    pub embedding: Option<Vec<f32>>,
+    /// Internal ids of the messages it comes from.
+    pub message_ids: Vec<i64>,
+}
+
+/// A premise of a derived conclusion: one of the batch's facts, or an existing conclusion.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Premise {
+    Fact(usize),
+    Existing(String),
+}
+
+/// A derived conclusion the reasoning pass proposes.
+#[derive(Clone, Debug)]
+pub struct NewDerived {
+    pub level: Level,
+    pub content: String,
+    pub embedding: Option<Vec<f32>>,
+    pub premises: Vec<Premise>,
+}
+
+/// What a batch wrote.
+#[derive(Clone, Debug, Default)]
+pub struct BatchOutcome {
+    /// The conclusion each fact became or reinforced, in fact order.
+    pub facts: Vec<Conclusion>,
+    pub facts_created: usize,
+    pub facts_reinforced: usize,
+    pub derived: Vec<Conclusion>,
+    pub derived_created: usize,
+    pub derived_reinforced: usize,
+    /// Derived conclusions refused: no live premise left, or a cycle.
+    pub refused: usize,
 }
 
 impl Store {
@@ -177,4 +219,224 @@ pub(crate) async fn upsert_derived<C: ConnectionTrait>(
         .one(db)
         .await?
         .ok_or_else(|| StoreError::Internal("derived conclusion upsert returned no row".into()))
+}
+
+/// Who a batch's conclusions are by and about, and the session they were drawn in.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pair<'a> {
+    pub workspace: &'a str,
+    pub observer: &'a str,
+    pub observed: &'a str,
+    pub session: &'a str,
+}
+
+/// Writes what the deriver drew from one batch, in the caller's transaction: the facts first (each
+/// reinforcing its duplicate or inserted, and linked to its messages), then the derived
+/// conclusions, each through [`upsert_derived`] citing its live premises (a fact premise is the
+/// conclusion that fact became). One left without a live premise, or that would close a cycle,
+/// is refused and counted. Returns what was written and the ids of the new rows.
+///
+/// `recordDerivedConclusion` shares the upsert but not the cycle refusal: an admin stating a
+/// conclusion is recorded as stated, and reasoning trees end on cycles; the deriver's cycle is a
+/// model's mistake, which it must not write.
+pub(crate) async fn record_batch(
+    txn: &DatabaseTransaction,
+    pair: Pair<'_>,
+    facts: &[NewFact],
+    derived: &[NewDerived],
+    dedup_similarity: f64,
+) -> StoreResult<(BatchOutcome, Vec<String>)> {
+    let mut out = BatchOutcome::default();
+    let mut new_ids = record_facts(txn, pair, facts, dedup_similarity, &mut out).await?;
+    new_ids.extend(record_derived(txn, pair, derived, &mut out).await?);
+    Ok((out, new_ids))
+}
+
+/// Records the batch's facts in order (into `out`); returns the ids of the new conclusions.
+async fn record_facts(
+    txn: &DatabaseTransaction,
+    pair: Pair<'_>,
+    facts: &[NewFact],
+    dedup_similarity: f64,
+    out: &mut BatchOutcome,
+) -> StoreResult<Vec<String>> {
+    let mut new_ids = Vec::new();
+    for fact in facts {
+        let (row, created) = record_fact(txn, pair, fact, dedup_similarity).await?;
+        if created {
+            out.facts_created += 1;
+            new_ids.push(row.id.clone());
+        } else {
+            out.facts_reinforced += 1;
+        }
+        out.facts.push(row);
+    }
+    Ok(new_ids)
+}
+
+/// Records the batch's derived conclusions (into `out`), each citing its live premises: a fact
+/// premise is the conclusion that fact became (`out.facts`, so the facts come first). Refuses
+/// those left without a live premise or that would close a cycle. Returns the new ids.
+async fn record_derived(
+    txn: &DatabaseTransaction,
+    pair: Pair<'_>,
+    derived: &[NewDerived],
+    out: &mut BatchOutcome,
+) -> StoreResult<Vec<String>> {
+    let mut new_ids = Vec::new();
+    for d in derived {
+        let mut sources: Vec<String> = Vec::new();
+        for p in &d.premises {
+            let id = match p {
+                Premise::Fact(i) => out.facts.get(*i).map(|c| c.id.clone()),
+                Premise::Existing(id) => Some(id.clone()),
+            };
+            if let Some(id) = id
+                && !sources.contains(&id)
+            {
+                sources.push(id);
+            }
+        }
+        let sources = live_ids(txn, pair.workspace, &sources).await?;
+        if sources.is_empty() || would_cycle(txn, pair, &d.content, &sources).await? {
+            tracing::warn!(
+                content = %d.content,
+                "deriver: refused a derived conclusion (no live premise, or a cycle)"
+            );
+            out.refused += 1;
+            continue;
+        }
+        let row = upsert_derived(
+            txn,
+            pair.workspace,
+            pair.observer,
+            pair.observed,
+            Some(pair.session),
+            d.level,
+            &d.content,
+            &sources,
+            d.embedding.as_deref(),
+        )
+        .await?;
+        if row.times_derived == 1 {
+            out.derived_created += 1;
+            new_ids.push(row.id.clone());
+        } else {
+            out.derived_reinforced += 1;
+        }
+        out.derived.push(row);
+    }
+    Ok(new_ids)
+}
+
+/// Stores one fact of a batch: reinforces its duplicate, or inserts it; links its messages.
+/// Returns the row and whether it is new.
+async fn record_fact(
+    txn: &DatabaseTransaction,
+    pair: Pair<'_>,
+    fact: &NewFact,
+    dedup_similarity: f64,
+) -> StoreResult<(Conclusion, bool)> {
+    use sea_orm::EntityTrait;
+    let vector = fact.embedding.clone();
+    let max_distance = (1.0 - dedup_similarity).max(0.0);
+    let columns = columns::list::<conclusion::Entity>("");
+    let duplicate = conclusion::Entity::find()
+        .from_raw_sql(stmt(
+            &format!(
+                "UPDATE conclusions SET times_derived = times_derived + 1 WHERE id = ( \
+                   SELECT id FROM conclusions \
+                   WHERE workspace_name = $1 AND observer = $2 AND observed = $3 \
+                     AND level = 'explicit' AND deleted_at IS NULL \
+                     AND (md5(content) = md5($4) \
+                          OR ($5::real[] IS NOT NULL \
+                              AND embedding <=> $5::real[]::vector <= $6)) \
+                   ORDER BY md5(content) = md5($4) DESC, embedding <=> $5::real[]::vector, id \
+                   LIMIT 1) \
+                 RETURNING {columns}"
+            ),
+            [
+                pair.workspace.into(),
+                pair.observer.into(),
+                pair.observed.into(),
+                fact.content.clone().into(),
+                vector.clone().into(),
+                max_distance.into(),
+            ],
+        ))
+        .one(txn)
+        .await?;
+    let (row, created) = match duplicate {
+        Some(row) => (row, false),
+        None => {
+            let row = conclusion::Entity::find()
+                .from_raw_sql(stmt(
+                    &format!(
+                        "INSERT INTO conclusions (id, workspace_name, observer, observed, \
+                           session_name, content, level, times_derived, embedding) \
+                         VALUES ($1, $2, $3, $4, $5, $6, 'explicit', 1, $7::real[]::vector) \
+                         RETURNING {columns}"
+                    ),
+                    [
+                        new_id().into(),
+                        pair.workspace.into(),
+                        pair.observer.into(),
+                        pair.observed.into(),
+                        pair.session.into(),
+                        fact.content.clone().into(),
+                        vector.into(),
+                    ],
+                ))
+                .one(txn)
+                .await?
+                .ok_or_else(|| StoreError::Internal("fact insert returned no row".into()))?;
+            (row, true)
+        }
+    };
+    if !fact.message_ids.is_empty() {
+        txn.execute_raw(stmt(
+            "INSERT INTO conclusion_messages (conclusion_id, message_id) \
+             SELECT $1, unnest($2::bigint[]) ON CONFLICT DO NOTHING",
+            [row.id.clone().into(), fact.message_ids.clone().into()],
+        ))
+        .await?;
+    }
+    Ok((row, created))
+}
+
+/// Whether recording `content` from `sources` would close a cycle: it would reinforce a live
+/// row (same observer, observed and content) that is itself among the sources or that one of the
+/// sources derives from.
+async fn would_cycle(
+    txn: &DatabaseTransaction,
+    pair: Pair<'_>,
+    content: &str,
+    sources: &[String],
+) -> StoreResult<bool> {
+    let row = txn
+        .query_one_raw(stmt(
+            "WITH RECURSIVE target AS ( \
+               SELECT id FROM conclusions \
+               WHERE workspace_name = $1 AND observer = $2 AND observed = $3 \
+                 AND md5(content) = md5($4) AND deleted_at IS NULL AND level <> 'explicit' \
+             ), down(id) AS ( \
+               SELECT id FROM target \
+               UNION \
+               SELECT c.id FROM conclusions c JOIN down ON c.source_ids @> ARRAY[down.id] \
+               WHERE c.workspace_name = $1 AND c.deleted_at IS NULL \
+             ) \
+             SELECT EXISTS (SELECT 1 FROM down WHERE id = ANY($5::text[])) AS cycle",
+            [
+                pair.workspace.into(),
+                pair.observer.into(),
+                pair.observed.into(),
+                content.into(),
+                sources.to_vec().into(),
+            ],
+        ))
+        .await?;
+    Ok(row
+        .map(|r| r.try_get::<bool>("", "cycle"))
+        .transpose()?
+        .unwrap_or(false))
 }

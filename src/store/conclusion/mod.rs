@@ -11,7 +11,7 @@
 //! holds what they share: the row type, the content rules and the existence checks.
 
 mod crud;
-mod derive;
+pub(crate) mod derive;
 mod tree;
 
 use std::collections::HashSet;
@@ -21,7 +21,6 @@ use serde_json::Value;
 
 pub use self::crud::{MAX_DISTANCE, MAX_TOP_K};
 pub use self::derive::{DerivedConclusion, MAX_SOURCES};
-pub(crate) use self::derive::{live_ids, upsert_derived};
 pub use self::tree::{
     DEFAULT_TREE_NODES, Edge, MAX_TREE_DEPTH, MAX_TREE_NODES, ReasoningTree, TreeDirection,
     TreeNode,
