@@ -233,6 +233,17 @@ async fn session_context(
             On::session(&workspace_id, &session_id),
         )
         .await?;
+    // `peer_target` adds the perspective peer's memory, which the session's key does not
+    // cover: its conclusions (`Peer.conclusions`, as the representation route) and its cards,
+    // kept in its own row (`Workspace.peer`, as the card route). Checked before anything is read.
+    if let Some(target) = &params.peer_target {
+        let on = On::peer(
+            &workspace_id,
+            params.peer_perspective.as_deref().unwrap_or(target),
+        );
+        gate.require(rule!(Peer.conclusions), on).await?;
+        gate.require(rule!(Workspace.peer), on).await?;
+    }
     let store = access.store();
     let budget = params.tokens.unwrap_or(MAX_CONTEXT_TOKENS);
     if !(1..=MAX_CONTEXT_TOKENS).contains(&budget) {
