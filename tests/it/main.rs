@@ -24,6 +24,7 @@ mod pool;
 mod readme;
 mod replicas;
 mod rest;
+mod rest_parity;
 mod schema_file;
 mod search;
 mod sessions;
