@@ -3,7 +3,10 @@
 //! pagination, get-or-create answering 201 or 200, and `{"detail": ...}` errors.
 //!
 //! Each route does the work of a GraphQL field and is authorized by that field's row of
-//! [`guard::RULES`] ([`Gate::require`]): one rule table for both APIs. The OpenAPI document at
+//! [`guard::RULES`] ([`Gate::require`]): one rule table for both APIs. An option that reads
+//! another resource (a peer's memory, another session) is checked against the row of the field
+//! that reads that resource; `tests/it/rest_parity.rs` holds every route and option to what
+//! GraphQL answers the same key. The OpenAPI document at
 //! `/v3/openapi.json` is generated from the handlers' annotations.
 
 pub mod chat;
