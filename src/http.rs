@@ -130,7 +130,7 @@ pub fn router_with(schema: AppSchema, store: Store, options: HttpOptions) -> Rou
         .route("/ready", get(ready))
         .route("/metrics", get(metrics));
     let app = options.playground.route(api);
-    let rest = crate::rest::router(schema.clone());
+    let rest = crate::rest::router(rest_state(&schema, &store));
     let app = app.with_state(AppState {
         schema,
         store,
@@ -139,6 +139,19 @@ pub fn router_with(schema: AppSchema, store: Store, options: HttpOptions) -> Rou
         persisted: options.persisted.clone(),
     });
     layers(app.merge(rest), &options)
+}
+
+/// REST's state from what the GraphQL schema was built with: the same sealed store, keys and
+/// dialectic, so both APIs serve one store under one rule table.
+pub fn rest_state(schema: &AppSchema, store: &Store) -> crate::rest::RestState {
+    crate::rest::RestState::new(
+        schema
+            .data::<crate::access::Sealed<Store>>()
+            .cloned()
+            .unwrap_or_else(|| crate::access::Sealed::new(store.clone())),
+        schema.data::<crate::access::Auth>().cloned(),
+        schema.data::<crate::dialectic::Dialectic>().cloned(),
+    )
 }
 
 /// The layers around every route, innermost first: body limit, panics caught, request timeout,

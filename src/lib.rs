@@ -2,7 +2,8 @@
 //!
 //! Layers depend one way: [`graphql`] → [`store`] → [`entity`].
 
-pub mod auth;
+pub mod access;
+pub use access::auth;
 pub mod config;
 pub mod deriver;
 pub mod dialectic;

@@ -1,62 +1,16 @@
-//! The one place store errors become GraphQL errors. Every error a client sees carries
-//! `extensions.code` from [`Code`]; internal causes are logged with an id and never echoed.
+//! GraphQL's edge for errors: a [`Failure`] (the access layer's code and message, from a store,
+//! dialectic or access error) becomes an error with `extensions.code`, and `extensions.limit` and
+//! `extensions.max` for a refusal by a limit. Internal causes are logged where the failure is
+//! made, with an id, and never echoed.
 
 use async_graphql::{Error, ErrorExtensions};
 
+pub use crate::access::Code;
+use crate::access::{AccessError, Failure};
 use crate::dialectic::DialecticError;
 use crate::store::StoreError;
 
-/// Stable error codes, the `extensions.code` of every error (docs/graphql.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Code {
-    BadUserInput,
-    NotFound,
-    Conflict,
-    Unauthenticated,
-    Forbidden,
-    /// The database is unreachable or the request ran out of time; safe to retry.
-    Unavailable,
-    Internal,
-    /// A subscription ended because events were dropped (lagged client, listener reconnect).
-    EventsMissed,
-    /// The HTTP request is not a GraphQL request: a body that is not JSON, a missing `query`,
-    /// parameters of the wrong type.
-    BadRequest,
-    /// A method `/graphql` does not serve, or a mutation sent by GET.
-    MethodNotAllowed,
-    /// A POST whose body is not `application/json`.
-    UnsupportedMediaType,
-    /// An `Accept` header that names neither JSON media type.
-    NotAcceptable,
-    /// A body above `HONCHO_MAX_BODY_BYTES`.
-    PayloadTooLarge,
-    /// A persisted-query hash the server does not know (yet): send the document with it.
-    PersistedQueryNotFound,
-    /// Strict mode (`HONCHO_TRUSTED_DOCUMENTS`): the document is not in the manifest.
-    DocumentNotTrusted,
-}
-
 impl Code {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Code::BadUserInput => "BAD_USER_INPUT",
-            Code::NotFound => "NOT_FOUND",
-            Code::Conflict => "CONFLICT",
-            Code::Unauthenticated => "UNAUTHENTICATED",
-            Code::Forbidden => "FORBIDDEN",
-            Code::Unavailable => "SERVICE_UNAVAILABLE",
-            Code::Internal => "INTERNAL_SERVER_ERROR",
-            Code::EventsMissed => "EVENTS_MISSED",
-            Code::BadRequest => "BAD_REQUEST",
-            Code::MethodNotAllowed => "METHOD_NOT_ALLOWED",
-            Code::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
-            Code::NotAcceptable => "NOT_ACCEPTABLE",
-            Code::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
-            Code::PersistedQueryNotFound => "PERSISTED_QUERY_NOT_FOUND",
-            Code::DocumentNotTrusted => "DOCUMENT_NOT_TRUSTED",
-        }
-    }
-
     pub fn error(self, message: impl Into<String>) -> ApiError {
         let code = self.as_str();
         ApiError(Error::new(message.into()).extend_with(|_, e| e.set("code", code)))
@@ -92,50 +46,50 @@ impl From<Error> for ApiError {
     }
 }
 
+impl From<Failure> for ApiError {
+    fn from(f: Failure) -> Self {
+        let error = f.code.error(f.message).0;
+        match f.limit {
+            Some((limit, max)) => ApiError(error.extend_with(|_, e| {
+                e.set("limit", limit);
+                e.set("max", max);
+            })),
+            None => ApiError(error),
+        }
+    }
+}
+
+/// Back to a failure, for what the access layer asks of GraphQL's loader (a lookup that failed).
+impl From<ApiError> for Failure {
+    fn from(e: ApiError) -> Self {
+        let code =
+            e.0.extensions
+                .as_ref()
+                .and_then(|x| x.get("code"))
+                .and_then(|v| match v {
+                    async_graphql::Value::String(s) => Code::parse(s),
+                    _ => None,
+                })
+                .unwrap_or(Code::Internal);
+        code.failure(e.0.message)
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
-        if let Some((limit, max)) = err.limit() {
-            return ApiError(
-                Code::BadUserInput
-                    .error(err.to_string())
-                    .0
-                    .extend_with(|_, e| {
-                        e.set("limit", limit);
-                        e.set("max", max as u64);
-                    }),
-            );
-        }
-        match &err {
-            StoreError::InvalidInput(_) | StoreError::Filter(_) | StoreError::TooLarge { .. } => {
-                Code::BadUserInput.error(err.to_string())
-            }
-            StoreError::NotFound { .. } => Code::NotFound.error(err.to_string()),
-            StoreError::Conflict(_) => Code::Conflict.error(err.to_string()),
-            StoreError::Forbidden(_) => Code::Forbidden.error(err.to_string()),
-            StoreError::Unavailable(cause)
-            | StoreError::Timeout(cause)
-            | StoreError::Contention(cause) => {
-                tracing::warn!(error = %cause, "database unavailable or too slow");
-                Code::Unavailable.error(err.to_string())
-            }
-            StoreError::Busy(_) => Code::Unavailable.error(err.to_string()),
-            StoreError::Database(_) | StoreError::Internal(_) | StoreError::Incompatible(_) => {
-                let id = nanoid::nanoid!(10);
-                tracing::error!(error_id = %id, error = ?err, "internal error");
-                Code::Internal.error(format!("internal server error (id {id})"))
-            }
-        }
+        Failure::from(err).into()
     }
 }
 
 impl From<DialecticError> for ApiError {
     fn from(err: DialecticError) -> Self {
-        match err {
-            DialecticError::Store(e) => e.into(),
-            DialecticError::Invalid(m) => Code::BadUserInput.error(m),
-            // The model's server is a dependency like the database: its failure is worth a retry.
-            e @ DialecticError::Llm(_) => Code::Unavailable.error(e.to_string()),
-        }
+        Failure::from(err).into()
+    }
+}
+
+impl From<AccessError> for ApiError {
+    fn from(err: AccessError) -> Self {
+        Failure::from(err).into()
     }
 }
 

@@ -25,7 +25,7 @@ use async_graphql::parser::types::OperationType;
 use async_graphql::{Data, Request, Response, Schema};
 use tracing::Instrument;
 
-use crate::auth::{Auth, AuthError, Caller};
+use crate::access::{Auth, AuthError, Caller, Sealed};
 use crate::dialectic::Dialectic;
 use crate::store::events::EventBus;
 use crate::store::replicas::ReadAfter;
@@ -71,7 +71,7 @@ pub fn build_schema_with(
     // of the CPU of a request with many fields). Access is checked by construction instead
     // ([`guard`]).
     let mut builder = Schema::build(QueryRoot, MutationRoot::default(), SubscriptionRoot)
-        .data(guard::Sealed::new(store))
+        .data(Sealed::new(store))
         .data(auth)
         .data(limits.clone())
         .data(documents::Documents::default())
@@ -93,10 +93,7 @@ pub fn build_schema_with(
 /// Authenticates a request's `Authorization` header (None when absent) with the schema's auth
 /// settings; the result goes into the request's data ([`Request::data`]) for the guards.
 pub fn authenticate(schema: &AppSchema, authorization: Option<&str>) -> Caller {
-    match schema.data::<Auth>() {
-        Some(auth) => auth.authenticate(authorization),
-        None => Caller::new(Err(AuthError::Missing)),
-    }
+    crate::access::authenticate(schema.data::<Auth>(), authorization)
 }
 
 /// Authenticates a WebSocket `connection_init` payload (`{"Authorization": "Bearer <key>"}`) with
@@ -254,7 +251,7 @@ pub async fn execute_admitted(schema: &AppSchema, admitted: Admitted) -> Respons
 }
 
 async fn execute_traced(schema: &AppSchema, admitted: Admitted) -> Response {
-    let Some(store) = schema.data::<guard::Sealed<Store>>() else {
+    let Some(store) = schema.data::<Sealed<Store>>() else {
         return Response::from_errors(vec![async_graphql::ServerError::new(
             "schema built without a store",
             None,
@@ -265,7 +262,7 @@ async fn execute_traced(schema: &AppSchema, admitted: Admitted) -> Response {
     // A query's reads may go to a replica (the request's own store, in its data, shadows the
     // schema's); mutations, and what they return, read the primary.
     let routed = match ty {
-        Some(OperationType::Query) => guard::routed(store, read_after(&request)).await,
+        Some(OperationType::Query) => store.routed(read_after(&request)).await,
         _ => None,
     };
     let loader = guard::request_loader(routed.as_ref().unwrap_or(store));
@@ -296,8 +293,8 @@ fn read_after(request: &Request) -> Option<Lsn> {
 
 /// After a mutation (all its fields have committed or failed), the primary's WAL position, for
 /// the client to send back with its next reads.
-async fn add_consistency_token(store: &guard::Sealed<Store>, response: &mut Response) {
-    if let Some(lsn) = guard::consistency_token(store).await {
+async fn add_consistency_token(store: &Sealed<Store>, response: &mut Response) {
+    if let Some(lsn) = store.consistency_token().await {
         response.extensions.insert(
             CONSISTENCY_TOKEN.to_owned(),
             async_graphql::Value::String(lsn.to_string()),
@@ -313,7 +310,7 @@ pub fn execute_stream(
     request: Request,
     session_data: Option<Arc<Data>>,
 ) -> BoxStream<'static, Response> {
-    let Some(store) = schema.data::<guard::Sealed<Store>>() else {
+    let Some(store) = schema.data::<Sealed<Store>>() else {
         let err = async_graphql::ServerError::new("schema built without a store", None);
         return stream::once(async move { Response::from_errors(vec![err]) }).boxed();
     };

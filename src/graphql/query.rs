@@ -3,10 +3,11 @@ use serde_json::Value;
 
 use super::connection::{Conn, SortOrder, connection, slice};
 use super::error::ApiResult;
-use super::guard::{self, On, rule};
+use super::guard;
 use super::prefetch;
 use super::types::Workspace;
 use super::types::filter::{WorkspaceWhere, filter_json};
+use crate::access::{On, rule};
 
 pub struct QueryRoot;
 

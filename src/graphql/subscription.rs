@@ -32,11 +32,12 @@ use futures::Stream;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::error::{ApiError, ApiResult, Code};
-use super::guard::{self, Access, Field, On, rule};
+use super::guard::{self, Access};
 use super::limits::{Exceeded, Limits};
 use super::loaders::Loaders;
 use super::types::{Conclusion, Message, ReasoningLevel, chat_question, no_llm};
 use super::{AppSchema, RequestLoader, loaders, prefetch};
+use crate::access::{Field, On, rule};
 use crate::dialectic::{Dialectic, DialecticError};
 use crate::store::Store;
 use crate::store::conclusion::Conclusion as ConclusionRow;

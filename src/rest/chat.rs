@@ -19,14 +19,14 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::RestState;
 use super::error::ErrorBody;
 use super::{Body, Gate, RestError, RestResult};
+use crate::access::Failure;
+use crate::access::{On, rule};
 use crate::dialectic::{DialecticError, Question, ReasoningLevel, session_allowlist};
-use crate::graphql::AppSchema;
-use crate::graphql::error::ApiError;
-use crate::graphql::guard::{On, rule};
 
-pub fn routes() -> OpenApiRouter<AppSchema> {
+pub fn routes() -> OpenApiRouter<RestState> {
     OpenApiRouter::new().routes(routes!(chat))
 }
 
@@ -64,7 +64,7 @@ pub struct ChatAnswer {
 
 impl From<DialecticError> for RestError {
     fn from(e: DialecticError) -> Self {
-        ApiError::from(e).into()
+        Failure::from(e).into()
     }
 }
 

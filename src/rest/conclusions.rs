@@ -13,13 +13,13 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::RestState;
 use super::{Body, Gate, ListBody, Page, PageParams, RestResult};
-use crate::graphql::AppSchema;
-use crate::graphql::guard::{On, rule};
+use crate::access::{On, rule};
 use crate::store::conclusion::NewConclusion;
 use crate::store::page::Order;
 
-pub fn routes() -> OpenApiRouter<AppSchema> {
+pub fn routes() -> OpenApiRouter<RestState> {
     OpenApiRouter::new()
         .routes(routes!(create))
         .routes(routes!(list))

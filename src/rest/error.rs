@@ -1,6 +1,6 @@
-//! REST error bodies: `{"detail": "..."}` with Honcho's status codes. Store errors reach here
-//! through the GraphQL edge's one mapping ([`crate::graphql::error`]); this module only turns each
-//! code into a status.
+//! REST error bodies: `{"detail": "..."}` with Honcho's status codes. Store, dialectic and access
+//! errors reach here as the access layer's [`Failure`] (its one mapping of errors to codes); this
+//! module only turns each code into a status.
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::graphql::error::{ApiError, Code};
+use crate::access::{AccessError, Code, Failure};
 use crate::store::StoreError;
 
 /// The body of every error response.
@@ -45,7 +45,7 @@ impl RestError {
 
 /// The status of each error code (Honcho's: 422 for bad input, 404, 409, 401; FORBIDDEN is 403,
 /// where Honcho answers 401 for a valid key out of scope too).
-fn status(code: &str) -> StatusCode {
+fn status(code: Code) -> StatusCode {
     const TABLE: &[(Code, StatusCode)] = &[
         (Code::BadUserInput, StatusCode::UNPROCESSABLE_ENTITY),
         (Code::NotFound, StatusCode::NOT_FOUND),
@@ -57,28 +57,25 @@ fn status(code: &str) -> StatusCode {
     ];
     TABLE
         .iter()
-        .find(|(c, _)| c.as_str() == code)
+        .find(|(c, _)| *c == code)
         .map_or(StatusCode::INTERNAL_SERVER_ERROR, |(_, s)| *s)
 }
 
-impl From<ApiError> for RestError {
-    fn from(e: ApiError) -> Self {
-        let code =
-            e.0.extensions
-                .as_ref()
-                .and_then(|x| x.get("code"))
-                .and_then(|v| match v {
-                    async_graphql::Value::String(s) => Some(s.clone()),
-                    _ => None,
-                })
-                .unwrap_or_default();
-        RestError::new(status(&code), e.0.message)
+impl From<Failure> for RestError {
+    fn from(f: Failure) -> Self {
+        RestError::new(status(f.code), f.message)
     }
 }
 
 impl From<StoreError> for RestError {
     fn from(e: StoreError) -> Self {
-        ApiError::from(e).into()
+        Failure::from(e).into()
+    }
+}
+
+impl From<AccessError> for RestError {
+    fn from(e: AccessError) -> Self {
+        Failure::from(e).into()
     }
 }
 

@@ -9,12 +9,12 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::RestState;
 use super::{Gate, RestError, RestResult};
+use crate::access::{On, rule};
 use crate::auth::{KeySpec, MintError};
-use crate::graphql::AppSchema;
-use crate::graphql::guard::{On, rule};
 
-pub fn routes() -> OpenApiRouter<AppSchema> {
+pub fn routes() -> OpenApiRouter<RestState> {
     OpenApiRouter::new().routes(routes!(create))
 }
 

@@ -11,16 +11,16 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::RestState;
 use super::messages::Message;
 use super::{Body, Gate, RestError, RestResult};
+use crate::access::{On, rule};
 use crate::dialectic::representation::{self, DEFAULT_MAX_CONCLUSIONS};
-use crate::graphql::AppSchema;
-use crate::graphql::guard::{On, rule};
 use crate::store::Store;
 use crate::store::message::MessageScope;
 use crate::store::page::{Cursor, MAX_PAGE, Order, Slice};
 
-pub fn routes() -> OpenApiRouter<AppSchema> {
+pub fn routes() -> OpenApiRouter<RestState> {
     OpenApiRouter::new()
         .routes(routes!(representation))
         .routes(routes!(card, set_card))

@@ -12,13 +12,13 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::RestState;
 use super::{Body, Gate, ListBody, Page, PageParams, RestError, RestResult, SearchBody, object};
-use crate::graphql::AppSchema;
-use crate::graphql::guard::{On, rule};
+use crate::access::{On, rule};
 use crate::store::Store;
 use crate::store::message::{MessageScope, NewMessage};
 
-pub fn routes() -> OpenApiRouter<AppSchema> {
+pub fn routes() -> OpenApiRouter<RestState> {
     OpenApiRouter::new()
         .routes(routes!(create))
         .routes(routes!(upload))
@@ -220,7 +220,7 @@ async fn message_of(
     workspace_id: &str,
     session_id: &str,
     message_id: &str,
-    field: crate::graphql::guard::Field,
+    field: crate::access::Field,
 ) -> RestResult<(crate::store::message::Message, Store)> {
     let access = gate
         .require(field, On::message(workspace_id, Some(session_id)))

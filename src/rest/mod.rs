@@ -3,11 +3,12 @@
 //! pagination, get-or-create answering 201 or 200, and `{"detail": ...}` errors.
 //!
 //! Each route does the work of a GraphQL field and is authorized by that field's row of
-//! [`guard::RULES`] ([`Gate::require`]): one rule table for both APIs. An option that reads
-//! another resource (a peer's memory, another session) is checked against the row of the field
-//! that reads that resource; `tests/it/rest_parity.rs` holds every route and option to what
-//! GraphQL answers the same key. The OpenAPI document at
-//! `/v3/openapi.json` is generated from the handlers' annotations.
+//! [`crate::access::RULES`] ([`Gate::require`]): one rule table for every API. An option that
+//! reads another resource (a peer's memory, another session) is checked against the row of the
+//! field that reads that resource; `tests/it/rest_parity.rs` holds every route and option to what
+//! GraphQL answers the same key. REST knows nothing of GraphQL: its state is the access layer's
+//! sealed store, the key settings and the dialectic. The OpenAPI document at `/v3/openapi.json`
+//! is generated from the handlers' annotations.
 
 pub mod chat;
 pub mod conclusions;
@@ -33,10 +34,8 @@ use serde_json::Value;
 use utoipa::{IntoParams, OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 
-use crate::auth::{Auth, Caller, Principal};
+use crate::access::{self, Access, Auth, Field, On, Principal, Sealed};
 use crate::dialectic::Dialectic;
-use crate::graphql::guard::{self, Access, Field, On, Sealed};
-use crate::graphql::{AppSchema, RequestLoader};
 use crate::store::Store;
 use crate::store::page::{MAX_PAGE, Order, Slice};
 pub use error::{RestError, RestResult};
@@ -49,7 +48,7 @@ pub use error::{RestError, RestResult};
 struct ApiDoc;
 
 /// Every route, with its OpenAPI description.
-fn api() -> OpenApiRouter<AppSchema> {
+fn api() -> OpenApiRouter<RestState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(workspaces::routes())
         .merge(peers::routes())
@@ -62,8 +61,27 @@ fn api() -> OpenApiRouter<AppSchema> {
         .merge(unsupported::routes())
 }
 
-/// The `/v3` routes and the OpenAPI document that describes them, over `schema`'s store and auth.
-pub fn router(schema: AppSchema) -> axum::Router {
+/// What every route is served with.
+#[derive(Clone)]
+pub struct RestState {
+    store: Sealed<Store>,
+    /// None: nobody is authenticated (a server always has one; some tests build without).
+    auth: Option<Auth>,
+    dialectic: Option<Dialectic>,
+}
+
+impl RestState {
+    pub fn new(store: Sealed<Store>, auth: Option<Auth>, dialectic: Option<Dialectic>) -> Self {
+        RestState {
+            store,
+            auth,
+            dialectic,
+        }
+    }
+}
+
+/// The `/v3` routes and the OpenAPI document that describes them, over `state`'s store and auth.
+pub fn router(state: RestState) -> axum::Router {
     let (router, doc) = api().split_for_parts();
     router
         .route(
@@ -82,7 +100,7 @@ pub fn router(schema: AppSchema) -> axum::Router {
                 )
             }),
         )
-        .with_state(schema)
+        .with_state(state)
 }
 
 /// The OpenAPI document of [`router`].
@@ -90,58 +108,46 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     api().split_for_parts().1
 }
 
-/// One request's way through the rules: its caller (from `Authorization: Bearer <key>`) and its
-/// loader, over the schema's sealed store.
+/// One request's way through the rules: the access layer's [`access::Gate`] for its caller (from
+/// `Authorization: Bearer <key>`), and the route's state.
 pub struct Gate {
-    schema: AppSchema,
-    caller: Caller,
-    loader: Sealed<RequestLoader>,
+    gate: access::Gate,
+    state: RestState,
 }
 
 impl Gate {
-    fn store(&self) -> RestResult<&Sealed<Store>> {
-        self.schema
-            .data::<Sealed<Store>>()
-            .ok_or_else(|| RestError::new(StatusCode::INTERNAL_SERVER_ERROR, "no store"))
-    }
-
-    /// Checks `field`'s rule (a [`guard::RULES`] row, `rule!(Type.field)`) on `on`.
+    /// Checks `field`'s rule (a [`crate::access::RULES`] row, `rule!(Type.field)`) on `on`.
     pub async fn require(&self, field: Field, on: On<'_>) -> RestResult<Access<'_>> {
-        Ok(guard::require_route(self.store()?, &self.loader, &self.caller, field, on).await?)
+        Ok(self.gate.require(field, on).await?)
     }
 
     /// The caller's principal (after [`Gate::require`] passed, for what the store decides by key).
     pub fn principal(&self) -> RestResult<Principal> {
-        self.caller
-            .principal()
-            .map_err(|e| RestError::new(StatusCode::UNAUTHORIZED, e.to_string()))
+        Ok(self.gate.principal()?)
     }
 
     pub fn auth(&self) -> Option<&Auth> {
-        self.schema.data::<Auth>()
+        self.state.auth.as_ref()
     }
 
     /// The dialectic, when an LLM is configured.
     pub fn dialectic(&self) -> Option<&Dialectic> {
-        self.schema.data::<Dialectic>()
+        self.state.dialectic.as_ref()
     }
 }
 
-impl FromRequestParts<AppSchema> for Gate {
+impl FromRequestParts<RestState> for Gate {
     type Rejection = RestError;
 
-    async fn from_request_parts(parts: &mut Parts, schema: &AppSchema) -> RestResult<Self> {
+    async fn from_request_parts(parts: &mut Parts, state: &RestState) -> RestResult<Self> {
         let header = parts
             .headers
             .get(AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
-        let store = schema
-            .data::<Sealed<Store>>()
-            .ok_or_else(|| RestError::new(StatusCode::INTERNAL_SERVER_ERROR, "no store"))?;
+        let caller = access::authenticate(state.auth.as_ref(), header);
         Ok(Gate {
-            schema: schema.clone(),
-            caller: crate::graphql::authenticate(schema, header),
-            loader: guard::request_loader(store),
+            gate: access::Gate::new(state.store.clone(), caller),
+            state: state.clone(),
         })
     }
 }

@@ -10,17 +10,17 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::RestState;
 use super::messages::Message;
 use super::sessions::Session;
 use super::workspaces::{CreateBody, UpdateBody};
 use super::{
     Body, Gate, ListBody, Page, PageParams, RestResult, SearchBody, created_or_found, object,
 };
-use crate::graphql::AppSchema;
-use crate::graphql::guard::{On, peer_reach, rule};
+use crate::access::{On, peer_reach, rule};
 use crate::store::message::MessageScope;
 
-pub fn routes() -> OpenApiRouter<AppSchema> {
+pub fn routes() -> OpenApiRouter<RestState> {
     OpenApiRouter::new()
         .routes(routes!(get_or_create))
         .routes(routes!(list))

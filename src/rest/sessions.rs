@@ -14,6 +14,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::RestState;
 use super::messages::Message;
 use super::peers::Peer;
 use super::workspaces::UpdateBody;
@@ -21,13 +22,11 @@ use super::{
     Body, Gate, ListBody, MessageBody, Page, PageParams, RestError, RestResult, SearchBody,
     created_or_found, object,
 };
-use crate::graphql::AppSchema;
-use crate::graphql::guard::{On, rule, session_reach};
-use crate::graphql::loaders::MembersKey;
+use crate::access::{On, rule, session_reach};
 use crate::store::message::MessageScope;
 use crate::store::session::{MemberConfig, SessionReach};
 
-pub fn routes() -> OpenApiRouter<AppSchema> {
+pub fn routes() -> OpenApiRouter<RestState> {
     OpenApiRouter::new()
         .routes(routes!(get_or_create))
         .routes(routes!(list))
@@ -253,10 +252,9 @@ async fn peers(
         .await?;
     let (page, size) = params.page_size()?;
     let members = access
-        .loader()
-        .load_one(MembersKey(workspace_id.clone(), session_id.clone()))
-        .await?
-        .unwrap_or_default();
+        .store()
+        .members_by_sessions(&[(workspace_id.clone(), session_id.clone())])
+        .await?;
     let total = members.len() as u64;
     let start = usize::try_from((page - 1).saturating_mul(size)).unwrap_or(usize::MAX);
     let keys: Vec<(String, String)> = members

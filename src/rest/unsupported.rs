@@ -5,11 +5,11 @@ use axum::http::StatusCode;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::RestState;
 use super::error::ErrorBody;
 use super::{RestError, RestResult};
-use crate::graphql::AppSchema;
 
-pub fn routes() -> OpenApiRouter<AppSchema> {
+pub fn routes() -> OpenApiRouter<RestState> {
     OpenApiRouter::new()
         .routes(routes!(scopes))
         .routes(routes!(scope))

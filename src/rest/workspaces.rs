@@ -11,16 +11,16 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::RestState;
 use super::messages::Message;
 use super::{
     Body, Gate, ListBody, MessageBody, Page, PageParams, RestResult, SearchBody, created_or_found,
     object,
 };
-use crate::graphql::AppSchema;
-use crate::graphql::guard::{On, rule};
+use crate::access::{On, rule};
 use crate::store::message::MessageScope;
 
-pub fn routes() -> OpenApiRouter<AppSchema> {
+pub fn routes() -> OpenApiRouter<RestState> {
     OpenApiRouter::new()
         .routes(routes!(get_or_create))
         .routes(routes!(list))

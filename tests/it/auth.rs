@@ -7,8 +7,9 @@ use async_graphql::parser::parse_schema;
 use async_graphql::parser::types::{BaseType, Type, TypeKind, TypeSystemDefinition};
 use chrono::{Duration, Utc};
 use futures::future::join_all;
+use honcho_graphql::access::{RULES, Rule};
 use honcho_graphql::auth::{Auth, KeySpec};
-use honcho_graphql::graphql::guard::{RULES, Rule, is_relay_container};
+use honcho_graphql::graphql::guard::is_relay_container;
 use honcho_graphql::graphql::{self, Limits};
 use serde_json::{Value, json};
 
@@ -115,7 +116,7 @@ fn every_field_that_needs_a_rule_has_one() {
         .collect();
     assert!(
         missing.is_empty(),
-        "fields without an authorization rule (add a row to graphql::guard::RULES and call \
+        "fields without an authorization rule (add a row to access::RULES and call \
          guard::require in the resolver): {missing:?}"
     );
     let stale: Vec<String> = table

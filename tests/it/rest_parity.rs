@@ -562,7 +562,8 @@ fn pick(value: &Value, pick: Pick) -> Vec<String> {
 async fn run_for(who: usize, llm: &LlmConfig) -> Vec<String> {
     let (rest, gql) = futures::join!(app(llm), app(llm));
     let (rest_fx, gql_fx) = (seed(&rest).await, seed(&gql).await);
-    let router = honcho_graphql::rest::router(rest.schema.clone());
+    let router =
+        honcho_graphql::rest::router(honcho_graphql::http::rest_state(&rest.schema, &rest.store));
     let key = key_of(who);
     let mut wrong = Vec::new();
     for row in MATRIX {

@@ -1,8 +1,9 @@
 use async_graphql::{Context, ID, InputObject, Json, Object};
 use serde_json::Value;
 
+use crate::access::{On, rule};
 use crate::graphql::error::ApiResult;
-use crate::graphql::guard::{self, On, rule};
+use crate::graphql::guard;
 use crate::graphql::prefetch;
 use crate::graphql::types::Conclusion;
 use crate::graphql::types::conclusion::ConclusionLevel;

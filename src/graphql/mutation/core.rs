@@ -2,8 +2,9 @@ use crate::graphql::scalars::DateTime;
 use async_graphql::{Context, ID, InputObject, Json, Object};
 use serde_json::Value;
 
+use crate::access::{On, rule};
 use crate::graphql::error::ApiResult;
-use crate::graphql::guard::{self, On, rule};
+use crate::graphql::guard;
 use crate::graphql::prefetch;
 use crate::graphql::types::{Message, Peer, Session, SessionPeer, Workspace};
 use crate::store::message::NewMessage;
@@ -103,7 +104,7 @@ impl CoreMutation {
     ) -> ApiResult<Peer> {
         let on = On::peer(&workspace_id, &id);
         let access = guard::require(ctx, rule!(MutationRoot.getOrCreatePeer), on).await?;
-        let reach = guard::peer_reach(&guard::principal(ctx)?);
+        let reach = crate::access::peer_reach(&guard::principal(ctx)?);
         let peer = access
             .store()
             .get_or_create_peer(
@@ -162,7 +163,7 @@ impl CoreMutation {
                 json(metadata),
                 json(configuration),
                 &peers,
-                guard::session_reach(&principal),
+                crate::access::session_reach(&principal),
             )
             .await?;
         Ok(Session(session))

@@ -1,8 +1,9 @@
 use async_graphql::{Context, ID, Object};
 
+use crate::access::{On, rule};
 use crate::auth::{Auth, KeySpec, MintError};
 use crate::graphql::error::{ApiResult, Code, bad_input};
-use crate::graphql::guard::{self, On, rule};
+use crate::graphql::guard;
 use crate::graphql::scalars::DateTime;
 
 /// API keys.

@@ -3,8 +3,9 @@ use async_graphql::{Context, Enum, ID, Json, Object, SimpleObject};
 use serde_json::Value;
 
 use super::{Message, Peer, Session};
+use crate::access::{On, rule};
 use crate::graphql::error::ApiResult;
-use crate::graphql::guard::{self, On, rule};
+use crate::graphql::guard;
 use crate::graphql::loaders::{ConclusionKey, DerivedKey, PeerKey, SessionKey, SourceMessagesKey};
 use crate::graphql::prefetch;
 use crate::store::conclusion::{self as sc, Level};

@@ -3,8 +3,9 @@ use async_graphql::{Context, ID, Json, Object};
 use serde_json::Value;
 
 use super::{Peer, Session};
+use crate::access::{On, rule};
 use crate::graphql::error::ApiResult;
-use crate::graphql::guard::{self, On, rule};
+use crate::graphql::guard;
 use crate::graphql::loaders::{PeerKey, RangeKey, SessionKey};
 use crate::graphql::prefetch;
 use crate::store::message::SeqRange;

@@ -5,10 +5,11 @@ use serde_json::Value;
 
 use super::search::{self, SearchArgs, SearchResult};
 use super::{Conclusion, Message, Session};
+use crate::access::{On, rule};
 use crate::dialectic::{self, Dialectic, Question};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
 use crate::graphql::error::{ApiError, ApiResult, Code};
-use crate::graphql::guard::{self, On, rule};
+use crate::graphql::guard;
 use crate::graphql::prefetch;
 use crate::store::message::MessageScope;
 

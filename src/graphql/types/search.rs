@@ -8,8 +8,9 @@ use serde_json::Value;
 
 use super::Message;
 use super::filter::{MessageWhere, filter_json};
+use crate::access::{On, rule};
 use crate::graphql::error::ApiResult;
-use crate::graphql::guard::{self, Access, On, rule};
+use crate::graphql::guard::{self, Access};
 use crate::graphql::loaders::RangeKey;
 use crate::graphql::prefetch;
 use crate::store::message::Message as Row;

@@ -5,9 +5,10 @@ use serde_json::Value;
 
 use super::search::{self, SearchArgs, SearchResult};
 use super::{Message, Peer};
+use crate::access::{On, rule};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
 use crate::graphql::error::ApiResult;
-use crate::graphql::guard::{self, On, rule};
+use crate::graphql::guard;
 use crate::graphql::loaders::{MembersKey, PeerKey};
 use crate::graphql::prefetch;
 use crate::store::message::MessageScope;

@@ -7,9 +7,10 @@ use serde_json::Value;
 
 use super::search::{self, SearchArgs, SearchResult};
 use super::{Conclusion, Message, Peer, Session};
+use crate::access::{On, rule};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
 use crate::graphql::error::{ApiResult, bad_input};
-use crate::graphql::guard::{self, On, rule};
+use crate::graphql::guard;
 use crate::graphql::loaders::{ConclusionKey, PeerKey, SessionKey};
 use crate::graphql::prefetch;
 use crate::store::message::MessageScope;

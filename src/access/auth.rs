@@ -1,7 +1,7 @@
 //! API keys: Honcho's JWTs (docs/security.md). HS256, the key is the secret's bytes; claims `ad` (admin),
 //! `w` (workspace), `p` (peer), `s` (session), `t` (creation time, informational) and `exp`
 //! (expiry, seconds since the epoch). A key decodes to a [`Principal`]; what a principal may reach
-//! is decided per field in [`crate::graphql::guard`].
+//! is decided by the rules of [`crate::access`].
 //!
 //! Two defects of Honcho v3.0.12 are fixed here: `exp` is numeric (Honcho mints an ISO string that
 //! its own verifier then rejects, so expiring keys never worked), and a non-admin token with no

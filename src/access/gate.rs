@@ -1,0 +1,51 @@
+//! The way to the store for the APIs that serve one call per request (REST routes, MCP tools):
+//! the caller's key and the sealed store. GraphQL has its own (`graphql::guard`), which adds the
+//! request's loader and reads the caller from the request's data; both ask [`check`].
+
+use super::{AccessError, Caller, Field, On, Principal, Sealed, check};
+use crate::store::Store;
+
+/// One request's caller and the store it may reach through [`Gate::require`].
+#[derive(Clone)]
+pub struct Gate {
+    store: Sealed<Store>,
+    caller: Caller,
+}
+
+/// What a passed check gives a REST route or an MCP tool: the store. [`Gate::require`] is the
+/// only constructor.
+#[derive(Clone, Copy)]
+pub struct Access<'a> {
+    store: &'a Store,
+}
+
+impl<'a> Access<'a> {
+    pub fn store(&self) -> &'a Store {
+        self.store
+    }
+}
+
+impl Gate {
+    pub fn new(store: Sealed<Store>, caller: Caller) -> Self {
+        Gate { store, caller }
+    }
+
+    /// Checks `field`'s rule (a [`super::RULES`] row, `rule!(Type.field)`) on `on`.
+    pub async fn require(&self, field: Field, on: On<'_>) -> Result<Access<'_>, AccessError> {
+        let granted = check(Some(&self.store), || self.caller.principal(), field, on).await?;
+        Ok(Access {
+            store: self.store.open(&granted),
+        })
+    }
+
+    /// The caller's principal (after [`Gate::require`] passed, for what the store decides by key).
+    pub fn principal(&self) -> Result<Principal, AccessError> {
+        self.caller
+            .principal()
+            .map_err(AccessError::Unauthenticated)
+    }
+
+    pub fn caller(&self) -> &Caller {
+        &self.caller
+    }
+}
