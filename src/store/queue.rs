@@ -318,8 +318,8 @@ impl Store {
         Ok(row.map(|r| r.try_get("", "n")).transpose()?.unwrap_or(0))
     }
 
-    /// Queued messages of the workspace by state (one per message and observer), and the last
-    /// failure recorded.
+    /// Queued messages of the workspace by state (one per message and observer), and the newest
+    /// failure of a unit that has not completed a batch since.
     #[tracing::instrument(name = "store.deriver_status", level = "debug", skip_all)]
     pub async fn deriver_status(&self, workspace: &str) -> StoreResult<QueueStatus> {
         let counts = self
@@ -503,7 +503,9 @@ async fn hold_unit(txn: &DatabaseTransaction, claim: &Claim) -> StoreResult<()> 
 }
 
 /// Takes the batch's messages off the queue and releases the unit's lease; what is left queued
-/// sets when the unit is next ready.
+/// sets when the unit is next ready. A batch that got this far succeeded, so the unit's last
+/// error is cleared: `deriverStatus.lastError` names only units that have not recovered (each
+/// failure stays in the log and in `honcho_deriver_batches_total{outcome="failed"}`).
 async fn dequeue_batch(txn: &DatabaseTransaction, claim: &Claim) -> StoreResult<()> {
     txn.execute_raw(stmt(
         "DELETE FROM deriver_items WHERE id = ANY($1::bigint[])",
@@ -514,7 +516,7 @@ async fn dequeue_batch(txn: &DatabaseTransaction, claim: &Claim) -> StoreResult<
         "UPDATE deriver_units SET \
            pending_tokens = greatest(pending_tokens - $2, 0), \
            oldest_at = (SELECT min(enqueued_at) FROM deriver_items WHERE unit_id = $1), \
-           lease_owner = NULL, lease_until = NULL \
+           lease_owner = NULL, lease_until = NULL, last_error = NULL, last_error_at = NULL \
          WHERE id = $1",
         [claim.unit_id.into(), claim.tokens.into()],
     ))

@@ -480,22 +480,24 @@ async fn unknown_premises_are_dropped_and_self_citations_and_cycles_refused() {
     );
 }
 
+/// While `broken`, a model that cannot produce JSON; else one that hears Alice keep bees.
+fn bees_unless(broken: bool, body: &Value) -> Reply {
+    if broken {
+        return Reply::Content("I am unable to produce JSON right now.".into());
+    }
+    let (system, _) = prompts(body);
+    if system.contains("NEW messages") {
+        Reply::json(facts(&[("Alice keeps bees", &[1])]))
+    } else {
+        Reply::json(no_conclusions())
+    }
+}
+
 #[tokio::test]
 async fn a_batch_the_llm_cannot_answer_fails_visibly_and_resumes_after_a_retry() {
     let broken = Arc::new(AtomicBool::new(true));
     let b = broken.clone();
-    let fake = FakeLlm::start(move |_, body| {
-        if b.load(Ordering::SeqCst) {
-            return Reply::Content("I am unable to produce JSON right now.".into());
-        }
-        let (system, _) = prompts(body);
-        if system.contains("NEW messages") {
-            Reply::json(facts(&[("Alice keeps bees", &[1])]))
-        } else {
-            Reply::json(no_conclusions())
-        }
-    })
-    .await;
+    let fake = FakeLlm::start(move |_, body| bees_unless(b.load(Ordering::SeqCst), body)).await;
     let (app, deriver) = app_with(&fake).await;
     say(&app, "s", &[("alice", "My bees made honey this year")]).await;
     let reports = drain_any(&deriver).await;
@@ -544,6 +546,44 @@ async fn a_batch_the_llm_cannot_answer_fails_visibly_and_resumes_after_a_retry()
         metrics.contains("honcho_deriver_batches_total{outcome=\"failed\"}"),
         "{metrics}"
     );
+}
+
+#[tokio::test]
+async fn a_units_last_error_is_cleared_once_its_retry_succeeds() {
+    // Every call fails while `broken`; calls about lavender fail while `lavender_broken` too.
+    let broken = Arc::new(AtomicBool::new(true));
+    let lavender_broken = Arc::new(AtomicBool::new(true));
+    let (b, l) = (broken.clone(), lavender_broken.clone());
+    let fake = FakeLlm::start(move |_, body| {
+        let lavender = prompts(body).1.contains("lavender");
+        bees_unless(
+            b.load(Ordering::SeqCst) || (l.load(Ordering::SeqCst) && lavender),
+            body,
+        )
+    })
+    .await;
+    let (app, deriver) = app_with(&fake).await;
+    say(&app, "s1", &[("alice", "My bees made honey this year")]).await;
+    say(&app, "s2", &[("alice", "I grow lavender")]).await;
+    assert_eq!(drain_any(&deriver).await.len(), 2);
+    assert_eq!(status(&app).await["failed"], 2);
+    let retry = "mutation { retryFailedDerivations(workspaceId: \"w\") }";
+
+    // s1's unit recovers, s2's fails again: the error shown is the unit still failing.
+    broken.store(false, Ordering::SeqCst);
+    app.ok(retry, json!({})).await;
+    drain_any(&deriver).await;
+    let s = status(&app).await;
+    assert_eq!(s["failed"], 1);
+    assert_eq!(s["lastError"]["sessionId"], "s2", "{s}");
+
+    // Once every unit has recovered, no error is shown.
+    lavender_broken.store(false, Ordering::SeqCst);
+    app.ok(retry, json!({})).await;
+    drain(&deriver).await;
+    let s = status(&app).await;
+    assert_eq!(s["failed"], 0);
+    assert_eq!(s["lastError"], Value::Null, "{s}");
 }
 
 #[tokio::test]

@@ -13,7 +13,9 @@ pub struct DeriverStatus {
     pub in_progress: i64,
     /// Held back by a failed batch until `retryFailedDerivations`.
     pub failed: i64,
-    /// The most recent failure in the workspace (kept after a retry succeeds).
+    /// The most recent failure in the workspace among units that have not completed a batch
+    /// since (a unit's next successful batch clears its error; the log and `/metrics` keep
+    /// every failure).
     pub last_error: Option<DeriverError>,
 }
 
