@@ -4,6 +4,11 @@
 //! 408, 429, 5xx, timeouts and connection errors are retried up to `max_retries` times with
 //! exponential backoff and jitter (a `Retry-After` in seconds is honoured up to 10 s). Other
 //! statuses fail at once. A streamed answer is retried only until its head arrives.
+//!
+//! Nothing is read without a bound: an answer longer than its endpoint's `max_answer_bytes` fails
+//! (by its `Content-Length` before a byte of it is read, else as soon as it passes the bound)
+//! and is not retried, and only the first [`ERROR_BODY_BYTES`] of an error status's body are read
+//! for its message.
 
 use std::time::Duration;
 
@@ -14,6 +19,8 @@ use serde::Deserialize;
 const BACKOFF_BASE: Duration = Duration::from_millis(200);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 const RETRY_AFTER_MAX: Duration = Duration::from_secs(10);
+/// What is read of a failed response's body: enough for any provider's error message.
+pub(crate) const ERROR_BODY_BYTES: usize = 64 * 1024;
 
 /// Where and how to POST.
 pub(crate) struct Endpoint<'a> {
@@ -22,6 +29,8 @@ pub(crate) struct Endpoint<'a> {
     pub api_key: Option<&'a str>,
     pub timeout: Duration,
     pub max_retries: u32,
+    /// The longest answer body read; a longer one is [`Failure::TooLarge`].
+    pub max_answer_bytes: usize,
 }
 
 /// Why the last attempt failed.
@@ -29,7 +38,12 @@ pub(crate) struct Endpoint<'a> {
 pub(crate) enum Failure {
     Timeout,
     Transport(String),
-    Status { status: StatusCode, message: String },
+    Status {
+        status: StatusCode,
+        message: String,
+    },
+    /// The answer's body is longer than the endpoint's `max_answer_bytes` (the bound).
+    TooLarge(usize),
 }
 
 /// A POST that did not succeed, after `attempts` attempts.
@@ -52,6 +66,8 @@ impl PostError {
 pub(crate) fn retryable(failure: &Failure) -> bool {
     match failure {
         Failure::Timeout | Failure::Transport(_) => true,
+        // A server that answers too much once will do it again.
+        Failure::TooLarge(_) => false,
         Failure::Status { status, .. } => {
             *status == StatusCode::TOO_MANY_REQUESTS
                 || *status == StatusCode::REQUEST_TIMEOUT
@@ -67,8 +83,7 @@ pub(crate) async fn post_json(
 ) -> Result<Vec<u8>, PostError> {
     retrying(endpoint, || async {
         let response = send(endpoint, body).await?;
-        let bytes = response.bytes().await.map_err(transport)?;
-        Ok(bytes.to_vec())
+        read_capped(response, endpoint.max_answer_bytes).await
     })
     .await
 }
@@ -111,6 +126,41 @@ where
     }
 }
 
+/// A response's body, failing with [`Failure::TooLarge`] when it is longer than `limit` bytes:
+/// at once when its `Content-Length` says so, else when the bytes read pass `limit`.
+pub(crate) async fn read_capped(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, (Failure, Option<Duration>)> {
+    let too_large = || (Failure::TooLarge(limit), None);
+    if response.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(transport)? {
+        if body.len() + chunk.len() > limit {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// The first `limit` bytes of a response's body (the rest is not read).
+async fn read_prefix(mut response: reqwest::Response, limit: usize) -> Vec<u8> {
+    let mut body = Vec::new();
+    while body.len() < limit {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                body.extend_from_slice(&chunk[..chunk.len().min(limit - body.len())])
+            }
+            // A message cut short by the connection is still the best one there is.
+            Ok(None) | Err(_) => break,
+        }
+    }
+    body
+}
+
 /// The failure of a request that got no complete answer.
 pub(crate) fn transport(e: reqwest::Error) -> (Failure, Option<Duration>) {
     if e.is_timeout() {
@@ -145,7 +195,7 @@ async fn send(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(Duration::from_secs);
-    let bytes = response.bytes().await.map_err(transport)?;
+    let bytes = read_prefix(response, ERROR_BODY_BYTES).await;
     let message = error_message(&bytes);
     Err((Failure::Status { status, message }, retry_after))
 }

@@ -12,6 +12,8 @@
 //! 10 s), so one request takes at most about `(max_retries + 1) × timeout + Σ backoff` (with the defaults,
 //! 4 × 30 s + < 4 s). Other statuses fail at once. Vectors of another length than the configured dims are an
 //! error; vectors are L2-normalised before they are returned (OpenAI's already are; cosine is unaffected).
+//! An answer longer than [`max_answer_bytes`] for its inputs (room for every vector as JSON floats) is an
+//! error, found before it is read whole.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -26,6 +28,13 @@ use crate::retry::{Endpoint, Failure, PostError, post_json};
 
 /// Most texts sent in one HTTP request.
 pub const OPENAI_MAX_INPUTS_PER_REQUEST: usize = 96;
+
+/// The longest answer read for `inputs` vectors of `dims` dimensions: each as JSON floats of up
+/// to 32 characters (base64 takes under 6 per float), with 1 KiB per vector and 64 KiB per answer
+/// for the rest of the JSON.
+pub fn max_answer_bytes(inputs: usize, dims: usize) -> usize {
+    64 * 1024 + inputs * (1024 + 32 * dims)
+}
 
 /// Embedder for an OpenAI-compatible HTTP API; see the module docs.
 pub struct OpenAiEmbedder {
@@ -167,6 +176,7 @@ impl OpenAiEmbedder {
             api_key: self.api_key.as_deref(),
             timeout: self.timeout,
             max_retries: self.max_retries,
+            max_answer_bytes: max_answer_bytes(texts.len(), self.dims),
         };
         let mut base64 = !self.floats_only.load(Ordering::Relaxed);
         loop {
@@ -208,6 +218,9 @@ impl OpenAiEmbedder {
                 attempts,
                 message,
             },
+            Failure::TooLarge(limit) => EmbedError::BadResponse(format!(
+                "the answer is longer than {limit} bytes, the most read for its inputs"
+            )),
         }
     }
 
@@ -600,6 +613,22 @@ mod tests {
             [true, false, false],
             "refused once, then floats only"
         );
+    }
+
+    #[tokio::test]
+    async fn an_answer_longer_than_its_inputs_need_is_refused_unread_and_not_retried() {
+        let bloat = "x".repeat(max_answer_bytes(1, 8));
+        let (stub, url) = stub(move |_, _| {
+            Reply::Raw(json!({"data": [{"index": 0, "embedding": vec![0.5f32; 8]}], "pad": bloat}))
+        })
+        .await;
+        let e = crate::embed::build(&config(&url, 8)).unwrap().unwrap();
+        let err = e.embed(&strings(&["hi"])).await.unwrap_err();
+        assert!(
+            matches!(&err, EmbedError::BadResponse(m) if m.contains("longer than")),
+            "{err:?}"
+        );
+        assert_eq!(stub.hits.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]

@@ -8,6 +8,9 @@
 //! works, and the step that worked is remembered for the endpoint. An answer that is still not a
 //! JSON object of the expected shape is an error the caller records, never an empty result.
 //!
+//! An answer is read up to [`MAX_ANSWER_BYTES`], whole or streamed: a longer one is
+//! [`LlmError::TooLarge`], not read further and not asked again.
+//!
 //! `HONCHO_LLM=none` (the default) builds no LLM: [`build`] returns `None`.
 
 mod extract;
@@ -20,6 +23,11 @@ pub use extract::{conforms, json_object_in};
 pub use openai::OpenAiChat;
 
 use crate::config::{LlmConfig, LlmKind};
+
+/// The most bytes of one answer's HTTP body that are read (the server-sent events of a streamed
+/// one counted together). The longest answer asked for, 8,192 tokens, streamed one token per
+/// event of a few hundred bytes, is under a quarter of it.
+pub const MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
 
 /// How the answer's shape is asked for, from the strictest to the loosest. A request starts at
 /// the endpoint's remembered step and moves down when a step fails.
@@ -111,6 +119,9 @@ pub enum LlmError {
     },
     #[error("LLM request timed out after {attempts} attempt(s) of {timeout:?} each")]
     Timeout { attempts: u32, timeout: Duration },
+    /// The answer's body passed [`MAX_ANSWER_BYTES`]; what was read of it is dropped.
+    #[error("the LLM's answer is longer than {0} bytes, the most that is read of one")]
+    TooLarge(usize),
     /// The server's answer is not a chat completion.
     #[error("LLM server sent an invalid response: {0}")]
     BadResponse(String),

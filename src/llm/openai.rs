@@ -10,7 +10,8 @@
 //!
 //! A streamed text answer asks with `stream: true` and reads the server-sent events of the reply
 //! (`data: {chunk}` lines, then `data: [DONE]`), passing on each chunk's `delta.content` as it
-//! comes. A server that ignores `stream` and answers one completion gives one piece.
+//! comes. A server that ignores `stream` and answers one completion gives one piece. Either way
+//! the body is read up to [`MAX_ANSWER_BYTES`] (a stream's events counted together).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -22,11 +23,11 @@ use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{
-    JsonReply, JsonRequest, Llm, LlmError, OutputMode, TextRequest, TextStream, conforms,
-    json_object_in,
+    JsonReply, JsonRequest, Llm, LlmError, MAX_ANSWER_BYTES, OutputMode, TextRequest, TextStream,
+    conforms, json_object_in,
 };
 use crate::config::LlmConfig;
-use crate::retry::{Endpoint, Failure, PostError, post_for_stream, post_json};
+use crate::retry::{Endpoint, Failure, PostError, post_for_stream, post_json, read_capped};
 
 /// Client for one OpenAI-compatible chat endpoint; see the module docs.
 pub struct OpenAiChat {
@@ -180,6 +181,7 @@ impl OpenAiChat {
             api_key: self.api_key.as_deref(),
             timeout: self.timeout,
             max_retries: self.max_retries,
+            max_answer_bytes: MAX_ANSWER_BYTES,
         }
     }
 
@@ -227,6 +229,8 @@ impl OpenAiChat {
                     message,
                 });
             }
+            // Another output mode would not make the model say less.
+            Failure::TooLarge(limit) => return StepError::Final(LlmError::TooLarge(limit)),
             Failure::Status { message, .. } => LlmError::Http {
                 status,
                 attempts,
@@ -332,7 +336,14 @@ impl Llm for OpenAiChat {
             .and_then(|t| t.to_str().ok())
             .is_some_and(|t| t.starts_with("text/event-stream"));
         if !events {
-            let bytes = response.bytes().await.map_err(|e| broke_off(&e, timeout))?;
+            let bytes = read_capped(response, MAX_ANSWER_BYTES)
+                .await
+                .map_err(|(failure, _)| {
+                    self.request_error(PostError {
+                        failure,
+                        attempts: 1,
+                    })
+                })?;
             let text = whole_text(&bytes)?;
             return Ok(futures::stream::iter((!text.is_empty()).then_some(Ok(text))).boxed());
         }
@@ -360,12 +371,24 @@ fn pieces(
 ) -> impl Stream<Item = Result<String, LlmError>> {
     async_stream::try_stream! {
         let _permit = permit;
-        let mut events = response.bytes_stream().eventsource();
+        let mut read = 0;
+        let mut events = response
+            .bytes_stream()
+            .map(move |chunk| {
+                let chunk = chunk.map_err(Body::Broken)?;
+                read += chunk.len();
+                if read > MAX_ANSWER_BYTES {
+                    return Err(Body::TooLarge);
+                }
+                Ok(chunk)
+            })
+            .eventsource();
         let mut reasoning = String::new();
         let mut answered = false;
         while let Some(event) = events.next().await {
             let event = event.map_err(|e| match e {
-                EventStreamError::Transport(e) => broke_off(&e, timeout),
+                EventStreamError::Transport(Body::Broken(e)) => broke_off(&e, timeout),
+                EventStreamError::Transport(Body::TooLarge) => LlmError::TooLarge(MAX_ANSWER_BYTES),
                 e => LlmError::BadResponse(format!("the event stream is malformed: {e}")),
             })?;
             if event.data.trim() == "[DONE]" {
@@ -383,6 +406,16 @@ fn pieces(
             yield reasoning;
         }
     }
+}
+
+/// Why a streamed answer's body stopped.
+#[derive(Debug, thiserror::Error)]
+enum Body {
+    #[error(transparent)]
+    Broken(reqwest::Error),
+    /// It passed [`MAX_ANSWER_BYTES`].
+    #[error("the answer is longer than {MAX_ANSWER_BYTES} bytes")]
+    TooLarge,
 }
 
 /// A chunk's `delta.content` and reasoning delta; an error object sent mid-stream is an error.

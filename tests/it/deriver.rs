@@ -587,6 +587,31 @@ async fn a_units_last_error_is_cleared_once_its_retry_succeeds() {
 }
 
 #[tokio::test]
+async fn an_oversized_llm_answer_fails_the_unit_visibly_and_writes_nothing() {
+    let too_long = "x".repeat(honcho_graphql::llm::MAX_ANSWER_BYTES + 1);
+    let fake = FakeLlm::start(move |_, _| Reply::Content(too_long.clone())).await;
+    let (app, deriver) = app_with(&fake).await;
+    say(&app, "s", &[("alice", "My bees made honey this year")]).await;
+    let reports = drain_any(&deriver).await;
+    let [BatchReport::Failed { error, .. }] = reports.as_slice() else {
+        panic!("{reports:?}");
+    };
+    assert!(
+        error.contains("explicit pass") && error.contains("longer than"),
+        "{error}"
+    );
+    assert_eq!(fake.hits(), 1, "not asked again");
+    let s = status(&app).await;
+    assert_eq!(
+        (s["failed"].clone(), s["pending"].clone()),
+        (json!(1), json!(0))
+    );
+    let message = s["lastError"]["message"].as_str().unwrap();
+    assert!(message.contains("longer than"), "{message}");
+    assert!(conclusions(&app).await.is_empty(), "nothing half-written");
+}
+
+#[tokio::test]
 async fn a_killed_workers_unit_is_taken_over_after_its_lease_and_written_once() {
     let fake = fake(|pass| match pass {
         Pass::Explicit { .. } => facts(&[("Alice plays the cello", &[1])]),

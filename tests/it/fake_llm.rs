@@ -18,6 +18,8 @@ use tokio::sync::Notify;
 pub enum Reply {
     /// A completion whose message content is this text.
     Content(String),
+    /// [`Reply::Content`] sent in pieces, with no `Content-Length`.
+    Unsized(String),
     /// A completion with empty content and this text in `reasoning_content`.
     Reasoning(String),
     /// An error status with an OpenAI-style error body.
@@ -39,6 +41,8 @@ pub enum Chunk {
     Reasoning(&'static str),
     /// A `data:` line as it is.
     Raw(&'static str),
+    /// This many chunks, each with this `delta.content`.
+    Repeat(String, usize),
     /// Nothing more is sent until the test opens the gate.
     Wait(Arc<Notify>),
     /// Nothing more is sent for this long.
@@ -142,6 +146,18 @@ async fn answer(n: u32, body: &Value, reply: Reply, abandoned: &Arc<AtomicU32>) 
     };
     match reply {
         Reply::Content(text) => completion(json!({"role": "assistant", "content": text})),
+        Reply::Unsized(text) => {
+            let body = completion(json!({"role": "assistant", "content": text}));
+            let bytes = axum::body::to_bytes(body.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            let pieces: Vec<Result<Vec<u8>, std::io::Error>> =
+                bytes.chunks(64 * 1024).map(|c| Ok(c.to_vec())).collect();
+            Response::builder()
+                .header("content-type", "application/json")
+                .body(Body::from_stream(futures::stream::iter(pieces)))
+                .unwrap()
+        }
         Reply::Reasoning(text) => {
             completion(json!({"role": "assistant", "content": "", "reasoning_content": text}))
         }
@@ -187,6 +203,11 @@ fn stream(n: u32, chunks: Vec<Chunk>, abandoned: Arc<AtomicU32>) -> Response {
                 Chunk::Content(text) => yield delta(json!({"content": text})),
                 Chunk::Reasoning(text) => yield delta(json!({"reasoning_content": text})),
                 Chunk::Raw(data) => yield Ok(format!("data: {data}\n\n")),
+                Chunk::Repeat(text, n) => {
+                    for _ in 0..n {
+                        yield delta(json!({"content": &text}));
+                    }
+                }
                 Chunk::Wait(gate) => gate.notified().await,
                 Chunk::Sleep(d) => tokio::time::sleep(d).await,
                 Chunk::Break => {

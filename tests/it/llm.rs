@@ -7,12 +7,13 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use honcho_graphql::llm::{
-    JsonRequest, Llm, LlmError, OpenAiChat, OutputMode, TextRequest, TextStream,
+    JsonRequest, Llm, LlmError, MAX_ANSWER_BYTES, OpenAiChat, OutputMode, TextRequest, TextStream,
 };
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use crate::fake_llm::{Chunk, FakeLlm, Reply, format_of};
+use crate::harness::TestApp;
 
 fn request() -> JsonRequest {
     JsonRequest {
@@ -422,4 +423,73 @@ async fn dropping_a_stream_stops_the_request_and_frees_its_place() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(fake.abandoned(), 1, "the model saw its client go away");
+}
+
+/// An answer one byte longer than the client reads.
+fn oversized() -> String {
+    "x".repeat(MAX_ANSWER_BYTES + 1)
+}
+
+fn too_large(err: &LlmError) -> bool {
+    matches!(err, LlmError::TooLarge(MAX_ANSWER_BYTES))
+}
+
+#[tokio::test]
+async fn an_oversized_answer_fails_at_once_whether_its_length_is_announced_or_not() {
+    for announced in [true, false] {
+        let fake = FakeLlm::start(move |_, _| match announced {
+            true => Reply::Content(oversized()),
+            false => Reply::Unsized(oversized()),
+        })
+        .await;
+        let llm = OpenAiChat::new(&fake.config()).unwrap();
+        let err = llm.complete_json(&request()).await.unwrap_err();
+        assert!(too_large(&err), "{err:?}");
+        assert!(err.to_string().contains("longer than"), "{err}");
+        let err = llm.complete_text(&question()).await.unwrap_err();
+        assert!(too_large(&err), "{err:?}");
+        // A server that ignores `stream` and answers one completion.
+        let err = llm.stream_text(&question()).await.err().unwrap();
+        assert!(too_large(&err), "{err:?}");
+        assert_eq!(
+            fake.hits(),
+            3,
+            "neither retried nor asked in another output mode"
+        );
+        assert_eq!(llm.mode(), OutputMode::JsonSchema);
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_answer_longer_than_the_cap_ends_with_the_error() {
+    let piece = "x".repeat(64 * 1024);
+    let pieces = MAX_ANSWER_BYTES / piece.len() + 1;
+    let fake =
+        FakeLlm::start(move |_, _| Reply::Stream(vec![Chunk::Repeat(piece.clone(), pieces)])).await;
+    let llm = OpenAiChat::new(&fake.config()).unwrap();
+    let got: Vec<_> = llm.stream_text(&question()).await.unwrap().collect().await;
+    let (last, read) = got.split_last().unwrap();
+    assert!(too_large(last.as_ref().unwrap_err()), "{last:?}");
+    assert!(read.iter().all(Result::is_ok));
+    assert!(read.len() < pieces, "{} pieces passed on", read.len());
+}
+
+#[tokio::test]
+async fn an_oversized_chat_answer_fails_the_request_as_service_unavailable() {
+    let fake = FakeLlm::start(|_, _| Reply::Content(oversized())).await;
+    let app = TestApp::new().await.with_llm(&fake.config());
+    app.ok(
+        "mutation { createMessages(workspaceId: \"w\", sessionId: \"s\", \
+         messages: [{peerId: \"alice\", content: \"I hike\"}]) { id } }",
+        json!({}),
+    )
+    .await;
+    let (code, message) = app
+        .err(
+            "{ workspace(id: \"w\") { peer(id: \"alice\") { chat(query: \"What does alice do?\") } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(code, "SERVICE_UNAVAILABLE");
+    assert!(message.contains("longer than"), "{message}");
 }
