@@ -92,9 +92,20 @@ enum MigrateAction {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     // SAFETY: first thing in main: no other thread exists yet.
-    unsafe { honcho_graphql::runtime() }?.block_on(run())
+    let result = unsafe { honcho_graphql::runtime() }
+        .map_err(anyhow::Error::from)
+        .and_then(|rt| rt.block_on(run()));
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        // One line, the error and its causes, whatever RUST_BACKTRACE says: a failed start or
+        // migration says what to do, and a backtrace of main's stack would bury it.
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 async fn run() -> anyhow::Result<()> {

@@ -31,10 +31,56 @@ pub(crate) fn embedding_dims() -> u32 {
     EMBEDDING_DIMS.load(Ordering::SeqCst)
 }
 
-/// The HNSW index over a table's full-precision vectors (cosine), as conclusions have it.
-pub fn full_precision_vector_index(table: &str) -> String {
+/// The most dimensions pgvector's HNSW indexes a `vector` of.
+pub const MAX_FULL_PRECISION_DIMS: u32 = 2000;
+/// The most dimensions the vector columns may have: conclusions' vectors wider than
+/// [`MAX_FULL_PRECISION_DIMS`] are indexed by their half-precision cast, and pgvector's HNSW
+/// indexes a `halfvec` of at most this many. (The messages' bit index would take 64,000.)
+pub const MAX_EMBEDDING_DIMS: u32 = 4000;
+
+/// Refuses a dimension the vector indexes cannot be built for, in one line that says what to do.
+pub fn check_embedding_dims(dims: u32) -> Result<(), String> {
+    if (1..=MAX_EMBEDDING_DIMS).contains(&dims) {
+        return Ok(());
+    }
+    Err(format!(
+        "{dims}-dimensional embeddings cannot be indexed: pgvector's HNSW takes at most \
+         {MAX_EMBEDDING_DIMS} dimensions (as halfvec); choose an embedder of at most \
+         {MAX_EMBEDDING_DIMS} dimensions (HONCHO_EMBEDDER, HONCHO_OPENAI_MODEL, HONCHO_OPENAI_DIMS)"
+    ))
+}
+
+/// Whether the index over `dims`-dimensional vectors is over their half-precision cast (wider
+/// than pgvector indexes at full precision). A query orders by [`indexed_distance`] to use it.
+pub fn indexes_half_precision(dims: u32) -> bool {
+    dims > MAX_FULL_PRECISION_DIMS
+}
+
+/// The cosine distance between `column` and `query` as the index over `dims`-dimensional
+/// vectors orders it: the vectors themselves, or their half-precision casts.
+pub fn indexed_distance(column: &str, query: &str, dims: u32) -> String {
+    if indexes_half_precision(dims) {
+        format!("({column})::halfvec({dims}) <=> ({query})::halfvec({dims})")
+    } else {
+        format!("{column} <=> {query}")
+    }
+}
+
+/// The HNSW index (cosine) over a table's `dims`-dimensional vectors, as conclusions have it: over
+/// the vectors themselves up to [`MAX_FULL_PRECISION_DIMS`], over their half-precision casts
+/// above (which keep about three significant digits: a search ranks the candidates it reads by
+/// the exact distance).
+pub fn vector_index(table: &str, dims: u32) -> String {
+    let (indexed, ops) = if indexes_half_precision(dims) {
+        (
+            format!("(embedding::halfvec({dims}))"),
+            "halfvec_cosine_ops",
+        )
+    } else {
+        ("embedding".to_owned(), "vector_cosine_ops")
+    };
     format!(
-        "CREATE INDEX ix_{table}_embedding_hnsw ON {table} USING hnsw (embedding vector_cosine_ops) \
+        "CREATE INDEX ix_{table}_embedding_hnsw ON {table} USING hnsw ({indexed} {ops}) \
          WITH (m = 16, ef_construction = 64)"
     )
 }

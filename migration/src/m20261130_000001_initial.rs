@@ -98,9 +98,9 @@ fn schema_sql(dims: u32) -> Vec<String> {
         "CREATE INDEX ix_messages_content_tsv ON messages USING gin (content_tsv)".into(),
         // Honcho ORs a case-insensitive substring match into full-text search; trigrams serve it.
         "CREATE INDEX ix_messages_content_trgm ON messages USING gin (content gin_trgm_ops)".into(),
-        "CREATE INDEX ix_messages_embedding_hnsw ON messages USING hnsw (embedding vector_cosine_ops) \
-         WITH (m = 16, ef_construction = 64)"
-            .into(),
+        // Up to 2000 dimensions over the vectors themselves, as this migration always built it;
+        // wider vectors, on which it used to fail, over their half-precision casts.
+        crate::vector_index("messages", dims),
         format!(
             "CREATE TABLE conclusions (
                id TEXT PRIMARY KEY {NANOID_CHECK},
@@ -129,9 +129,7 @@ fn schema_sql(dims: u32) -> Vec<String> {
         "CREATE INDEX ix_conclusions_observer_observed ON conclusions (workspace_name, observer, observed)".into(),
         "CREATE INDEX ix_conclusions_source_ids_gin ON conclusions USING gin (source_ids)".into(),
         "CREATE INDEX ix_conclusions_deleted_at ON conclusions (deleted_at) WHERE deleted_at IS NOT NULL".into(),
-        "CREATE INDEX ix_conclusions_embedding_hnsw ON conclusions USING hnsw (embedding vector_cosine_ops) \
-         WITH (m = 16, ef_construction = 64)"
-            .into(),
+        crate::vector_index("conclusions", dims),
         // One live derived conclusion per (observer, observed, content): deriving it again reinforces
         // the existing row (times_derived + 1) through ON CONFLICT, race-free.
         "CREATE UNIQUE INDEX uq_conclusions_derived_content ON conclusions \
@@ -144,8 +142,10 @@ fn schema_sql(dims: u32) -> Vec<String> {
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let dims = crate::embedding_dims();
+        crate::check_embedding_dims(dims).map_err(DbErr::Custom)?;
         let db = manager.get_connection();
-        for sql in schema_sql(crate::embedding_dims()) {
+        for sql in schema_sql(dims) {
             db.execute_unprepared(&sql).await?;
         }
         Ok(())

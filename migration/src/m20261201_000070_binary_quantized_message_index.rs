@@ -9,7 +9,7 @@
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::sea_orm::{ConnectionTrait, Statement};
 
-use crate::{full_precision_vector_index, message_vector_index_shaped};
+use crate::{message_vector_index_shaped, vector_index};
 
 #[derive(DeriveMigrationName)]
 pub struct Migration;
@@ -52,7 +52,7 @@ impl MigrationTrait for Migration {
         let db = manager.get_connection();
         db.execute_unprepared("DROP INDEX IF EXISTS ix_messages_embedding_hnsw")
             .await?;
-        db.execute_unprepared(&full_precision_vector_index("messages"))
+        db.execute_unprepared(&vector_index("messages", current_dims(manager).await?))
             .await?;
         Ok(())
     }

@@ -145,6 +145,8 @@ impl OpenAiEmbedder {
                 "HONCHO_OPENAI_DIMS must be positive".into(),
             ));
         }
+        migration::check_embedding_dims(u32::try_from(cfg.openai_dims).unwrap_or(u32::MAX))
+            .map_err(EmbedError::Config)?;
         if cfg.timeout.is_zero() {
             return Err(EmbedError::Config(
                 "the embedding timeout must be positive".into(),

@@ -208,13 +208,16 @@ impl Store {
         }
     }
 
-    /// Rebuilds the vector columns (and their HNSW indexes) with `dims` dimensions, emptied.
+    /// Rebuilds the vector columns (and their HNSW indexes) with `dims` dimensions, emptied. A
+    /// dimension that cannot be indexed changes nothing.
     async fn resize_vectors(&self, dims: usize) -> StoreResult<()> {
+        let indexed = u32::try_from(dims).unwrap_or(u32::MAX);
+        migration::check_embedding_dims(indexed).map_err(StoreError::Incompatible)?;
         self.transaction(TxOptions::default(), |txn| async move {
             for (table, _) in TABLES {
                 let index = match table {
-                    "messages" => migration::message_vector_index(dims as u32),
-                    _ => migration::full_precision_vector_index(table),
+                    "messages" => migration::message_vector_index(indexed),
+                    _ => migration::vector_index(table, indexed),
                 };
                 txn.execute_unprepared(&format!(
                     "DROP INDEX IF EXISTS ix_{table}_embedding_hnsw;

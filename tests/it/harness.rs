@@ -109,6 +109,17 @@ async fn template() -> String {
         .clone()
 }
 
+/// Runs the `honcho-graphql` binary with `args` against `database_url`, with these extra
+/// variables, to its end.
+pub fn run_binary(args: &[&str], database_url: &str, env: &[(&str, &str)]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_honcho-graphql"))
+        .args(args)
+        .env("DATABASE_URL", database_url)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run honcho-graphql")
+}
+
 /// A fresh, empty database (not migrated), for migration tests. Dropped with the guard.
 pub async fn blank_database() -> DbGuard {
     let name = format!(

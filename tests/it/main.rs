@@ -35,4 +35,5 @@ mod survival;
 mod telemetry;
 mod transactions;
 mod typed_where;
+mod wide_embeddings;
 mod workspaces_peers;

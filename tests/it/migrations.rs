@@ -164,12 +164,7 @@ async fn the_migrate_command_sizes_vectors_for_the_configured_embedder() {
         (vec![("HONCHO_EMBEDDER", "none")], "384"),
     ] {
         let guard = blank_database().await;
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_honcho-graphql"))
-            .args(["migrate", "up"])
-            .env("DATABASE_URL", guard.url())
-            .envs(env.iter().copied())
-            .output()
-            .unwrap();
+        let out = crate::harness::run_binary(&["migrate", "up"], &guard.url(), &env);
         assert!(
             out.status.success(),
             "{}",

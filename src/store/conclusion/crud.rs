@@ -8,7 +8,7 @@ use sea_orm::prelude::PgVector;
 use sea_orm::sea_query::{Expr, Order as SqlOrder};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect,
+    QuerySelect, QueryTrait,
 };
 use serde_json::{Value, json};
 
@@ -272,6 +272,7 @@ impl Store {
         let Some(vector) = vector else {
             return Ok(Vec::new());
         };
+        let dims = u32::try_from(vector.len()).unwrap_or(u32::MAX);
         let q = PgVector::from(vector);
         let distance = || Expr::cust_with_values("conclusions.embedding <=> $1", [q.clone()]);
         let mut candidates = conclusion::Entity::find()
@@ -287,10 +288,33 @@ impl Store {
         }
         let pool = top_k * POOL_PER_RESULT;
         // Distance alone in ORDER BY: a second key would keep the HNSW index from ordering.
-        let nearest = candidates
-            .clone()
-            .order_by(distance(), SqlOrder::Asc)
-            .limit(pool);
+        let nearest = if migration::indexes_half_precision(dims) {
+            // The index holds the vectors' half-precision casts: more candidates in its order,
+            // the pool of them by exact distance.
+            let by_index = candidates
+                .clone()
+                .select_only()
+                .column(conclusion::Column::Id)
+                .order_by(
+                    Expr::cust_with_values(
+                        migration::indexed_distance("conclusions.embedding", "$1", dims),
+                        [q.clone()],
+                    ),
+                    SqlOrder::Asc,
+                )
+                .limit(pool * CANDIDATES_PER_HALF_PRECISION_HIT)
+                .into_query();
+            conclusion::Entity::find()
+                .filter(conclusion::Column::Id.in_subquery(by_index))
+                .order_by(distance(), SqlOrder::Asc)
+                .order_by(conclusion::Column::Id, SqlOrder::Asc)
+                .limit(pool)
+        } else {
+            candidates
+                .clone()
+                .order_by(distance(), SqlOrder::Asc)
+                .limit(pool)
+        };
         // Any of the query's lexemes, in the content or either peer's id (`content_tsv`).
         let any_lexeme = "replace(plainto_tsquery('english', $1)::text, ' & ', ' | ')::tsquery";
         let text = query.replace('\0', "");
@@ -326,6 +350,9 @@ impl Store {
 
 /// Each leg keeps this many candidates per result asked for.
 const POOL_PER_RESULT: u64 = 2;
+/// Candidates read from a half-precision index per hit the vector leg keeps after ranking them by
+/// exact distance: half precision reorders only near-ties.
+const CANDIDATES_PER_HALF_PRECISION_HIT: u64 = 2;
 /// Reciprocal Rank Fusion's constant (the message search's).
 const RRF_K: f64 = 60.0;
 
