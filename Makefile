@@ -26,7 +26,7 @@ PLAYGROUND_TEST ?= 1
 # src/gql is generated (from schema.graphql, by the build) and not a source.
 PLAYGROUND_SRC := $(shell find playground -path playground/node_modules -prune -o -path playground/dist -prune -o -path playground/tests -prune -o -path playground/src/gql -prune -o -type f -print 2>/dev/null)
 
-.PHONY: help setup postgres model run test lint schema bench bench-derive bench-replicas eval playground playground-test conformance
+.PHONY: help setup postgres model run test lint schema bench bench-derive bench-replicas bench-vectors eval playground playground-test conformance
 
 help:
 	@echo "make run         set up PostgreSQL (unless DATABASE_URL is set) and the model, serve on 127.0.0.1:8000"
@@ -38,6 +38,7 @@ help:
 	@echo "make bench       run the benchmark (when bench/ exists)"
 	@echo "make bench-derive  the deriver's throughput with an instant fake LLM"
 	@echo "make bench-replicas  reads on the primary alone vs with a streaming standby"
+	@echo "make bench-vectors  vector-leg recall and latency at 1536 and 3072 dimensions"
 	@echo "make eval        search recall on generated conversational QA (EVAL_ARGS='--label x --sweep')"
 	@echo "make playground  build playground/dist (when playground/ has a package.json)"
 	@echo "make playground-test  examples validate against schema.graphql; browser test in headless Chromium"
@@ -104,6 +105,15 @@ bench-replicas:
 	  export DATABASE_URL="$$base/postgres"
 	fi
 	$(CARGO) run --release -p honcho-bench --bin honcho-bench-replicas -- $(BENCH_ARGS)
+
+# The vector legs' recall@10 and latency at 1536 and 3072 dimensions (bench/README.md, "Wide
+# embedders").
+bench-vectors:
+	if [ -z "$${DATABASE_URL:-}" ]; then
+	  base=$$(scripts/setup-postgres.sh)
+	  export DATABASE_URL="$$base/postgres"
+	fi
+	$(CARGO) run --release -p honcho-bench --bin honcho-bench-vectors -- $(BENCH_ARGS)
 
 # The deriver's throughput with an instant fake LLM (queue and storage overhead per message).
 bench-derive: model
