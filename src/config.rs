@@ -244,6 +244,18 @@ pub struct ServeConfig {
     #[arg(long, env = "HONCHO_CORS_ORIGINS", default_value = "")]
     pub cors_origins: String,
 
+    /// Host names the server answers besides IP literals and `localhost` (against DNS
+    /// rebinding): exact names separated by commas (`api.example.com,honcho`), or `*` (auth on
+    /// only).
+    #[arg(long, env = "HONCHO_ALLOWED_HOSTS", default_value = "")]
+    pub allowed_hosts: String,
+
+    /// Most WebSockets open at once from one client address (TCP peer; behind a reverse proxy,
+    /// the proxy's); 0: no cap.
+    #[arg(long, env = "HONCHO_MAX_WEBSOCKETS_PER_ADDRESS",
+          default_value_t = crate::http::DEFAULT_MAX_WEBSOCKETS_PER_ADDRESS)]
+    pub max_websockets_per_address: usize,
+
     /// Strict mode: a manifest (JSON, sha256 → document) of the only documents that run.
     #[arg(long, env = "HONCHO_TRUSTED_DOCUMENTS")]
     pub trusted_documents: Option<PathBuf>,

@@ -11,12 +11,15 @@
 //! open.
 
 mod connections;
+mod hosts;
 pub mod listener;
 mod origins;
 pub mod persisted;
 mod playground;
+mod sockets;
 pub mod transport;
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -26,13 +29,13 @@ use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
 use async_graphql::http::{WebSocketProtocols, WsMessage};
 use async_graphql::parser::types::OperationType;
 use axum::body::{Body, Bytes};
-use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use chrono::{DateTime, Utc};
 use futures::{SinkExt, StreamExt, future};
 use serde_json::{Value, json};
@@ -48,9 +51,12 @@ use crate::graphql::{AppSchema, Limits};
 use crate::store::replicas::ReadAfter;
 use crate::store::{Lsn, Store};
 pub use connections::{ConnectionTimeouts, serve};
+pub use hosts::{Hosts, HostsError};
 pub use origins::{Origins, OriginsError};
 pub use persisted::Persisted;
 pub use playground::Playground;
+pub use sockets::DEFAULT_MAX_PER_ADDRESS as DEFAULT_MAX_WEBSOCKETS_PER_ADDRESS;
+use sockets::Sockets;
 use transport::{HttpError, MediaType, Params};
 
 /// What the HTTP layer needs besides the schema and the store.
@@ -60,8 +66,12 @@ pub struct HttpOptions {
     pub max_body_bytes: usize,
     /// A request running longer is answered 503 (None: no limit).
     pub request_timeout: Option<Duration>,
-    /// Browser origins allowed besides the server's own (CORS and WebSocket upgrades).
+    /// Browser origins allowed besides the server's own (CORS, WebSocket upgrades, POSTs).
     pub origins: Origins,
+    /// `Host` names answered besides IP literals and `localhost`.
+    pub hosts: Hosts,
+    /// Most WebSockets open at once from one client address (0: no cap).
+    pub max_websockets_per_address: usize,
     /// What `/` serves.
     pub playground: Playground,
     /// Persisted documents (APQ) and, in strict mode, the trusted ones.
@@ -74,6 +84,8 @@ impl Default for HttpOptions {
             max_body_bytes: 16 * 1024 * 1024,
             request_timeout: None,
             origins: Origins::None,
+            hosts: Hosts::default(),
+            max_websockets_per_address: DEFAULT_MAX_WEBSOCKETS_PER_ADDRESS,
             playground: Playground::Missing,
             persisted: Arc::default(),
         }
@@ -87,6 +99,7 @@ struct AppState {
     max_body_bytes: usize,
     origins: Origins,
     persisted: Arc<Persisted>,
+    sockets: Arc<Sockets>,
 }
 
 pub fn router(schema: AppSchema, store: Store, max_body_bytes: usize) -> Router {
@@ -137,6 +150,7 @@ pub fn router_with(schema: AppSchema, store: Store, options: HttpOptions) -> Rou
         max_body_bytes: options.max_body_bytes,
         origins: options.origins.clone(),
         persisted: options.persisted.clone(),
+        sockets: Sockets::new(options.max_websockets_per_address),
     });
     layers(app.merge(rest), &options)
 }
@@ -155,7 +169,8 @@ pub fn rest_state(schema: &AppSchema, store: &Store) -> crate::rest::RestState {
 }
 
 /// The layers around every route, innermost first: body limit, panics caught, request timeout,
-/// GraphQL error bodies, CORS, request ids and tracing.
+/// error bodies, CORS, the `Host` and cross-site checks ([`edge_checks`]), request ids and
+/// tracing.
 fn layers(app: Router, options: &HttpOptions) -> Router {
     let mut app = app
         .layer(RequestBodyLimitLayer::new(options.max_body_bytes))
@@ -179,6 +194,10 @@ fn layers(app: Router, options: &HttpOptions) -> Router {
     if let Some(cors) = options.origins.cors() {
         app = app.layer(cors);
     }
+    let edge = Arc::new((options.hosts.clone(), options.origins.clone()));
+    app = app.layer(axum::middleware::from_fn(move |req, next| {
+        edge_checks(edge.clone(), req, next)
+    }));
     app.layer(PropagateRequestIdLayer::x_request_id())
         .layer(
             TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
@@ -345,6 +364,75 @@ async fn read_body(body: Body, max: usize) -> Result<Bytes, HttpError> {
     })
 }
 
+/// What a page on another site, or one that DNS rebinding made look like this server's own, can
+/// send: refused before any route runs, with auth on or off.
+/// - A `Host` that is not one of this server's names ([`hosts`]): 403.
+/// - A method other than GET, HEAD and OPTIONS (the methods that never write here) with an
+///   `Origin` that is neither this server's nor an allowed one ([`Origins::admits`]): 403.
+///   Browsers send `Origin` with every such request, including the forms and `no-cors` fetches
+///   that need no preflight, whatever their body or content type; clients that are not
+///   browsers send none.
+async fn edge_checks(edge: Arc<(Hosts, Origins)>, request: Request<Body>, next: Next) -> Response {
+    let (hosts, origins) = &*edge;
+    let host = match request.headers().get(header::HOST) {
+        Some(value) => Some(value.to_str().unwrap_or_default()),
+        None => request.uri().authority().map(|a| a.as_str()),
+    };
+    let refused = if !hosts.allows(host) {
+        Some(format!(
+            "the host `{}` is not one this server answers (HONCHO_ALLOWED_HOSTS)",
+            host.unwrap_or_default()
+        ))
+    } else if !matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    ) && !origins.admits(request.headers())
+    {
+        let origin = request.headers().get(header::ORIGIN);
+        Some(format!(
+            "a {} from the origin `{}` is not allowed (HONCHO_CORS_ORIGINS)",
+            request.method(),
+            origin
+                .map(|o| String::from_utf8_lossy(o.as_bytes()))
+                .unwrap_or_default()
+        ))
+    } else {
+        None
+    };
+    match refused {
+        Some(message) => {
+            let mut resp = refusal(&request, StatusCode::FORBIDDEN, Code::Forbidden, &message);
+            resp.headers_mut()
+                .insert(header::VARY, HeaderValue::from_static("origin"));
+            resp
+        }
+        None => next.run(request).await,
+    }
+}
+
+/// Whether `path` is Honcho's REST API, whose errors are `{"detail": ...}`.
+fn is_rest(path: &str) -> bool {
+    path == "/v3" || path.starts_with("/v3/")
+}
+
+/// An error response in the shape of the API `request` went to: `{"detail": ...}` under `/v3`,
+/// a GraphQL error body with the code and the request id elsewhere.
+fn refusal(request: &Request<Body>, status: StatusCode, code: Code, message: &str) -> Response {
+    if is_rest(request.uri().path()) {
+        return crate::rest::RestError::new(status, message).into_response();
+    }
+    let media = MediaType::negotiate(request.headers()).unwrap_or(MediaType::Json);
+    let mut body = transport::error_body(message, code);
+    if let Some(id) = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+    {
+        body["errors"][0]["extensions"]["requestId"] = Value::String(id.to_owned());
+    }
+    transport::json_response(status, media, &body)
+}
+
 #[derive(Clone, Copy)]
 struct ErrorLimits {
     max_body_bytes: usize,
@@ -355,8 +443,11 @@ struct ErrorLimits {
 /// answered by layers that know nothing of GraphQL: the body limit (413), the request timeout
 /// (503), a caught panic (500), a method the route does not serve (405), a refused WebSocket
 /// upgrade. Error bodies that are GraphQL already get the request id added to each error.
+/// Under `/v3` every error is `{"detail": ...}` instead, those of axum's extractors included (a
+/// query string or a path that does not fit is 422 there, as FastAPI answers).
 async fn error_bodies(limits: ErrorLimits, request: Request<Body>, next: Next) -> Response {
     let request_id = request.headers().get("x-request-id").cloned();
+    let rest = is_rest(request.uri().path());
     let media = MediaType::negotiate(request.headers()).unwrap_or(MediaType::Json);
     let resp = next.run(request).await;
     let status = resp.status();
@@ -379,6 +470,23 @@ async fn error_bodies(limits: ErrorLimits, request: Request<Body>, next: Next) -
     let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
         return (status, "error body too large").into_response();
     };
+    if rest {
+        if is_json {
+            // A RestError's body already.
+            return Response::from_parts(parts, Body::from(bytes));
+        }
+        let (_, detail) = plain_error(status, &bytes, limits, &id);
+        parts.status = match status {
+            StatusCode::BAD_REQUEST => StatusCode::UNPROCESSABLE_ENTITY,
+            s => s,
+        };
+        parts.headers.remove(header::CONTENT_LENGTH);
+        parts.headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        return Response::from_parts(parts, Body::from(json!({ "detail": detail }).to_string()));
+    }
     let mut value = if is_json {
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(v) if v.get("errors").is_some_and(Value::is_array) => v,
@@ -386,40 +494,7 @@ async fn error_bodies(limits: ErrorLimits, request: Request<Body>, next: Next) -
             _ => return Response::from_parts(parts, Body::from(bytes)),
         }
     } else {
-        let text = String::from_utf8_lossy(&bytes).trim().to_owned();
-        let (code, message) = match status {
-            StatusCode::PAYLOAD_TOO_LARGE => (
-                Code::PayloadTooLarge,
-                HttpError::PayloadTooLarge(limits.max_body_bytes).to_string(),
-            ),
-            StatusCode::SERVICE_UNAVAILABLE => (
-                Code::Unavailable,
-                match limits.timeout {
-                    Some(t) => format!(
-                        "the request took longer than {} ms (HONCHO_REQUEST_TIMEOUT_MS); it may be retried",
-                        t.as_millis()
-                    ),
-                    None => "the service is unavailable; the request may be retried".into(),
-                },
-            ),
-            StatusCode::METHOD_NOT_ALLOWED => (
-                Code::MethodNotAllowed,
-                "this path does not serve that method".into(),
-            ),
-            StatusCode::NOT_FOUND => (Code::NotFound, "no such path".into()),
-            s if s.is_server_error() => {
-                tracing::error!(request_id = %id, status = %s, "internal error answered");
-                (
-                    Code::Internal,
-                    format!("internal server error (request {id})"),
-                )
-            }
-            _ if !text.is_empty() => (Code::BadRequest, text),
-            s => (
-                Code::BadRequest,
-                s.canonical_reason().unwrap_or("bad request").to_owned(),
-            ),
-        };
+        let (code, message) = plain_error(status, &bytes, limits, &id);
         parts
             .headers
             .insert(header::CONTENT_TYPE, media.content_type());
@@ -439,17 +514,57 @@ async fn error_bodies(limits: ErrorLimits, request: Request<Body>, next: Next) -
     Response::from_parts(parts, Body::from(value.to_string()))
 }
 
+/// The code and message of an error response whose body is not JSON (a layer's, or an
+/// extractor's plain-text rejection).
+fn plain_error(status: StatusCode, body: &[u8], limits: ErrorLimits, id: &str) -> (Code, String) {
+    let text = String::from_utf8_lossy(body).trim().to_owned();
+    match status {
+        StatusCode::PAYLOAD_TOO_LARGE => (
+            Code::PayloadTooLarge,
+            HttpError::PayloadTooLarge(limits.max_body_bytes).to_string(),
+        ),
+        StatusCode::SERVICE_UNAVAILABLE => (
+            Code::Unavailable,
+            match limits.timeout {
+                Some(t) => format!(
+                    "the request took longer than {} ms (HONCHO_REQUEST_TIMEOUT_MS); it may be retried",
+                    t.as_millis()
+                ),
+                None => "the service is unavailable; the request may be retried".into(),
+            },
+        ),
+        StatusCode::METHOD_NOT_ALLOWED => (
+            Code::MethodNotAllowed,
+            "this path does not serve that method".into(),
+        ),
+        StatusCode::NOT_FOUND => (Code::NotFound, "no such path".into()),
+        s if s.is_server_error() => {
+            tracing::error!(request_id = %id, status = %s, "internal error answered");
+            (
+                Code::Internal,
+                format!("internal server error (request {id})"),
+            )
+        }
+        _ if !text.is_empty() => (Code::BadRequest, text),
+        s => (
+            Code::BadRequest,
+            s.canonical_reason().unwrap_or("bad request").to_owned(),
+        ),
+    }
+}
+
 const WS_READ_BUFFER: usize = 4 * 1024;
 
 /// Upgrades to a GraphQL WebSocket; the protocol comes from `Sec-WebSocket-Protocol`
 /// (`graphql-transport-ws` or `graphql-ws`; 400 without either). Messages are capped like bodies.
 async fn graphql_ws(
     State(app): State<AppState>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     upgrade: WebSocketUpgrade,
 ) -> Response {
     // Browsers do not preflight WebSockets: without this any page could subscribe and query here.
-    if !app.origins.allows_websocket(&headers) {
+    if !app.origins.admits(&headers) {
         let origin = headers
             .get(header::ORIGIN)
             .map(|o| String::from_utf8_lossy(o.as_bytes()).into_owned())
@@ -485,24 +600,66 @@ async fn graphql_ws(
             ),
         );
     };
+    // Known wherever the server runs its own accept loop (`serve`); a router served without the
+    // peer's address has no cap.
+    let socket = match peer.map(|Extension(ConnectInfo(addr))| app.sockets.open(addr.ip())) {
+        Some(None) => return too_many_websockets(app.sockets.max()),
+        Some(Some(socket)) => Some(socket),
+        None => None,
+    };
     upgrade
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
         .max_message_size(app.max_body_bytes)
         // Clients send little (init, subscribe, pings); tungstenite's 128 KiB default read buffer
         // was most of an idle subscriber's memory. Larger messages still grow it as needed.
         .read_buffer_size(WS_READ_BUFFER)
-        .on_upgrade(move |socket| serve_ws(socket, app.schema, protocol, app.persisted))
+        .on_upgrade(move |ws| async move {
+            serve_ws(ws, app.schema, protocol, app.persisted).await;
+            drop(socket);
+        })
+}
+
+/// 429 for a client address at `HONCHO_MAX_WEBSOCKETS_PER_ADDRESS`, coded as the other limits.
+fn too_many_websockets(max: usize) -> Response {
+    let mut body = transport::error_body(
+        &format!(
+            "this address already has {max} WebSockets open, the most allowed \
+             (HONCHO_MAX_WEBSOCKETS_PER_ADDRESS); close one first"
+        ),
+        Code::BadUserInput,
+    );
+    body["errors"][0]["extensions"]["limit"] = json!("HONCHO_MAX_WEBSOCKETS_PER_ADDRESS");
+    body["errors"][0]["extensions"]["max"] = json!(max);
+    transport::json_response(StatusCode::TOO_MANY_REQUESTS, MediaType::Json, &body)
 }
 
 /// Close code for a connection whose `connection_init` did not come in time (graphql-ws's).
 const CLOSE_INIT_TIMEOUT: u16 = 4408;
 /// Close code for a connection whose key expired (graphql-ws's "Unauthorized").
 const CLOSE_KEY_EXPIRED: u16 = 4401;
+/// Close code for a `connection_init` refused (graphql-ws's "Forbidden", what its servers answer
+/// when they reject the init payload): with auth on, a missing, invalid or expired key.
+const CLOSE_REFUSED: u16 = 4403;
+/// How long a close frame may take to leave before the socket is dropped without it.
+const CLOSE_SEND_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Serves one GraphQL WebSocket, as async-graphql-axum's `GraphQLWebSocket::serve` does, with two
-/// deadlines of its own: `connection_init` must come within the configured time, and the socket
-/// is closed when the key it authenticated with expires (operations and events check the expiry
-/// too, so nothing is served in between).
+/// Where a socket's `connection_init` stands.
+#[derive(Clone, Debug)]
+enum Init {
+    Pending,
+    /// Acknowledged; the key's expiry, if it has one.
+    Accepted(Option<DateTime<Utc>>),
+    /// Refused, and why.
+    Refused(String),
+}
+
+/// Serves one GraphQL WebSocket, as async-graphql-axum's `GraphQLWebSocket::serve` does, with
+/// deadlines of its own: `connection_init` must come within the configured time (pings, and
+/// operations, which are refused before it, do not extend it); with auth on it must carry a
+/// valid key, or the socket is closed at once with 4403 (with auth on nothing in the schema is
+/// public); and the socket is closed when the key it authenticated with expires (operations and
+/// events check the expiry too, so nothing is served in between). A message that cannot be sent
+/// before the deadline (a client that does not read) ends the socket there too.
 async fn serve_ws(
     socket: WebSocket,
     schema: AppSchema,
@@ -513,6 +670,9 @@ async fn serve_ws(
         || Limits::default().connection_init_timeout,
         |l| l.connection_init_timeout,
     );
+    let key_required = schema
+        .data::<crate::auth::Auth>()
+        .is_some_and(crate::auth::Auth::enabled);
     let (mut sink, stream) = socket.split();
     let input = stream
         .take_while(|res| future::ready(res.is_ok()))
@@ -522,8 +682,7 @@ async fn serve_ws(
                 _ => None,
             })
         });
-    // None until connection_init has been handled; then the key's expiry, if it has one.
-    let (initialised, mut expiry) = watch::channel::<Option<Option<DateTime<Utc>>>>(None);
+    let (initialised, mut state) = watch::channel(Init::Pending);
     let init_schema = schema.clone();
     let executor = TrustedOnly {
         inner: LoaderExecutor(schema),
@@ -532,59 +691,109 @@ async fn serve_ws(
     let output = async_graphql::http::WebSocket::new(executor, input, protocol).on_connection_init(
         move |payload| async move {
             let (data, expires_at) = connection_data(&init_schema, payload);
-            initialised.send_replace(Some(expires_at));
-            Ok(data)
+            let refused = caller_of(&data)
+                .map(crate::auth::Caller::principal)
+                .and_then(Result::err)
+                .filter(|_| key_required);
+            match refused {
+                Some(why) => {
+                    let why = format!("connection_init refused: {why}");
+                    initialised.send_replace(Init::Refused(why.clone()));
+                    Err(async_graphql::Error::new(why))
+                }
+                None => {
+                    initialised.send_replace(Init::Accepted(expires_at));
+                    Ok(data)
+                }
+            }
         },
     );
     futures::pin_mut!(output);
     let opened = tokio::time::Instant::now();
     loop {
-        let deadline = match *expiry.borrow_and_update() {
-            None => Some((
+        let now = tokio::time::Instant::now();
+        let deadline = match &*state.borrow_and_update() {
+            Init::Pending => Some((
                 opened + init_timeout,
                 CLOSE_INIT_TIMEOUT,
-                "connection_init timeout",
+                "connection_init timeout".to_owned(),
             )),
-            Some(Some(at)) => {
+            Init::Accepted(Some(at)) => {
                 // `exp` is the last second the key works.
-                let left = (at - Utc::now() + chrono::Duration::seconds(1))
+                let left = (*at - Utc::now() + chrono::Duration::seconds(1))
                     .to_std()
                     .unwrap_or_default();
-                Some((
-                    tokio::time::Instant::now() + left,
-                    CLOSE_KEY_EXPIRED,
-                    "key expired",
-                ))
+                Some((now + left, CLOSE_KEY_EXPIRED, "key expired".to_owned()))
             }
-            Some(None) => None,
+            Init::Accepted(None) => None,
+            Init::Refused(why) => Some((now, CLOSE_REFUSED, why.clone())),
         };
-        let (until, code, reason) = match deadline {
-            Some((at, code, reason)) => (Some(at), code, reason),
-            None => (None, 0, ""),
-        };
+        let until = deadline.as_ref().map(|(at, ..)| *at);
         tokio::select! {
             out = output.next() => match out {
                 Some(WsMessage::Text(text)) => {
-                    if sink.send(Message::Text(text.into())).await.is_err() {
+                    if !send_by(&mut sink, Message::Text(text.into()), until).await {
                         break;
                     }
                 }
                 Some(WsMessage::Close(code, reason)) => {
-                    let _ = sink.send(close(code, reason)).await;
+                    let frame = refused(&state).unwrap_or_else(|| close(code, reason));
+                    send_close(&mut sink, frame).await;
                     break;
                 }
-                None => break,
+                None => {
+                    if let Some(frame) = refused(&state) {
+                        send_close(&mut sink, frame).await;
+                    }
+                    break;
+                }
             },
             // Re-reads the deadline; after connection_init the sender is gone and this branch
             // is never taken again.
-            Ok(()) = expiry.changed() => {}
+            Ok(()) = state.changed() => {}
             () = sleep_until_or_never(until) => {
-                tracing::info!(code, reason, "closing WebSocket");
-                let _ = sink.send(close(code, reason.to_owned())).await;
+                if let Some((_, code, reason)) = deadline {
+                    tracing::info!(code, reason, "closing WebSocket");
+                    send_close(&mut sink, close(code, reason)).await;
+                }
                 break;
             }
         }
     }
+}
+
+/// The connection's caller, from its connection data.
+fn caller_of(data: &async_graphql::Data) -> Option<&crate::auth::Caller> {
+    data.get(&std::any::TypeId::of::<crate::auth::Caller>())
+        .and_then(|c| c.downcast_ref::<crate::auth::Caller>())
+}
+
+/// The close frame of a refused `connection_init`: async-graphql ends one its own way (1002, or
+/// the legacy protocol's `connection_error` and no close frame); the client is told 4403 either
+/// way.
+fn refused(state: &watch::Receiver<Init>) -> Option<Message> {
+    match &*state.borrow() {
+        Init::Refused(why) => Some(close(CLOSE_REFUSED, why.clone())),
+        _ => None,
+    }
+}
+
+/// Sends `message`; false when the socket is gone, or the client did not take it before `until`.
+async fn send_by<S: futures::Sink<Message> + Unpin>(
+    sink: &mut S,
+    message: Message,
+    until: Option<tokio::time::Instant>,
+) -> bool {
+    let send = sink.send(message);
+    match until {
+        Some(at) => matches!(tokio::time::timeout_at(at, send).await, Ok(Ok(()))),
+        None => send.await.is_ok(),
+    }
+}
+
+/// Sends a close frame, unless the client has not read for [`CLOSE_SEND_TIMEOUT`].
+async fn send_close<S: futures::Sink<Message> + Unpin>(sink: &mut S, frame: Message) {
+    let _ = tokio::time::timeout(CLOSE_SEND_TIMEOUT, sink.send(frame)).await;
 }
 
 fn close(code: u16, reason: String) -> Message {
@@ -619,8 +828,7 @@ impl TrustedOnly {
             return Ok(request);
         }
         let admin = session_data
-            .and_then(|d| d.get(&std::any::TypeId::of::<crate::auth::Caller>()))
-            .and_then(|c| c.downcast_ref::<crate::auth::Caller>())
+            .and_then(caller_of)
             .is_some_and(|c| matches!(c.principal(), Ok(crate::auth::Principal::Admin)));
         let extensions = serde_json::to_value(&request.extensions).unwrap_or_default();
         let query = std::mem::take(&mut request.query);

@@ -78,6 +78,7 @@ pub async fn serve(cfg: ServeConfig) -> Result<(), StartError> {
     let auth = cfg.auth.auth()?;
     announce_auth(auth.enabled());
     let origins = http::Origins::parse(&cfg.cors_origins, auth.enabled())?;
+    let hosts = http::Hosts::parse(&cfg.allowed_hosts, auth.enabled())?;
     let persisted = persisted_documents(&cfg)?;
     let llm = llm::build(&cfg.llm)?;
     let dialectic = llm.clone().map(dialectic::Dialectic::new);
@@ -94,6 +95,8 @@ pub async fn serve(cfg: ServeConfig) -> Result<(), StartError> {
         max_body_bytes: cfg.max_body_bytes,
         request_timeout: Some(std::time::Duration::from_millis(cfg.request_timeout_ms)),
         origins,
+        hosts,
+        max_websockets_per_address: cfg.max_websockets_per_address,
         playground: playground.clone(),
         persisted,
     };

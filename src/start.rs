@@ -4,8 +4,8 @@
 use std::net::SocketAddr;
 
 use crate::embed::EmbedError;
-use crate::http::OriginsError;
 use crate::http::persisted::ManifestError;
+use crate::http::{HostsError, OriginsError};
 use crate::llm::LlmError;
 use crate::store::StoreError;
 
@@ -15,6 +15,8 @@ pub enum StartError {
     EmptyAuthSecret,
     #[error(transparent)]
     Origins(#[from] OriginsError),
+    #[error(transparent)]
+    Hosts(#[from] HostsError),
     #[error(transparent)]
     Manifest(#[from] ManifestError),
     #[error(transparent)]

@@ -16,6 +16,7 @@
 //! A connection upgraded to a WebSocket leaves both: its own deadlines are `serve_ws`'s.
 
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,6 +25,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
+use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -76,13 +78,13 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         match accepted {
-            Ok((stream, _)) => {
+            Ok((stream, peer)) => {
                 metrics().accepted.inc();
                 let app = app.clone();
                 let stopping = stopping.clone();
                 let open = open.clone();
                 tokio::spawn(async move {
-                    serve_connection(stream, app, timeouts, stopping).await;
+                    serve_connection(stream, peer, app, timeouts, stopping).await;
                     drop(open);
                 });
             }
@@ -198,8 +200,11 @@ impl Drop for InFlight {
     }
 }
 
+/// Serves one connection; each request carries the peer's address (axum's `ConnectInfo`), as
+/// `axum::serve` with connect info gives it.
 async fn serve_connection(
     stream: TcpStream,
+    peer: SocketAddr,
     app: Router,
     timeouts: ConnectionTimeouts,
     mut stopping: watch::Receiver<bool>,
@@ -215,7 +220,9 @@ async fn serve_connection(
         let in_flight = requests.request_started();
         let app = app.clone();
         async move {
-            let response = app.oneshot(request.map(Body::new)).await;
+            let mut request = request.map(Body::new);
+            request.extensions_mut().insert(ConnectInfo(peer));
+            let response = app.oneshot(request).await;
             drop(in_flight);
             response
         }

@@ -1,6 +1,7 @@
-//! Which browser origins may call the server: CORS for `/graphql`, and the same list for the
-//! WebSocket upgrade, which browsers never preflight (a page on any origin may open a WebSocket
-//! to any server; only the server can look at `Origin` and refuse).
+//! Which browser origins may call the server: CORS for `/graphql` and `/v3`, and the same list
+//! for what browsers send cross-site without a preflight: the WebSocket upgrade (a page on any
+//! origin may open a WebSocket to any server) and "simple" POSTs (forms, `fetch` in `no-cors`
+//! mode); only the server can look at their `Origin` and refuse ([`Origins::admits`]).
 //!
 //! Default: none, so only pages served by this server itself (the playground) reach it from a
 //! browser. `HONCHO_CORS_ORIGINS` lists exact origins (`https://app.example.com`), or is `*` for
@@ -36,20 +37,11 @@ pub enum OriginsError {
 impl Origins {
     /// Parses a comma- or space-separated list; empty means none.
     pub fn parse(spec: &str, auth_enabled: bool) -> Result<Origins, OriginsError> {
-        let items: Vec<&str> = spec
-            .split([',', ' '])
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .collect();
+        let Some(items) = list_or_any(spec, auth_enabled, OriginsError::AnyWithoutAuth)? else {
+            return Ok(Origins::Any);
+        };
         if items.is_empty() {
             return Ok(Origins::None);
-        }
-        if items == ["*"] {
-            return if auth_enabled {
-                Ok(Origins::Any)
-            } else {
-                Err(OriginsError::AnyWithoutAuth)
-            };
         }
         items
             .into_iter()
@@ -70,20 +62,23 @@ impl Origins {
         }
     }
 
-    /// The CORS layer: preflight answered, credentials allowed for listed origins (not for `*`,
-    /// which browsers forbid with credentials), `x-request-id` readable by the page. `None`
-    /// when no origin is allowed: then no CORS header is ever sent and browsers keep every other
-    /// origin out.
+    /// The CORS layer: preflight answered (the methods of `/graphql` and `/v3`, the headers
+    /// Honcho's SDKs send), credentials allowed for listed origins (not for `*`, which browsers
+    /// forbid with credentials), `x-request-id` readable by the page. `None` when no origin is
+    /// allowed: then no CORS header is ever sent and browsers keep every other origin out.
     pub fn cors(&self) -> Option<CorsLayer> {
+        let headers = [
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            header::ACCEPT,
+            HeaderName::from_static("x-request-id"),
+            HeaderName::from_static(super::READ_AFTER_HEADER),
+        ]
+        .into_iter()
+        .chain(SDK_HEADERS.iter().map(|h| HeaderName::from_static(h)));
         let base = CorsLayer::new()
-            .allow_methods([Method::GET, Method::POST])
-            .allow_headers([
-                header::AUTHORIZATION,
-                header::CONTENT_TYPE,
-                header::ACCEPT,
-                HeaderName::from_static("x-request-id"),
-                HeaderName::from_static(super::READ_AFTER_HEADER),
-            ])
+            .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
+            .allow_headers(headers.collect::<Vec<_>>())
             .expose_headers([HeaderName::from_static("x-request-id")])
             .max_age(std::time::Duration::from_secs(600));
         match self {
@@ -102,9 +97,10 @@ impl Origins {
         }
     }
 
-    /// Whether a WebSocket upgrade with these headers may proceed: no `Origin` (not a browser),
-    /// the server's own origin (`Origin`'s host is `Host`), or an allowed origin.
-    pub fn allows_websocket(&self, headers: &HeaderMap) -> bool {
+    /// Whether a request that browsers send cross-site without a preflight (a WebSocket upgrade,
+    /// a POST) may proceed: no `Origin` (not a browser), the server's own origin (`Origin`'s host
+    /// is `Host`, which [`super::hosts`] has checked), or an allowed origin.
+    pub fn admits(&self, headers: &HeaderMap) -> bool {
         let Some(origin) = headers.get(header::ORIGIN) else {
             return true;
         };
@@ -121,6 +117,44 @@ impl Origins {
         same_origin || self.allows(origin)
     }
 }
+
+/// The items of a comma- or space-separated list, or None for `*`, which only auth on allows
+/// (`any_without_auth` otherwise): with auth off every caller is an admin.
+pub(super) fn list_or_any<E>(
+    spec: &str,
+    auth_enabled: bool,
+    any_without_auth: E,
+) -> Result<Option<Vec<&str>>, E> {
+    let items: Vec<&str> = spec
+        .split([',', ' '])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    match (items == ["*"], auth_enabled) {
+        (false, _) => Ok(Some(items)),
+        (true, true) => Ok(None),
+        (true, false) => Err(any_without_auth),
+    }
+}
+
+/// The request headers of Honcho's SDKs besides the standard ones: the Stainless-generated
+/// clients (`honcho-core`, `@honcho-ai/core`) describe themselves and their retries in these.
+const SDK_HEADERS: &[&str] = &[
+    "x-stainless-arch",
+    "x-stainless-async",
+    "x-stainless-custom-poll-interval",
+    "x-stainless-helper-method",
+    "x-stainless-lang",
+    "x-stainless-os",
+    "x-stainless-package-version",
+    "x-stainless-poll-helper",
+    "x-stainless-read-timeout",
+    "x-stainless-retry-count",
+    "x-stainless-runtime",
+    "x-stainless-runtime-version",
+    "x-stainless-timeout",
+    "idempotency-key",
+];
 
 /// `scheme://host[:port]` in lower case, without a trailing slash; None when it has a path, a
 /// query, user info or no host (`null`, `file://`).
@@ -180,16 +214,16 @@ mod tests {
     }
 
     #[test]
-    fn websockets_from_foreign_origins_are_refused_unless_listed() {
+    fn foreign_origins_are_refused_unless_listed() {
         let none = Origins::None;
-        assert!(none.allows_websocket(&ws(None, "127.0.0.1:8000")));
-        assert!(none.allows_websocket(&ws(Some("http://127.0.0.1:8000"), "127.0.0.1:8000")));
-        assert!(!none.allows_websocket(&ws(Some("http://127.0.0.1:9000"), "127.0.0.1:8000")));
-        assert!(!none.allows_websocket(&ws(Some("https://evil.example"), "127.0.0.1:8000")));
-        assert!(!none.allows_websocket(&ws(Some("null"), "127.0.0.1:8000")));
+        assert!(none.admits(&ws(None, "127.0.0.1:8000")));
+        assert!(none.admits(&ws(Some("http://127.0.0.1:8000"), "127.0.0.1:8000")));
+        assert!(!none.admits(&ws(Some("http://127.0.0.1:9000"), "127.0.0.1:8000")));
+        assert!(!none.admits(&ws(Some("https://evil.example"), "127.0.0.1:8000")));
+        assert!(!none.admits(&ws(Some("null"), "127.0.0.1:8000")));
         let listed = Origins::parse("https://app.example.com", false).unwrap();
-        assert!(listed.allows_websocket(&ws(Some("https://app.example.com"), "api:8000")));
-        assert!(!listed.allows_websocket(&ws(Some("https://evil.example"), "api:8000")));
-        assert!(Origins::Any.allows_websocket(&ws(Some("https://evil.example"), "api:8000")));
+        assert!(listed.admits(&ws(Some("https://app.example.com"), "api:8000")));
+        assert!(!listed.admits(&ws(Some("https://evil.example"), "api:8000")));
+        assert!(Origins::Any.admits(&ws(Some("https://evil.example"), "api:8000")));
     }
 }

@@ -2,7 +2,7 @@
 //! update; and the message list every search route answers with.
 
 use axum::Json;
-use axum::extract::{Path, Query};
+use axum::extract::{DefaultBodyLimit, Path, Query};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
@@ -13,15 +13,22 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::RestState;
-use super::{Body, Gate, ListBody, Page, PageParams, RestError, RestResult, SearchBody, object};
+use super::{
+    Body, Form, Gate, ListBody, Page, PageParams, RestError, RestResult, SearchBody, object,
+};
 use crate::access::{On, rule};
 use crate::store::Store;
 use crate::store::message::{MessageScope, NewMessage};
+use crate::store::validate::{MAX_BATCH, MAX_MESSAGE_CHARS};
 
 pub fn routes() -> OpenApiRouter<RestState> {
     OpenApiRouter::new()
         .routes(routes!(create))
-        .routes(routes!(upload))
+        .merge(
+            OpenApiRouter::new()
+                .routes(routes!(upload))
+                .layer(DefaultBodyLimit::max(UPLOAD_MAX_BYTES)),
+        )
         .routes(routes!(list))
         .routes(routes!(get, update))
 }
@@ -109,15 +116,21 @@ async fn create(
     insert(access.store(), &workspace_id, &session_id, batch).await
 }
 
+/// The largest upload body: a file of [`MAX_BATCH`] messages of [`MAX_MESSAGE_CHARS`] characters
+/// at 4 bytes each (UTF-8's most), and 64 KiB for the other fields and the form's framing. A
+/// file within that which still makes more than 100 messages is 413 once it is read.
+pub const UPLOAD_MAX_BYTES: usize = MAX_BATCH * MAX_MESSAGE_CHARS * 4 + 64 * 1024;
+
 /// Adds a text file as messages by `peer_id`, one per chunk of at most 25,000 characters
 /// (multipart fields `file`, `peer_id`, and optionally `metadata` and `created_at`). Text and
-/// JSON files only (415 otherwise); at most 100 chunks, in one transaction (413 above).
+/// JSON files only (415 otherwise); at most 100 chunks, in one transaction (413 above, and for a
+/// body over [`UPLOAD_MAX_BYTES`]).
 #[utoipa::path(post, path = "/v3/workspaces/{workspace_id}/sessions/{session_id}/messages/upload",
     responses((status = 201, body = Vec<Message>), (status = 413), (status = 415)))]
 async fn upload(
     gate: Gate,
     Path((workspace_id, session_id)): Path<(String, String)>,
-    mut form: axum::extract::Multipart,
+    Form(mut form): Form,
 ) -> RestResult<Response> {
     let access = gate
         .require(
@@ -126,7 +139,16 @@ async fn upload(
         )
         .await?;
     let (mut text, mut peer, mut metadata, mut created_at) = (None, None, None, None);
-    let bad = |e: axum::extract::multipart::MultipartError| RestError::invalid(e.body_text());
+    let bad = |e: axum::extract::multipart::MultipartError| match e.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => RestError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the upload is larger than {UPLOAD_MAX_BYTES} bytes: a file makes at most \
+                 {MAX_BATCH} messages of {MAX_MESSAGE_CHARS} characters"
+            ),
+        ),
+        _ => RestError::invalid(e.body_text()),
+    };
     while let Some(field) = form.next_field().await.map_err(bad)? {
         match field.name().unwrap_or_default() {
             "file" => {
@@ -151,10 +173,10 @@ async fn upload(
     let peer = peer.ok_or_else(|| RestError::invalid("the form needs a peer_id field"))?;
     let chars: Vec<char> = text.chars().collect();
     let chunks: Vec<String> = chars
-        .chunks(crate::store::validate::MAX_MESSAGE_CHARS)
+        .chunks(MAX_MESSAGE_CHARS)
         .map(|c| c.iter().collect())
         .collect();
-    if chunks.len() > crate::store::validate::MAX_BATCH {
+    if chunks.len() > MAX_BATCH {
         return Err(RestError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "the file makes more than 100 messages of 25,000 characters",

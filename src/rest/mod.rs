@@ -23,9 +23,9 @@ pub mod workspaces;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Multipart, Request};
 use axum::http::StatusCode;
-use axum::http::header::AUTHORIZATION;
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
@@ -81,9 +81,13 @@ impl RestState {
 }
 
 /// The `/v3` routes and the OpenAPI document that describes them, over `state`'s store and auth.
+/// A body may be as large as the server's limit (`HONCHO_MAX_BODY_BYTES`, as for `/graphql`),
+/// not axum's default of 2 MB, which refused a batch of 100 messages of 25,000 characters; a
+/// route that needs less sets its own ([`messages::UPLOAD_MAX_BYTES`]).
 pub fn router(state: RestState) -> axum::Router {
     let (router, doc) = api().split_for_parts();
     router
+        .layer(DefaultBodyLimit::disable())
         .route(
             "/v3/openapi.json",
             axum::routing::get(move || async move { Json(doc) }),
@@ -153,24 +157,73 @@ impl FromRequestParts<RestState> for Gate {
 }
 
 /// A JSON body; an empty body reads as `null` (so `Body<Option<T>>` is an optional body). A body
-/// that does not fit is 422, as FastAPI answers.
+/// that does not fit is 422, as FastAPI answers. The body must be `application/json`: any other
+/// content type, or a body with none, is 415 before it is read, so that what a cross-site form or
+/// a `no-cors` fetch can send never reaches a route (an empty body may come without one: Honcho's
+/// SDKs send `application/json` even then, but curl does not).
 pub struct Body<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     type Rejection = RestError;
 
     async fn from_request(req: Request, state: &S) -> RestResult<Self> {
+        let typed = crate::http::transport::require_json(req.headers());
+        let unsupported = |e: crate::http::transport::HttpError| {
+            RestError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, e.to_string())
+        };
+        let untyped = match typed {
+            Ok(()) => None,
+            Err(e) if req.headers().contains_key(CONTENT_TYPE) => return Err(unsupported(e)),
+            Err(e) => Some(e),
+        };
         let bytes = Bytes::from_request(req, state)
             .await
             .map_err(|e| RestError::new(e.status(), e.body_text()))?;
         let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
             b"null"
+        } else if let Some(e) = untyped {
+            return Err(unsupported(e));
         } else {
             &bytes
         };
         serde_json::from_slice(text)
             .map(Body)
             .map_err(|e| RestError::invalid(format!("invalid request body: {e}")))
+    }
+}
+
+/// A `multipart/form-data` body (415 for any other content type); a form that does not parse is
+/// 422, one over the route's body limit 413.
+pub struct Form(pub Multipart);
+
+impl<S: Send + Sync> FromRequest<S> for Form {
+    type Rejection = RestError;
+
+    async fn from_request(req: Request, state: &S) -> RestResult<Self> {
+        let content_type = req
+            .headers()
+            .get(CONTENT_TYPE)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let is_form = content_type.as_deref().is_some_and(|t| {
+            t.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("multipart/form-data"))
+        });
+        if !is_form {
+            return Err(RestError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!(
+                    "the request body must be `multipart/form-data`{}",
+                    content_type
+                        .map(|t| format!(", not `{t}`"))
+                        .unwrap_or_default()
+                ),
+            ));
+        }
+        Multipart::from_request(req, state)
+            .await
+            .map(Form)
+            .map_err(|e| RestError::invalid(e.body_text()))
     }
 }
 

@@ -2,7 +2,7 @@
 //! `graphql-http` audit), coded error bodies for every refusal, CSRF-safe defaults and CORS.
 
 use honcho_graphql::graphql::{Limits, build_schema};
-use honcho_graphql::http::{HttpOptions, Origins, router_with};
+use honcho_graphql::http::{Hosts, HttpOptions, Origins, router_with};
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -37,6 +37,15 @@ async fn serve(app: &TestApp, options: HttpOptions) -> String {
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
     format!("http://{addr}")
+}
+
+/// The router of `app` with `origin` allowed (CORS) on a free port; the base URL.
+async fn serve_allowing(app: &TestApp, origin: &str) -> String {
+    let options = HttpOptions {
+        origins: Origins::parse(origin, false).unwrap(),
+        ..HttpOptions::default()
+    };
+    serve(app, options).await
 }
 
 #[tokio::test]
@@ -316,14 +325,7 @@ fn urlencode(s: &str) -> String {
 async fn cors_answers_listed_origins_only_with_credentials_and_the_request_id() {
     let app = TestApp::new().await;
     let allowed = "http://app.localhost:5173";
-    let base = serve(
-        &app,
-        HttpOptions {
-            origins: Origins::parse(allowed, false).unwrap(),
-            ..HttpOptions::default()
-        },
-    )
-    .await;
+    let base = serve_allowing(&app, allowed).await;
     let url = format!("{base}/graphql");
     let http = honcho_graphql::outbound::client();
     let preflight = |origin: &str| {
@@ -554,9 +556,16 @@ async fn strict_mode_runs_the_manifest_documents_only() {
     let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
     let text = |v: Value| tokio_tungstenite::tungstenite::Message::Text(v.to_string().into());
     use futures::{SinkExt, StreamExt};
-    ws.send(text(json!({"type": "connection_init", "payload": {}})))
-        .await
-        .unwrap();
+    // Auth is on: a socket needs a key (one that is not an admin's, which would be exempt).
+    let key = crate::harness::bearer(honcho_graphql::auth::KeySpec {
+        workspace: Some("w".into()),
+        ..Default::default()
+    });
+    ws.send(text(
+        json!({"type": "connection_init", "payload": {"Authorization": key}}),
+    ))
+    .await
+    .unwrap();
     let mut replies = Vec::new();
     while replies.len() < 4 {
         let msg = tokio::time::timeout(std::time::Duration::from_secs(10), ws.next())
@@ -590,4 +599,308 @@ async fn strict_mode_runs_the_manifest_documents_only() {
         "{replies:?}"
     );
     std::fs::remove_file(&manifest).unwrap();
+}
+
+/// `request` with the multipart upload of `text`.
+fn with_upload(request: reqwest::RequestBuilder, text: &str) -> reqwest::RequestBuilder {
+    let (content_type, body) = crate::harness::upload_form(text);
+    request.header("content-type", content_type).body(body)
+}
+
+/// How many messages and conclusions workspace `w` holds, and whether session `s2` exists.
+async fn written(app: &TestApp) -> (i64, i64, bool) {
+    let messages = app
+        .sql_i64("select count(*) from messages where workspace_name = 'w'")
+        .await;
+    let conclusions = app
+        .sql_i64("select count(*) from conclusions where workspace_name = 'w'")
+        .await;
+    let cloned = app
+        .ok(
+            "{ workspace(id: \"w\") { sessions { totalCount } } }",
+            json!({}),
+        )
+        .await["workspace"]["sessions"]["totalCount"]
+        .as_i64()
+        != Some(1);
+    (messages, conclusions, cloned)
+}
+
+#[tokio::test]
+async fn rest_refuses_what_a_cross_site_page_can_send_with_auth_off() {
+    // Auth off: every caller is an admin, so only the request's shape and origin keep a page out.
+    let app = TestApp::new().await;
+    let allowed = "http://app.localhost:5173";
+    let base = serve_allowing(&app, allowed).await;
+    let http = honcho_graphql::outbound::client();
+    let url = |path: &str| format!("{base}/v3/workspaces/w{path}");
+    app.ok(
+        "mutation { getOrCreateSession(workspaceId: \"w\", id: \"s1\", peers: [{peerId: \"alice\"}]) { id } }",
+        json!({}),
+    )
+    .await;
+    let batch = json!({"messages": [{"peer_id": "alice", "content": "planted"}]}).to_string();
+    let conclusion =
+        json!({"conclusions": [{"content": "planted", "observer_id": "alice", "observed_id": "alice"}]})
+            .to_string();
+    let evil = "https://evil.example";
+    // What an HTML form, or fetch() without a preflight, can send from any page.
+    let shapes = vec![
+        (
+            "text/plain messages",
+            http.post(url("/sessions/s1/messages"))
+                .header("content-type", "text/plain;charset=UTF-8")
+                .body(batch.clone()),
+        ),
+        (
+            "form messages",
+            http.post(url("/sessions/s1/messages"))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(batch.clone()),
+        ),
+        (
+            "a Blob body without a type",
+            http.post(url("/sessions/s1/messages")).body(batch.clone()),
+        ),
+        (
+            "multipart upload",
+            with_upload(http.post(url("/sessions/s1/messages/upload")), "planted"),
+        ),
+        (
+            "text/plain conclusion",
+            http.post(url("/conclusions"))
+                .header("content-type", "text/plain")
+                .body(conclusion.clone()),
+        ),
+        (
+            "a bodiless no-cors POST",
+            http.post(url("/sessions/s1/clone")),
+        ),
+    ];
+    for (what, request) in shapes {
+        let resp = request.header("origin", evil).send().await.unwrap();
+        let (status, headers, body) = parts(resp).await;
+        assert_eq!(status, 403, "{what}: {body}");
+        assert!(body["detail"].as_str().is_some(), "{what}: {body}");
+        assert!(headers.get("access-control-allow-origin").is_none());
+    }
+    assert_eq!(
+        written(&app).await,
+        (0, 0, false),
+        "a cross-site shape wrote"
+    );
+
+    // Without an Origin (curl, scripts) a JSON route still takes JSON only.
+    for (what, request) in [
+        (
+            "text/plain",
+            http.post(url("/sessions/s1/messages"))
+                .header("content-type", "text/plain")
+                .body(batch.clone()),
+        ),
+        (
+            "no content type",
+            http.post(url("/conclusions")).body(conclusion.clone()),
+        ),
+        (
+            "multipart to a JSON route",
+            with_upload(http.post(url("/sessions/s1/messages")), "planted"),
+        ),
+    ] {
+        let (status, _, body) = parts(request.send().await.unwrap()).await;
+        assert_eq!(status, 415, "{what}: {body}");
+        assert!(
+            body["detail"]
+                .as_str()
+                .unwrap()
+                .contains("application/json"),
+            "{what}: {body}"
+        );
+    }
+    assert_eq!(
+        written(&app).await,
+        (0, 0, false),
+        "a non-JSON body was read"
+    );
+
+    // The server's own pages, an allowed origin, and clients without an Origin write as before.
+    let own = http
+        .post(url("/sessions/s1/messages"))
+        .header("origin", &base)
+        .header("content-type", "application/json")
+        .body(batch.clone());
+    assert_eq!(own.send().await.unwrap().status(), 201);
+    let upload = with_upload(
+        http.post(url("/sessions/s1/messages/upload")),
+        "from the app",
+    )
+    .header("origin", allowed);
+    let resp = upload.send().await.unwrap();
+    assert_eq!(resp.status(), 201);
+    assert_eq!(resp.headers()["access-control-allow-origin"], allowed);
+    let bodiless = http
+        .post(url("/sessions/s1/messages/list"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        bodiless.status(),
+        200,
+        "an empty body needs no content type"
+    );
+    assert_eq!(written(&app).await.0, 2);
+}
+
+#[tokio::test]
+async fn only_the_servers_own_host_names_are_answered() {
+    // A page on rebind.evil.example, whose name now resolves to 127.0.0.1, is same-origin with
+    // the server to the browser: only its Host header tells it apart.
+    let app = TestApp::new().await;
+    let base = serve(&app, HttpOptions::default()).await;
+    let port = base.rsplit(':').next().unwrap().to_owned();
+    let http = honcho_graphql::outbound::client();
+    let rebound = format!("rebind.evil.example:{port}");
+    let requests = |host: &str| {
+        let origin = format!("http://{host}");
+        vec![
+            (
+                "JSON POST",
+                http.post(format!("{base}/graphql"))
+                    .header("host", host)
+                    .header("origin", &origin)
+                    .json(&json!({"query": "{ workspaces { nodes { id } } }"})),
+            ),
+            (
+                "REST read",
+                http.get(format!("{base}/v3/workspaces/w/queue/status"))
+                    .header("host", host),
+            ),
+            (
+                "REST write",
+                http.post(format!("{base}/v3/workspaces"))
+                    .header("host", host)
+                    .header("origin", &origin)
+                    .json(&json!({"id": "rebound"})),
+            ),
+            (
+                "health",
+                http.get(format!("{base}/health")).header("host", host),
+            ),
+        ]
+    };
+    for (what, request) in requests(&rebound) {
+        let (status, _, body) = parts(request.send().await.unwrap()).await;
+        assert_eq!(status, 403, "{what}: {body}");
+        let message = body["detail"]
+            .as_str()
+            .or(body["errors"][0]["message"].as_str())
+            .unwrap();
+        assert!(message.contains("HONCHO_ALLOWED_HOSTS"), "{what}: {body}");
+    }
+    let ws = |host: &str| {
+        let mut req = format!("{}/graphql/ws", base.replace("http://", "ws://"))
+            .into_client_request()
+            .unwrap();
+        let h = req.headers_mut();
+        h.insert("host", host.parse().unwrap());
+        h.insert("origin", format!("http://{host}").parse().unwrap());
+        h.insert(
+            "sec-websocket-protocol",
+            "graphql-transport-ws".parse().unwrap(),
+        );
+        tokio_tungstenite::connect_async(req)
+    };
+    let err = ws(&rebound).await.unwrap_err();
+    assert!(err.to_string().contains("403"), "{err}");
+    let data = app
+        .ok("{ workspace(id: \"rebound\") { id } }", json!({}))
+        .await;
+    assert_eq!(data["workspace"], Value::Null, "a rebound page wrote");
+
+    // The loopback names and IP literals, with or without a port, are answered.
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        "localhost".into(),
+        format!("[::1]:{port}"),
+    ] {
+        for (what, request) in requests(&host) {
+            let status = request.send().await.unwrap().status();
+            assert!(status.is_success(), "{what} as {host}: {status}");
+        }
+        ws(&host)
+            .await
+            .expect("a WebSocket from the server's own page");
+    }
+
+    // A name the operator lists is answered too.
+    let listed = serve(
+        &app,
+        HttpOptions {
+            hosts: Hosts::parse("rebind.evil.example", false).unwrap(),
+            ..HttpOptions::default()
+        },
+    )
+    .await;
+    let resp = http
+        .get(format!("{listed}/health"))
+        .header("host", "rebind.evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+}
+
+#[tokio::test]
+async fn cors_preflights_pass_for_the_honcho_sdks_methods_and_headers() {
+    let app = TestApp::new().await;
+    let allowed = "http://app.localhost:5173";
+    let base = serve_allowing(&app, allowed).await;
+    let http = honcho_graphql::outbound::client();
+    // What the Stainless-generated clients (honcho-core, @honcho-ai/core) ask to send.
+    let sdk_headers = "authorization, content-type, accept, x-stainless-lang, \
+        x-stainless-package-version, x-stainless-os, x-stainless-arch, x-stainless-runtime, \
+        x-stainless-runtime-version, x-stainless-retry-count, x-stainless-timeout";
+    for (method, path) in [
+        ("PUT", "/v3/workspaces/w"),
+        ("DELETE", "/v3/workspaces/w/sessions/s"),
+        ("POST", "/v3/workspaces/w/peers/list"),
+    ] {
+        let resp = http
+            .request(reqwest::Method::OPTIONS, format!("{base}{path}"))
+            .header("origin", allowed)
+            .header("access-control-request-method", method)
+            .header("access-control-request-headers", sdk_headers)
+            .send()
+            .await
+            .unwrap();
+        assert!(resp.status().is_success(), "{method}: {}", resp.status());
+        let h = resp.headers();
+        assert_eq!(h["access-control-allow-origin"], allowed, "{method}");
+        let methods = h["access-control-allow-methods"].to_str().unwrap();
+        assert!(methods.contains(method), "{method}: {methods}");
+        let headers = h["access-control-allow-headers"]
+            .to_str()
+            .unwrap()
+            .to_lowercase();
+        for wanted in sdk_headers.split(',').map(str::trim) {
+            assert!(headers.contains(wanted), "{wanted} not in {headers}");
+        }
+    }
+    // The actual PUT, from the allowed origin, goes through.
+    app.ok(
+        "mutation { getOrCreateWorkspace(id: \"w\") { id } }",
+        json!({}),
+    )
+    .await;
+    let resp = http
+        .put(format!("{base}/v3/workspaces/w"))
+        .header("origin", allowed)
+        .header("x-stainless-lang", "js")
+        .json(&json!({"metadata": {"from": "browser"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["access-control-allow-origin"], allowed);
 }

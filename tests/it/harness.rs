@@ -545,3 +545,15 @@ pub async fn explain_with<C: ConnectionTrait>(
     .collect::<Vec<_>>()
     .join("\n")
 }
+
+/// A `multipart/form-data` upload of `text` as the file `notes.txt` (`text/plain`) by `alice`, as
+/// a browser's `FormData` sends it: the content type (with its boundary) and the body.
+pub fn upload_form(text: &str) -> (String, String) {
+    let b = "HonchoFormBoundary7MA4YWxk";
+    let body = format!(
+        "--{b}\r\nContent-Disposition: form-data; name=\"peer_id\"\r\n\r\nalice\r\n\
+         --{b}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"notes.txt\"\r\n\
+         Content-Type: text/plain\r\n\r\n{text}\r\n--{b}--\r\n"
+    );
+    (format!("multipart/form-data; boundary={b}"), body)
+}

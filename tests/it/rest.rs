@@ -25,7 +25,13 @@ impl Drop for Rest {
 
 impl Rest {
     async fn serve(app: TestApp) -> Rest {
-        let router = honcho_graphql::http::router(app.schema.clone(), app.store.clone(), 1 << 20);
+        Self::serve_with_limit(app, 1 << 20).await
+    }
+
+    /// As [`Rest::serve`], with this body limit (`HONCHO_MAX_BODY_BYTES`).
+    async fn serve_with_limit(app: TestApp, max_body_bytes: usize) -> Rest {
+        let router =
+            honcho_graphql::http::router(app.schema.clone(), app.store.clone(), max_body_bytes);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let server = tokio::spawn(async move {
@@ -753,6 +759,139 @@ async fn rest_upload_adds_a_text_file_as_messages_and_refuses_other_kinds() {
         .post("/v3/workspaces/w/sessions/s/messages/list", json!({}))
         .await;
     assert_eq!(page["total"], 2);
+}
+
+#[tokio::test]
+async fn rest_bodies_up_to_what_the_routes_document_are_taken() {
+    let api = Rest::serve_with_limit(TestApp::new().await, 16 << 20).await;
+    let url = format!("{}/v3/workspaces/w/sessions/s/messages", api.base);
+    // 100 messages of 25,000 characters: 2.5 MB of JSON, over axum's default 2 MB.
+    let content = "z".repeat(25_000);
+    let batch: Vec<Value> = (0..100)
+        .map(|_| json!({"peer_id": "alice", "content": content}))
+        .collect();
+    let (status, made) = api
+        .post(
+            "/v3/workspaces/w/sessions/s/messages",
+            json!({"messages": batch}),
+        )
+        .await;
+    assert_eq!(status, 201, "{made:.200}");
+    assert_eq!(made.as_array().unwrap().len(), 100);
+
+    // A file of 100 chunks of 25,000 characters, 4 bytes each: 10 MB.
+    let upload = |text: String| {
+        let (content_type, body) = crate::harness::upload_form(&text);
+        api.client
+            .post(format!("{url}/upload"))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+    };
+    let resp = upload("\u{1F41D}".repeat(2_500_000)).await.unwrap();
+    assert_eq!(resp.status(), 201);
+    let made: Value = resp.json().await.unwrap();
+    assert_eq!(made.as_array().unwrap().len(), 100);
+    assert_eq!(
+        made[99]["content"].as_str().unwrap().chars().count(),
+        25_000
+    );
+
+    // More than the route documents: refused while it is read, and not written.
+    let resp = upload("y".repeat(honcho_graphql::rest::messages::UPLOAD_MAX_BYTES + 1))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 413);
+    let body: Value = resp.json().await.unwrap();
+    assert!(
+        body["detail"].as_str().unwrap().contains("100 messages"),
+        "{body}"
+    );
+    // Within the bytes, but more than 100 chunks.
+    let resp = upload("y".repeat(2_500_001)).await.unwrap();
+    assert_eq!(resp.status(), 413);
+    let (_, page) = api
+        .post(
+            "/v3/workspaces/w/sessions/s/messages/list?size=1",
+            json!({}),
+        )
+        .await;
+    assert_eq!(page["total"], 200);
+}
+
+#[tokio::test]
+async fn rest_errors_are_detail_bodies_whatever_refused_the_request() {
+    let api = Rest::new().await;
+    api.post("/v3/workspaces", json!({"id": "w"})).await;
+    let send = |request: reqwest::RequestBuilder| async move {
+        let resp = request.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text)),
+        )
+    };
+    let url = |path: &str| format!("{}{path}", api.base);
+    let cases = [
+        (
+            "a body that is not multipart",
+            api.client
+                .post(url("/v3/workspaces/w/sessions/s/messages/upload"))
+                .header("content-type", "text/plain")
+                .body("hello"),
+            415,
+        ),
+        (
+            "a broken multipart body",
+            api.client
+                .post(url("/v3/workspaces/w/sessions/s/messages/upload"))
+                .header("content-type", "multipart/form-data; boundary=X")
+                .body("--X\r\nnot a part"),
+            422,
+        ),
+        (
+            "a bad query string",
+            api.client
+                .post(url("/v3/workspaces/w/peers/list?page=abc"))
+                .json(&json!({})),
+            422,
+        ),
+        (
+            "a bad query string on a GET",
+            api.client
+                .get(url("/v3/workspaces/w/peers/p/card?target=a&target=b")),
+            422,
+        ),
+        (
+            "an unknown path",
+            api.client.get(url("/v3/workspaces/w/nothing-here")),
+            404,
+        ),
+        (
+            "a method the route does not serve",
+            api.client.patch(url("/v3/workspaces/w")),
+            405,
+        ),
+        (
+            "a body over the limit",
+            api.client
+                .post(url("/v3/workspaces"))
+                .json(&json!({"id": "x".repeat(2 << 20)})),
+            413,
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (what, request, want) in cases {
+        let (status, body) = send(request).await;
+        let detail = body.get("detail").and_then(Value::as_str);
+        if status != want || detail.is_none_or(str::is_empty) || body.get("errors").is_some() {
+            wrong.push(format!(
+                "{what}: want {want} with a detail, got {status} {body}"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 /// Honcho's README quick-start with the Python SDK (honcho-ai, from PyPI) against the server

@@ -208,13 +208,31 @@ fn seqs(results: &[Value]) -> Vec<i64> {
 pub(crate) type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// Connects with `protocol`, sends connection_init with `payload`, expects the ack.
-pub(crate) async fn ws_connect(addr: SocketAddr, protocol: &str, payload: Value) -> Ws {
+/// A WebSocket to `/graphql/ws` over graphql-transport-ws, before `connection_init`.
+pub(crate) async fn ws_upgrade(addr: SocketAddr) -> WsUpgrade {
+    ws_upgrade_with(addr, "graphql-transport-ws").await
+}
+
+pub(crate) type WsUpgrade = Result<
+    (
+        Ws,
+        tokio_tungstenite::tungstenite::handshake::client::Response,
+    ),
+    tokio_tungstenite::tungstenite::Error,
+>;
+
+/// A WebSocket to `/graphql/ws` over `protocol`, before `connection_init`.
+pub(crate) async fn ws_upgrade_with(addr: SocketAddr, protocol: &str) -> WsUpgrade {
     let mut req = format!("ws://{addr}/graphql/ws")
         .into_client_request()
         .unwrap();
     req.headers_mut()
         .insert("sec-websocket-protocol", protocol.parse().unwrap());
-    let (mut ws, resp) = tokio_tungstenite::connect_async(req).await.unwrap();
+    tokio_tungstenite::connect_async(req).await
+}
+
+pub(crate) async fn ws_connect(addr: SocketAddr, protocol: &str, payload: Value) -> Ws {
+    let (mut ws, resp) = ws_upgrade_with(addr, protocol).await.unwrap();
     assert_eq!(resp.headers()["sec-websocket-protocol"], protocol);
     ws_send(
         &mut ws,

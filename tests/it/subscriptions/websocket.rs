@@ -354,17 +354,7 @@ async fn keys_from_connection_init_scope_subscriptions_as_queries() {
             "variables": {"w": "ws", "s": session}}})
     };
 
-    // No key, and a peer key for a session its peer is not in: refused when subscribing.
-    let mut anonymous = ws_connect(a.addr, "graphql-transport-ws", json!({})).await;
-    ws_send(&mut anonymous, sub("1", "s1")).await;
-    assert_eq!(
-        ws_result(&mut anonymous, "1").await,
-        Err("UNAUTHENTICATED".into())
-    );
-    assert_eq!(
-        ws_next(&mut anonymous).await,
-        json!({"type": "complete", "id": "1"})
-    );
+    // A peer key for a session its peer is not in: refused when subscribing.
     let mut carol = ws_connect(
         a.addr,
         "graphql-transport-ws",
@@ -463,14 +453,7 @@ async fn a_websocket_without_connection_init_is_closed() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    let mut req = format!("ws://{addr}/graphql/ws")
-        .into_client_request()
-        .unwrap();
-    req.headers_mut().insert(
-        "sec-websocket-protocol",
-        "graphql-transport-ws".parse().unwrap(),
-    );
-    let (mut silent, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    let (mut silent, _) = ws_upgrade(addr).await.unwrap();
     let started = Instant::now();
     assert_eq!(
         ws_close_code(&mut silent, Duration::from_secs(5)).await,
@@ -481,10 +464,139 @@ async fn a_websocket_without_connection_init_is_closed() {
         "{:?}",
         started.elapsed()
     );
+    // Nor does a socket that keeps pinging: pongs do not extend the deadline.
+    let (mut pinger, _) = ws_upgrade(addr).await.unwrap();
+    let started = Instant::now();
+    let code = loop {
+        ws_send(&mut pinger, json!({"type": "ping"})).await;
+        match tokio::time::timeout(Duration::from_secs(5), pinger.next()).await {
+            Ok(Some(Ok(WsMsg::Close(frame)))) => break frame.map(|f| u16::from(f.code)),
+            Ok(Some(Ok(_))) => tokio::time::sleep(Duration::from_millis(50)).await,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(code, Some(4408));
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(250) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
     // One that does send it in time stays open past the timeout.
     let mut polite = ws_connect(addr, "graphql-transport-ws", json!({})).await;
     tokio::time::sleep(Duration::from_millis(600)).await;
     ws_send(&mut polite, json!({"type": "ping"})).await;
     assert_eq!(ws_next_raw(&mut polite).await["type"], "pong");
     server.abort();
+}
+
+/// Opens a socket and sends `connection_init` with `payload`, without waiting for the answer.
+async fn ws_open(addr: SocketAddr, protocol: &str, payload: Value) -> Ws {
+    let (mut ws, _) = ws_upgrade_with(addr, protocol).await.unwrap();
+    ws_send(
+        &mut ws,
+        json!({"type": "connection_init", "payload": payload}),
+    )
+    .await;
+    ws
+}
+
+/// With auth on nothing in the schema answers without a key, so a socket whose
+/// `connection_init` has none, or one that does not verify, is closed at once with 4403 (it was
+/// acknowledged, ran `{__typename}`, and stayed open for ever).
+#[tokio::test]
+async fn a_connection_init_without_a_valid_key_is_closed_with_4403_when_auth_is_on() {
+    let app = TestApp::new().await;
+    let a = Instance::with_auth(&app).await;
+    let expired = crate::harness::bearer(KeySpec {
+        workspace: Some("ws".into()),
+        expires_at: Some(chrono::Utc::now() - chrono::Duration::seconds(5)),
+        ..Default::default()
+    });
+    for protocol in ["graphql-transport-ws", "graphql-ws"] {
+        for payload in [
+            json!({"Authorization": "Bearer garbage"}),
+            json!({}),
+            Value::Null,
+            json!({"Authorization": expired}),
+        ] {
+            let mut ws = ws_open(a.addr, protocol, payload.clone()).await;
+            ws_send(
+                &mut ws,
+                json!({"id": "1", "type": "subscribe", "payload": {"query": "{ __typename }"}}),
+            )
+            .await;
+            let started = Instant::now();
+            assert_eq!(
+                ws_close_code(&mut ws, Duration::from_secs(5)).await,
+                4403,
+                "{protocol} {payload}"
+            );
+            assert!(started.elapsed() < Duration::from_secs(2));
+        }
+    }
+    // A valid key is acknowledged as before.
+    let key = crate::harness::bearer(KeySpec {
+        workspace: Some("ws".into()),
+        ..Default::default()
+    });
+    let mut ws = ws_connect(
+        a.addr,
+        "graphql-transport-ws",
+        json!({"Authorization": key}),
+    )
+    .await;
+    ws_send(&mut ws, json!({"type": "ping"})).await;
+    assert_eq!(ws_next_raw(&mut ws).await["type"], "pong");
+}
+
+/// Each client address may hold `HONCHO_MAX_WEBSOCKETS_PER_ADDRESS` sockets; the next upgrade is
+/// 429 with the limit named, and a closed socket frees its place (the real binary: its accept
+/// loop knows each peer's address).
+#[tokio::test]
+async fn websockets_per_client_address_are_capped() {
+    let db = crate::harness::blank_database().await;
+    let server =
+        crate::harness::ServerProcess::start(&db, &[("HONCHO_MAX_WEBSOCKETS_PER_ADDRESS", "3")])
+            .await;
+    let key = crate::harness::bearer(KeySpec {
+        admin: true,
+        ..Default::default()
+    });
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        open.push(
+            ws_connect(
+                server.addr,
+                "graphql-transport-ws",
+                json!({"Authorization": key}),
+            )
+            .await,
+        );
+    }
+    let upgrade = || ws_upgrade(server.addr);
+    match upgrade().await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+            assert_eq!(resp.status(), 429);
+            let body: Value = serde_json::from_slice(resp.body().as_deref().unwrap()).unwrap();
+            assert_eq!(
+                body["errors"][0]["extensions"]["limit"], "HONCHO_MAX_WEBSOCKETS_PER_ADDRESS",
+                "{body}"
+            );
+            assert_eq!(body["errors"][0]["extensions"]["max"], 3);
+        }
+        other => panic!("a fourth socket: {:?}", other.map(|_| ())),
+    }
+    assert!(server.healthy().await, "HTTP is not capped");
+    open.pop().unwrap().close(None).await.unwrap();
+    let started = Instant::now();
+    loop {
+        match upgrade().await {
+            Ok(_) => break,
+            Err(e) => assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "a closed socket did not free its place: {e}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
