@@ -89,7 +89,7 @@ async fn three_hundred_slow_header_connections_are_closed_and_health_keeps_answe
         // A real slowloris: a request head that never ends, one header line at a time.
         attackers.push(tokio::spawn(held_open(
             stream,
-            b"GET /health HTTP/1.1\r\nHost: x\r\n",
+            b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n",
             Some(b"X-Slow: 1\r\n"),
             Duration::from_secs(10),
         )));
@@ -174,7 +174,7 @@ async fn a_kept_alive_connection_idles_until_the_idle_timeout_not_the_header_one
     let (_app, server) = server().await;
     let mut stream = TcpStream::connect(server.addr).await.unwrap();
     stream
-        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         .await
         .unwrap();
     let mut buf = vec![0u8; 4096];
@@ -184,7 +184,7 @@ async fn a_kept_alive_connection_idles_until_the_idle_timeout_not_the_header_one
     // Past the header-read timeout the idle connection is still usable...
     tokio::time::sleep(Duration::from_millis(HEADER_READ_MS * 2)).await;
     stream
-        .write_all(b"GET /ready HTTP/1.1\r\nHost: x\r\n\r\n")
+        .write_all(b"GET /ready HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         .await
         .unwrap();
     let n = stream.read(&mut buf).await.unwrap();
