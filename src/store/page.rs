@@ -6,11 +6,11 @@
 //! offset. Positions number the items for `hasPreviousPage`; a list that changes under a reader
 //! may shift them by the rows inserted before its cursor, which we accept.
 
-use chrono::{DateTime, Utc};
-use sea_orm::sea_query::{Expr, SimpleExpr};
+use chrono::{DateTime, NaiveDate, Utc};
+use sea_orm::sea_query::{ColumnType, Expr, SimpleExpr};
 use sea_orm::{
-    ConnectionTrait, EntityTrait, FromQueryResult, Iterable, ModelTrait, PaginatorTrait,
-    PrimaryKeyToColumn, QueryFilter, QuerySelect, QueryTrait, Select,
+    ColumnTrait, ConnectionTrait, EntityTrait, FromQueryResult, Iterable, ModelTrait,
+    PaginatorTrait, PrimaryKeyToColumn, QueryFilter, QuerySelect, QueryTrait, Select,
 };
 use serde::{Deserialize, Serialize};
 
@@ -55,6 +55,51 @@ impl KeyPart {
             KeyPart::Time(t) => Expr::val(*t),
         }
     }
+
+    /// Whether this part can stand for a value of a column of `kind`, as PostgreSQL will read
+    /// it: of the column's type, a text without NUL (PostgreSQL's text cannot hold one), a time
+    /// inside timestamptz's range. Anything else would fail in the database (`integer >
+    /// timestamptz` is error 42883), so it is refused before any SQL runs.
+    fn fits(&self, kind: KeyKind) -> bool {
+        match (self, kind) {
+            (KeyPart::Int(_), KeyKind::Int) => true,
+            (KeyPart::Text(s), KeyKind::Text) => !s.contains('\0'),
+            (KeyPart::Time(t), KeyKind::Time) => *t >= earliest_timestamptz(),
+            _ => false,
+        }
+    }
+}
+
+/// What a column of an ordering key holds, as [`KeyPart`]s carry it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyKind {
+    Int,
+    Text,
+    Time,
+}
+
+impl KeyKind {
+    /// The kind of `column`'s values; None for a type no key is made of ([`KeyPart::of`] reads
+    /// no key from it either, so its items get position cursors).
+    pub fn of<C: ColumnTrait>(column: &C) -> Option<KeyKind> {
+        match column.def().get_column_type() {
+            ColumnType::TinyInteger
+            | ColumnType::SmallInteger
+            | ColumnType::Integer
+            | ColumnType::BigInteger => Some(KeyKind::Int),
+            ColumnType::Char(_) | ColumnType::String(_) | ColumnType::Text => Some(KeyKind::Text),
+            ColumnType::TimestampWithTimeZone => Some(KeyKind::Time),
+            _ => None,
+        }
+    }
+}
+
+/// The earliest timestamptz PostgreSQL stores: 4714-11-24 BC, midnight UTC (year -4713 in
+/// chrono's count). chrono reaches further back; its latest time is before PostgreSQL's.
+fn earliest_timestamptz() -> DateTime<Utc> {
+    NaiveDate::from_ymd_opt(-4713, 11, 24)
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map_or(DateTime::<Utc>::MIN_UTC, |t| t.and_utc())
 }
 
 /// A decoded cursor: the item's position and, when the cursor carries it, its ordering key.
@@ -97,7 +142,11 @@ pub struct Page<T> {
 }
 
 impl Slice {
-    pub fn validate(&self) -> StoreResult<()> {
+    /// Checks the page sizes, and each cursor against the list it is used on: a position
+    /// PostgreSQL's OFFSET takes and, when the cursor carries a key, one part per column of the
+    /// list's ordering key (`kinds`), each of that column's kind. A cursor of another list, or
+    /// one crafted, is refused here instead of failing in the database.
+    pub fn validate(&self, kinds: &[Option<KeyKind>]) -> StoreResult<()> {
         for (name, v) in [("first", self.first), ("last", self.last)] {
             if let Some(n) = v
                 && !(1..=MAX_PAGE).contains(&n)
@@ -107,8 +156,18 @@ impl Slice {
                 )));
             }
         }
+        let fits = |c: &Cursor| {
+            c.position <= MAX_OFFSET
+                && c.key.as_ref().is_none_or(|key| {
+                    key.len() == kinds.len()
+                        && key
+                            .iter()
+                            .zip(kinds)
+                            .all(|(part, kind)| kind.is_some_and(|k| part.fits(k)))
+                })
+        };
         for (name, v) in [("after", &self.after), ("before", &self.before)] {
-            if v.as_ref().is_some_and(|c| c.position > MAX_OFFSET) {
+            if v.as_ref().is_some_and(|c| !fits(c)) {
                 return Err(StoreError::invalid(format!(
                     "{name} is not a cursor from this list"
                 )));
@@ -154,7 +213,8 @@ where
     E::Model: FromQueryResult + Send + Sync,
     C: ConnectionTrait,
 {
-    slice.validate()?;
+    let kinds: Vec<Option<KeyKind>> = keys.iter().map(KeyKind::of).collect();
+    slice.validate(&kinds)?;
     let forward = slice.last.is_none() && slice.before.is_none();
     if slice.want_total && forward {
         let counted = select.clone();
@@ -187,10 +247,10 @@ where
     E::Model: FromQueryResult + Send + Sync,
     C: ConnectionTrait,
 {
+    // A key's parts were checked against `keys` by `fetch`.
     let keyed = |c: &Option<Cursor>| {
         c.as_ref()
             .and_then(|c| c.key.clone().map(|k| (c.position, k)))
-            .filter(|(_, k)| k.len() == keys.len())
     };
     // Forward from a keyed cursor: the rows after its key.
     if slice.last.is_none()

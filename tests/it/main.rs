@@ -7,6 +7,7 @@ mod batching;
 mod conclusions;
 mod connections;
 mod cost;
+mod cursors;
 mod deriver;
 mod embeddings;
 mod fake_llm;
