@@ -266,10 +266,10 @@ async fn graphql(State(app): State<AppState>, request: Request<Body>) -> Respons
         .get(header::AUTHORIZATION)
         .map(|v| v.to_str().unwrap_or("?"));
     let caller = crate::graphql::authenticate(&app.schema, authorization);
-    let admin = matches!(caller.principal(), Ok(crate::auth::Principal::Admin));
+    let sender = persisted::Sender::of(Some(&caller));
     let query = match app
         .persisted
-        .resolve(params.query.take(), params.extensions.as_ref(), admin)
+        .resolve(params.query.take(), params.extensions.as_ref(), sender)
     {
         Ok(Some(query)) => query,
         Ok(None) => {
@@ -827,13 +827,14 @@ impl TrustedOnly {
         if !self.persisted.strict() {
             return Ok(request);
         }
-        let admin = session_data
-            .and_then(caller_of)
-            .is_some_and(|c| matches!(c.principal(), Ok(crate::auth::Principal::Admin)));
+        let sender = persisted::Sender::of(session_data.and_then(caller_of));
         let extensions = serde_json::to_value(&request.extensions).unwrap_or_default();
         let query = std::mem::take(&mut request.query);
         let query = (!query.is_empty()).then_some(query);
-        match self.persisted.resolve(query, extensions.as_object(), admin) {
+        match self
+            .persisted
+            .resolve(query, extensions.as_object(), sender)
+        {
             Ok(Some(query)) => {
                 request.query = query;
                 Ok(request)

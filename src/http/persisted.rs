@@ -13,6 +13,14 @@
 //! ad-hoc queries for operators. The check is done here, before parsing, on the request's
 //! document: this costs one hash per request, where an async-graphql extension would put every
 //! field on its slower path.
+//!
+//! Registration fills a cache that every caller shares, so it is guarded: a document above
+//! [`APQ_MAX_DOCUMENT_BYTES`] sent with a hash is refused before it is hashed or kept, and with
+//! auth on only a caller with a valid key registers. A caller without one still runs the document
+//! it sent (its hash checked), as if it had sent no hash, and runs registered documents by hash;
+//! so public operations keep working from a persisted-queries client without a key, which just
+//! sends the document each time. Unguarded, two anonymous bodies of the cache's size emptied it,
+//! and every client's next request by hash answered `PERSISTED_QUERY_NOT_FOUND`.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -21,10 +29,38 @@ use std::sync::Mutex;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use crate::auth::{Caller, Principal};
 use crate::graphql::error::Code;
 
 /// Registered (APQ) documents kept per process; the oldest are forgotten first.
 const APQ_MAX_BYTES: usize = 16 * 1024 * 1024;
+/// Largest document that may be registered: a 64th of the cache, so one registration forgets at
+/// most a 64th of what others registered. A document the token limit lets run (20,000 tokens by
+/// default, `HONCHO_MAX_TOKENS`) written as clients print them is well below it; a larger one
+/// still runs when sent without `extensions.persistedQuery`.
+pub const APQ_MAX_DOCUMENT_BYTES: usize = APQ_MAX_BYTES / 64;
+
+/// Who sends a request, as far as persisted documents care.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sender {
+    /// No valid key while auth is on: runs documents, by hash too, but registers none.
+    Anonymous,
+    /// A valid key (any request while auth is off, which makes every caller an admin).
+    Key,
+    /// An admin key, which strict mode may exempt.
+    Admin,
+}
+
+impl Sender {
+    /// The sender of a request made by `caller` (None: no caller is known, as anonymous).
+    pub fn of(caller: Option<&Caller>) -> Sender {
+        match caller.map(Caller::principal) {
+            Some(Ok(Principal::Admin)) => Sender::Admin,
+            Some(Ok(_)) => Sender::Key,
+            Some(Err(_)) | None => Sender::Anonymous,
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PersistedError {
@@ -37,6 +73,10 @@ pub enum PersistedError {
         "`extensions.persistedQuery` must be {{\"version\": 1, \"sha256Hash\": <64 hex digits>}}"
     )]
     Malformed,
+    #[error(
+        "the document is {got} bytes, more than the {max} a persisted document may have: send it without `extensions.persistedQuery`"
+    )]
+    TooLarge { got: usize, max: usize },
     #[error(
         "this server runs trusted documents only (HONCHO_TRUSTED_DOCUMENTS): send the hash of a document of its manifest"
     )]
@@ -157,13 +197,14 @@ impl Persisted {
 
     /// The document a request runs: its `query`, or the persisted document its
     /// `extensions.persistedQuery` names. `None` when it has neither (the caller says `query` is
-    /// missing).
+    /// missing). A document sent with its hash is registered when `sender` may register.
     pub fn resolve(
         &self,
         query: Option<String>,
         extensions: Option<&Map<String, Value>>,
-        admin: bool,
+        sender: Sender,
     ) -> Result<Option<String>, PersistedError> {
+        let admin = sender == Sender::Admin;
         let hash = match extensions.and_then(|e| e.get("persistedQuery")) {
             None | Some(Value::Null) => None,
             Some(Value::Object(pq)) => {
@@ -194,10 +235,18 @@ impl Persisted {
             _ => match (query, hash) {
                 (query, None) => Ok(query),
                 (Some(query), Some(hash)) => {
+                    if query.len() > APQ_MAX_DOCUMENT_BYTES {
+                        return Err(PersistedError::TooLarge {
+                            got: query.len(),
+                            max: APQ_MAX_DOCUMENT_BYTES,
+                        });
+                    }
                     if sha256_hex(&query) != hash {
                         return Err(PersistedError::HashMismatch);
                     }
-                    self.register(hash, &query);
+                    if sender != Sender::Anonymous {
+                        self.register(hash, &query);
+                    }
                     Ok(Some(query))
                 }
                 (None, Some(hash)) => self.lookup(&hash).map(Some).ok_or(PersistedError::NotFound),
@@ -214,7 +263,7 @@ impl Persisted {
     }
 
     fn register(&self, hash: String, document: &str) {
-        if document.len() > APQ_MAX_BYTES {
+        if document.len() > APQ_MAX_DOCUMENT_BYTES {
             return;
         }
         let mut r = self.registered.lock().unwrap_or_else(|e| e.into_inner());
@@ -239,7 +288,9 @@ impl PersistedError {
     pub fn code(&self) -> Code {
         match self {
             PersistedError::NotFound => Code::PersistedQueryNotFound,
-            PersistedError::HashMismatch | PersistedError::Malformed => Code::BadRequest,
+            PersistedError::HashMismatch
+            | PersistedError::Malformed
+            | PersistedError::TooLarge { .. } => Code::BadRequest,
             PersistedError::NotTrusted => Code::DocumentNotTrusted,
         }
     }
@@ -279,27 +330,27 @@ mod tests {
             "7f56e67dd21ab3f30d1ff8b7bed08893f0a0db86449836189b361dd1e56ddb4b"
         );
         assert_eq!(
-            p.resolve(None, Some(&ext(&hash)), false),
+            p.resolve(None, Some(&ext(&hash)), Sender::Key),
             Err(PersistedError::NotFound)
         );
         assert_eq!(
-            p.resolve(Some("{ other }".into()), Some(&ext(&hash)), false),
+            p.resolve(Some("{ other }".into()), Some(&ext(&hash)), Sender::Key),
             Err(PersistedError::HashMismatch)
         );
         assert_eq!(
-            p.resolve(Some(doc.into()), Some(&ext(&hash)), false),
+            p.resolve(Some(doc.into()), Some(&ext(&hash)), Sender::Key),
             Ok(Some(doc.into()))
         );
         assert_eq!(
-            p.resolve(None, Some(&ext(&hash.to_uppercase())), false),
+            p.resolve(None, Some(&ext(&hash.to_uppercase())), Sender::Key),
             Ok(Some(doc.into()))
         );
         assert_eq!(
-            p.resolve(None, Some(&ext("abc")), false),
+            p.resolve(None, Some(&ext("abc")), Sender::Key),
             Err(PersistedError::Malformed)
         );
         assert_eq!(
-            p.resolve(Some("{ a }".into()), None, false),
+            p.resolve(Some("{ a }".into()), None, Sender::Key),
             Ok(Some("{ a }".into()))
         );
     }
@@ -311,44 +362,94 @@ mod tests {
         let manifest = HashMap::from([(hash.clone(), doc.to_owned())]);
         let strict = Persisted::new(Some(manifest.clone()), false);
         assert_eq!(
-            strict.resolve(None, Some(&ext(&hash)), false),
+            strict.resolve(None, Some(&ext(&hash)), Sender::Key),
             Ok(Some(doc.into()))
         );
         assert_eq!(
-            strict.resolve(Some(doc.into()), None, false),
+            strict.resolve(Some(doc.into()), None, Sender::Key),
             Ok(Some(doc.into()))
         );
         assert_eq!(
-            strict.resolve(Some("{ __typename }".into()), None, false),
+            strict.resolve(Some("{ __typename }".into()), None, Sender::Key),
             Err(PersistedError::NotTrusted)
         );
         let other = "{ other }";
         assert_eq!(
-            strict.resolve(Some(other.into()), Some(&ext(&sha256_hex(other))), true),
+            strict.resolve(
+                Some(other.into()),
+                Some(&ext(&sha256_hex(other))),
+                Sender::Admin
+            ),
             Err(PersistedError::NotTrusted),
             "registration is off, admins are not exempt unless configured"
         );
         let exempt = Persisted::new(Some(manifest), true);
         assert_eq!(
-            exempt.resolve(Some(other.into()), None, true),
+            exempt.resolve(Some(other.into()), None, Sender::Admin),
             Ok(Some(other.into()))
         );
         assert_eq!(
-            exempt.resolve(Some(other.into()), None, false),
+            exempt.resolve(Some(other.into()), None, Sender::Key),
             Err(PersistedError::NotTrusted)
         );
+    }
+
+    /// A document of `APQ_MAX_DOCUMENT_BYTES` bytes, distinct for each `i`.
+    fn largest(i: usize) -> String {
+        let head = format!("# {i}\n{{ a }}");
+        format!("{head}{}", " ".repeat(APQ_MAX_DOCUMENT_BYTES - head.len()))
+    }
+
+    fn register(p: &Persisted, doc: &str, sender: Sender) -> Result<(), PersistedError> {
+        p.resolve(Some(doc.into()), Some(&ext(&sha256_hex(doc))), sender)
+            .map(drop)
     }
 
     #[test]
     fn registered_documents_are_bounded_oldest_first() {
         let p = Persisted::default();
-        let big = |i: usize| format!("# {i}\n{{ a }}{}", " ".repeat(APQ_MAX_BYTES / 3));
-        for i in 0..4 {
-            let d = big(i);
-            p.resolve(Some(d.clone()), Some(&ext(&sha256_hex(&d))), false)
-                .unwrap();
+        for i in 0..=APQ_MAX_BYTES / APQ_MAX_DOCUMENT_BYTES {
+            register(&p, &largest(i), Sender::Key).unwrap();
         }
-        assert!(p.lookup(&sha256_hex(&big(0))).is_none());
-        assert!(p.lookup(&sha256_hex(&big(3))).is_some());
+        assert!(p.lookup(&sha256_hex(&largest(0))).is_none());
+        assert!(p.lookup(&sha256_hex(&largest(1))).is_some());
+    }
+
+    #[test]
+    fn a_document_above_the_bound_is_refused_before_it_is_kept() {
+        let p = Persisted::default();
+        let kept = "{ kept }";
+        register(&p, kept, Sender::Key).unwrap();
+        let big = format!("{}{{ a }}", " ".repeat(APQ_MAX_BYTES));
+        assert_eq!(
+            register(&p, &big, Sender::Admin),
+            Err(PersistedError::TooLarge {
+                got: big.len(),
+                max: APQ_MAX_DOCUMENT_BYTES
+            })
+        );
+        assert!(p.lookup(&sha256_hex(&big)).is_none());
+        assert_eq!(p.lookup(&sha256_hex(kept)).as_deref(), Some(kept));
+    }
+
+    #[test]
+    fn an_anonymous_caller_registers_nothing_and_evicts_nothing() {
+        let p = Persisted::default();
+        let kept = "{ kept }";
+        register(&p, kept, Sender::Key).unwrap();
+        for i in 0..=APQ_MAX_BYTES / APQ_MAX_DOCUMENT_BYTES {
+            register(&p, &largest(i), Sender::Anonymous).unwrap();
+            assert!(p.lookup(&sha256_hex(&largest(i))).is_none());
+        }
+        // Running a registered document by its hash needs no key.
+        assert_eq!(
+            p.resolve(None, Some(&ext(&sha256_hex(kept))), Sender::Anonymous),
+            Ok(Some(kept.into()))
+        );
+        // Nor does a document sent without a hash.
+        assert_eq!(
+            p.resolve(Some("{ a }".into()), None, Sender::Anonymous),
+            Ok(Some("{ a }".into()))
+        );
     }
 }

@@ -422,7 +422,8 @@ async fn urql(server: &ServerProcess, queries: &[&str]) -> Value {
 #[tokio::test]
 async fn urql_registers_a_persisted_query_once_then_sends_only_its_hash() {
     let app = TestApp::new().await;
-    let server = ServerProcess::start(&app._db, &[]).await;
+    // Auth off: every caller may register (with auth on, key holders only: tests/it/persisted.rs).
+    let server = ServerProcess::start(&app._db, &[("HONCHO_AUTH_SECRET", "")]).await;
     let q = "query Hello { __typename }";
     let report = urql(&server, &[q, q]).await;
     let hello = json!({"data": {"__typename": "QueryRoot"}});

@@ -21,6 +21,7 @@ mod llm;
 mod messages;
 mod migrations;
 mod paging;
+mod persisted;
 mod pool;
 mod readme;
 mod replicas;
