@@ -145,7 +145,13 @@ impl Exceeded {
             e.set("limit", variable);
             e.set("max", max as u64);
         });
-        error.into_server_error(Default::default())
+        // No location: a limit is over the whole document or connection, not at one place in
+        // it, and the spec lets a request error go without. (`into_server_error` takes one, and
+        // a default one read as `line 0, column 0`, which is no place in any document.)
+        ServerError {
+            locations: Vec::new(),
+            ..error.into_server_error(Default::default())
+        }
     }
 }
 
@@ -348,5 +354,13 @@ mod tests {
             Some(&async_graphql::Value::from("HONCHO_MAX_FRAGMENTS"))
         );
         assert_eq!(ext.get("max"), Some(&async_graphql::Value::from(2u64)));
+    }
+
+    #[test]
+    fn a_refusal_names_no_location() {
+        let e = Exceeded::SubscriptionsPerConnection { max: 1 }.into_error();
+        assert_eq!(e.locations, Vec::new());
+        let json = serde_json::to_value(&e).unwrap();
+        assert!(json.get("locations").is_none(), "{json}");
     }
 }

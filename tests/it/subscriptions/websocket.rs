@@ -262,6 +262,9 @@ async fn subscriptions_are_capped_per_connection_and_per_key_and_freed_when_stop
         } else {
             &m["payload"]["errors"][0]
         };
+        // A refusal is about the connection, not a place in the document: no location (it
+        // was once `line 0, column 0`).
+        assert!(e.get("locations").is_none(), "{m}");
         (
             e["extensions"]["code"].clone(),
             e["extensions"]["limit"].clone(),
