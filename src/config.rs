@@ -161,6 +161,10 @@ pub struct ServeConfig {
               .range(1..=crate::graphql::limits::CEILING_FRAGMENTS as u64))]
     pub max_fragments: usize,
 
+    /// Most fields written in a document, repeats included, checked before parsing.
+    #[arg(long, env = "HONCHO_MAX_FIELDS", default_value_t = 1_000)]
+    pub max_fields: usize,
+
     /// Most fields written under an alias in one request (fragments expanded).
     #[arg(long, env = "HONCHO_MAX_ALIASES", default_value_t = 100)]
     pub max_aliases: usize,

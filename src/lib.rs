@@ -263,6 +263,7 @@ fn limits(cfg: &ServeConfig) -> graphql::Limits {
         max_nesting: cfg.max_nesting,
         max_tokens: cfg.max_tokens,
         max_fragments: cfg.max_fragments,
+        max_fields: cfg.max_fields,
         max_aliases: cfg.max_aliases,
         max_root_fields: cfg.max_root_fields,
         max_embeddings: cfg.max_embeddings,

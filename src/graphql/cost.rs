@@ -334,6 +334,8 @@ mod tests {
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap();
+            let scanned = crate::graphql::limits::scan(&text, &limits);
+            assert_eq!(scanned, Ok(()), "{}", path.display());
             let doc = parse_query(&text).unwrap();
             let names: Vec<Option<String>> = match &doc.operations {
                 DocumentOperations::Single(_) => vec![None],
