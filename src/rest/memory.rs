@@ -17,8 +17,6 @@ use super::{Body, Gate, RestError, RestResult};
 use crate::access::{On, rule};
 use crate::dialectic::representation::{self, DEFAULT_MAX_CONCLUSIONS};
 use crate::store::Store;
-use crate::store::message::MessageScope;
-use crate::store::page::{Cursor, MAX_PAGE, Order, Slice};
 
 pub fn routes() -> OpenApiRouter<RestState> {
     OpenApiRouter::new()
@@ -32,8 +30,6 @@ pub fn routes() -> OpenApiRouter<RestState> {
 
 /// A session context's token budget when none is asked for, and the largest one (Honcho's).
 const MAX_CONTEXT_TOKENS: i64 = 100_000;
-/// Most pages of messages a session context reads back before its budget runs out.
-const MAX_CONTEXT_PAGES: u64 = 10;
 
 /// `observer`'s representation of `observed` (of `session`'s conclusions only, when given).
 async fn represent(
@@ -251,33 +247,12 @@ async fn session_context(
             "tokens must be between 1 and {MAX_CONTEXT_TOKENS}"
         )));
     }
-    let (mut messages, mut used) = (Vec::new(), 0i64);
-    'pages: for n in 0..MAX_CONTEXT_PAGES {
-        let slice = Slice {
-            first: Some(MAX_PAGE),
-            after: (n * MAX_PAGE).checked_sub(1).map(Cursor::at),
-            ..Slice::default()
-        };
-        let page = store
-            .list_messages(
-                MessageScope::Session(&workspace_id, &session_id),
-                &json!({}),
-                Order::Desc,
-                slice,
-            )
-            .await?;
-        for m in page.items {
-            used += i64::from(m.token_count);
-            if used > budget {
-                break 'pages;
-            }
-            messages.push(Message::from(m));
-        }
-        if !page.has_next {
-            break;
-        }
-    }
-    messages.reverse();
+    let messages: Vec<Message> = store
+        .newest_messages_within(&workspace_id, &session_id, budget)
+        .await?
+        .into_iter()
+        .map(Message::from)
+        .collect();
     let (peer_representation, peer_card) = match &params.peer_target {
         Some(target) => {
             let observer = params.peer_perspective.as_deref().unwrap_or(target);

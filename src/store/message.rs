@@ -31,6 +31,9 @@ pub enum MessageScope<'a> {
     Peer(&'a str, &'a str),
 }
 
+/// Most pages of messages [`Store::newest_messages_within`] reads back before its budget runs out.
+pub const MAX_BUDGET_PAGES: u64 = 10;
+
 /// Most messages a context window takes on either side of a message (`Message.context`,
 /// `search(contextWindow)`).
 pub const MAX_CONTEXT_SIDE: i64 = 10;
@@ -280,6 +283,46 @@ impl Store {
             page::Rows::Deferred,
         )
         .await
+    }
+
+    /// The session's newest messages whose token counts add up to at most `budget`, oldest
+    /// first (Honcho's session context), read back a page at a time for at most
+    /// [`MAX_BUDGET_PAGES`] pages.
+    #[tracing::instrument(name = "store.newest_messages_within", level = "debug", skip_all)]
+    pub async fn newest_messages_within(
+        &self,
+        workspace: &str,
+        session: &str,
+        budget: i64,
+    ) -> StoreResult<Vec<Message>> {
+        let (mut messages, mut used) = (Vec::new(), 0i64);
+        'pages: for n in 0..MAX_BUDGET_PAGES {
+            let slice = Slice {
+                first: Some(page::MAX_PAGE),
+                after: (n * page::MAX_PAGE).checked_sub(1).map(page::Cursor::at),
+                ..Slice::default()
+            };
+            let page = self
+                .list_messages(
+                    MessageScope::Session(workspace, session),
+                    &json!({}),
+                    Order::Desc,
+                    slice,
+                )
+                .await?;
+            for m in page.items {
+                used += i64::from(m.token_count);
+                if used > budget {
+                    break 'pages;
+                }
+                messages.push(m);
+            }
+            if !page.has_next {
+                break;
+            }
+        }
+        messages.reverse();
+        Ok(messages)
     }
 
     /// All messages inside any of `ranges`, in one statement. Ranges may overlap; each message
