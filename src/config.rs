@@ -281,6 +281,29 @@ pub struct ServeConfig {
     pub deriver: DeriverConfig,
 }
 
+/// `honcho-graphql mcp`: MCP over stdio, with the server's configuration and the caller's key.
+// No Debug: it holds a key.
+#[derive(Args, Clone)]
+pub struct McpConfig {
+    #[command(flatten)]
+    pub serve: ServeConfig,
+
+    /// The API key every tool call is made with (as `Authorization: Bearer` over HTTP); unset
+    /// with auth on, every call is refused.
+    #[arg(
+        id = "honcho_api_key",
+        long = "api-key",
+        value_name = "KEY",
+        env = "HONCHO_API_KEY",
+        hide_env_values = true
+    )]
+    pub api_key: Option<String>,
+
+    /// The workspace of tool calls that name none (a scoped key's own by default).
+    #[arg(long, env = "HONCHO_WORKSPACE_ID")]
+    pub workspace_id: Option<String>,
+}
+
 #[derive(Args, Clone)]
 pub struct AuthConfig {
     /// Secret that signs API keys (HS256). Unset: auth is off and every request is an admin.
@@ -509,7 +532,8 @@ mod tests {
 
     /// The variables `serve --help` lists.
     fn serve_variables() -> Vec<String> {
-        let serve = ServeConfig::augment_args(Command::new("serve"));
+        // `mcp` takes serve's variables and its own two.
+        let serve = McpConfig::augment_args(Command::new("serve"));
         // What clap checks when a command is built (unique argument ids, …).
         serve.clone().debug_assert();
         serve

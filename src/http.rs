@@ -143,7 +143,8 @@ pub fn router_with(schema: AppSchema, store: Store, options: HttpOptions) -> Rou
         .route("/ready", get(ready))
         .route("/metrics", get(metrics));
     let app = options.playground.route(api);
-    let rest = crate::rest::router(rest_state(&schema, &store));
+    let rest = crate::rest::router(rest_state(&schema, &store))
+        .merge(crate::mcp::router(schema.clone(), options.max_body_bytes));
     let app = app.with_state(AppState {
         schema,
         store,

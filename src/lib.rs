@@ -12,6 +12,7 @@ pub mod entity;
 pub mod graphql;
 pub mod http;
 pub mod llm;
+pub mod mcp;
 pub mod outbound;
 pub mod rest;
 pub(crate) mod retry;

@@ -2,7 +2,9 @@ use clap::{Parser, Subcommand};
 use migration::{Migrator, MigratorTrait};
 
 use honcho_graphql::auth::{KeySpec, parse_duration};
-use honcho_graphql::config::{AuthConfig, DbConfig, DeriverConfig, LlmConfig, ServeConfig};
+use honcho_graphql::config::{
+    AuthConfig, DbConfig, DeriverConfig, LlmConfig, McpConfig, ServeConfig,
+};
 use honcho_graphql::store::Store;
 use honcho_graphql::store::embedding::ReembedProgress;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -24,6 +26,8 @@ struct Cli {
 enum Command {
     /// Migrate and serve GraphQL over HTTP.
     Serve(Box<ServeConfig>),
+    /// Serve MCP over stdin/stdout for desktop clients; the key comes from HONCHO_API_KEY.
+    Mcp(Box<McpConfig>),
     /// Run deriver workers alone (no HTTP): queued messages become conclusions.
     Deriver {
         #[command(flatten)]
@@ -110,9 +114,12 @@ fn main() -> std::process::ExitCode {
 
 async fn run() -> anyhow::Result<()> {
     // Held to the end of the command: dropping it flushes the spans not yet exported.
-    let _telemetry = honcho_graphql::telemetry::init()?;
-    match Cli::parse().command {
+    let command = Cli::parse().command;
+    // Over stdio, stdout is the protocol's: logs go to stderr.
+    let _telemetry = honcho_graphql::telemetry::init(matches!(command, Command::Mcp(_)))?;
+    match command {
         Command::Serve(cfg) => Ok(honcho_graphql::serve(*cfg).await?),
+        Command::Mcp(cfg) => Ok(honcho_graphql::mcp::stdio::run(*cfg).await?),
         Command::Deriver { db, llm, deriver } => {
             Ok(honcho_graphql::derive(db, llm, deriver).await?)
         }

@@ -15,6 +15,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::Level;
 use tracing_subscriber::filter::{FilterExt, Targets, filter_fn};
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -60,12 +61,21 @@ pub fn otlp_endpoint() -> Option<String> {
     .find(|v| !v.trim().is_empty())
 }
 
-/// Installs the process's tracing subscriber: logs filtered by `RUST_LOG`, and with an OTLP
-/// endpoint configured, a second layer that exports spans.
-pub fn init() -> Result<Telemetry, crate::StartError> {
+/// Installs the process's tracing subscriber: logs filtered by `RUST_LOG` (on stdout, or on
+/// stderr with `to_stderr`), and with an OTLP endpoint configured, a second layer that exports
+/// spans.
+pub fn init(to_stderr: bool) -> Result<Telemetry, crate::StartError> {
     let logs = EnvFilter::try_from_default_env().unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
+    let writer = if to_stderr {
+        BoxMakeWriter::new(std::io::stderr)
+    } else {
+        BoxMakeWriter::new(std::io::stdout)
+    };
     if otlp_endpoint().is_none() {
-        tracing_subscriber::fmt().with_env_filter(logs).init();
+        tracing_subscriber::fmt()
+            .with_env_filter(logs)
+            .with_writer(writer)
+            .init();
         return Ok(Telemetry { provider: None });
     }
     // The exporter reads the endpoint, headers, timeout and compression from the standard
@@ -89,7 +99,11 @@ pub fn init() -> Result<Telemetry, crate::StartError> {
         .with_tracer(provider.tracer(SERVICE_NAME))
         .with_filter(exported());
     tracing_subscriber::registry()
-        .with(tracing_subscriber::fmt::layer().with_filter(logs))
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(writer)
+                .with_filter(logs),
+        )
         .with(traces)
         .init();
     Ok(Telemetry {

@@ -18,6 +18,7 @@ mod gin_pending;
 mod http;
 mod limits;
 mod llm;
+mod mcp;
 mod messages;
 mod migrations;
 mod paging;

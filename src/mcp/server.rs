@@ -1,0 +1,415 @@
+//! The MCP server: one handler for both transports, its tools routed by rmcp's macros. Each tool
+//! is a thin shell over a function of [`super::memory`], [`super::sessions`],
+//! [`super::conclusions`] or [`super::search`] that takes the call's [`Gate`].
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_handler, tool_router};
+
+use super::args::*;
+use super::gate::Gate;
+use super::reply::respond;
+use super::{conclusions, memory, prompt, resources, search, sessions};
+use crate::graphql::AppSchema;
+
+/// The revisions this server speaks, oldest first: the current one (stateless, no `initialize`)
+/// and the two before it for older clients.
+pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2026_07_28,
+];
+
+/// What the server tells an agent on connecting.
+const INSTRUCTIONS: &str = "Long-term memory of conversations between peers (users and agents), \
+    grouped in sessions within a workspace. Search before you answer from memory (search, with \
+    include_context for the surrounding turns); ask chat for a reasoned answer about a peer; read \
+    get_peer_context for what is known of a peer; record turns with add_messages_to_session and \
+    facts with create_conclusions. Resources: \
+    peer cards, session transcripts and reasoning trees (resources/templates/list). The prompt `use_memory` explains the workflow.";
+
+/// Where a call's key comes from.
+#[derive(Clone)]
+pub enum Keys {
+    /// Each HTTP request's `Authorization` header (and `X-Honcho-Workspace-ID`).
+    Http,
+    /// The key (and workspace) the stdio process was started with.
+    Fixed {
+        authorization: Option<String>,
+        workspace: Option<String>,
+    },
+}
+
+#[derive(Clone)]
+pub struct Memory {
+    schema: AppSchema,
+    keys: Keys,
+    tools: Arc<ToolRouter<Memory>>,
+}
+
+impl Memory {
+    pub fn new(schema: AppSchema, keys: Keys) -> Self {
+        Memory {
+            schema,
+            keys,
+            tools: Arc::new(Self::tool_router()),
+        }
+    }
+
+    /// The gate of one call: its key, by transport.
+    fn gate(&self, ctx: &RequestContext<RoleServer>) -> Gate {
+        match &self.keys {
+            Keys::Http => match ctx.extensions.get::<axum::http::request::Parts>() {
+                Some(parts) => Gate::from_headers(&self.schema, &parts.headers),
+                None => Gate::new(&self.schema, None, None),
+            },
+            Keys::Fixed {
+                authorization,
+                workspace,
+            } => Gate::new(&self.schema, authorization.as_deref(), workspace.clone()),
+        }
+    }
+}
+
+#[tool_router]
+impl Memory {
+    #[tool(
+        description = "Search the conversation memory: hybrid (semantic and full-text) search over \
+        messages, best first. Use it before answering anything that may have come up earlier. \
+        Scope: no peer_id or session_id = the whole workspace; peer_id = messages that peer wrote \
+        (and that peer's conclusions about itself); session_id = one session. include_context \
+        returns each match inside its surrounding turns (merged windows), which is usually what \
+        you need to understand a match.",
+        annotations(read_only_hint = true)
+    )]
+    async fn search(
+        &self,
+        Parameters(a): Parameters<SearchArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        respond(search::search(&self.gate(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "Ask a natural-language question about a peer and get an answer reasoned \
+        from its memory (Honcho's dialectic). Use it for questions that need synthesis (\"what \
+        does alice prefer for travel?\"); use search for exact past messages. Returns 'None' when \
+        memory holds nothing relevant.",
+        annotations(read_only_hint = true)
+    )]
+    async fn chat(
+        &self,
+        Parameters(a): Parameters<ChatArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        respond(memory::chat(&self.gate(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "Get a peer card: a short list of biographical facts about a peer (or what \
+        peer_id holds about target_peer_id). Use it for a quick summary of who someone is.",
+        annotations(read_only_hint = true)
+    )]
+    async fn get_peer_card(
+        &self,
+        Parameters(a): Parameters<PeerArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        respond(memory::get_peer_card(&self.gate(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "Replace a peer card with the facts given. Use it to establish or correct \
+        what is known about a peer at a glance."
+    )]
+    async fn set_peer_card(
+        &self,
+        Parameters(a): Parameters<SetPeerCardArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        respond(memory::set_peer_card(&self.gate(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "Get everything known about a peer in one call: its card and its \
+        representation (its conclusions by level). Use it at the start of a conversation to \
+        recall who you are talking to.",
+        annotations(read_only_hint = true)
+    )]
+    async fn get_peer_context(
+        &self,
+        Parameters(a): Parameters<RepresentationArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        respond(memory::get_peer_context(&self.gate(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "Get a peer's representation: the text built from its stored conclusions \
+        (optionally of one session only). Use it when you want the conclusions without the card.",
+        annotations(read_only_hint = true)
+    )]
+    async fn get_representation(
+        &self,
+        Parameters(a): Parameters<RepresentationArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        respond(memory::get_representation(&self.gate(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "Get or create a session by id. Use it before adding peers or messages to \
+        a new conversation."
+    )]
+    async fn create_session(
+        &self,
+        Parameters(a): Parameters<SessionArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        respond(sessions::create_session(&self.gate(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "List the workspace's sessions (paginated). Use it to find a conversation \
+        when you do not know its id.",
+        annotations(read_only_hint = true)
+    )]
+    async fn list_sessions(
+        &self,
+        Parameters(a): Parameters<ListArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        respond(sessions::list_sessions(&self.gate(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "Add peers to a session (creating the session and peers when missing). \
+        Use it to bring participants into a conversation."
+    )]
+    async fn add_peers_to_session(
+        &self,
+        Parameters(a): Parameters<AddPeersArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        respond(sessions::add_peers_to_session(&self.gate(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "Record conversation turns: append messages (each with its author's \
+        peer_id) to a session, creating the session and peers when missing. Use it after each \
+        exchange worth remembering; what is recorded is searchable at once and feeds the deriver."
+    )]
+    async fn add_messages_to_session(
+        &self,
+        Parameters(a): Parameters<AddMessagesArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        respond(sessions::add_messages_to_session(&self.gate(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "Read a session's messages a page at a time, oldest first (reverse for \
+        newest first), optionally filtered. Use it to read a conversation's history.",
+        annotations(read_only_hint = true)
+    )]
+    async fn get_session_messages(
+        &self,
+        Parameters(a): Parameters<SessionMessagesArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        respond(sessions::get_session_messages(&self.gate(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "Get a session's newest messages that fit a token budget, oldest first. \
+        Use it to build the context window for your next turn in that conversation.",
+        annotations(read_only_hint = true)
+    )]
+    async fn get_session_context(
+        &self,
+        Parameters(a): Parameters<SessionContextArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        respond(sessions::get_session_context(&self.gate(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "Read the messages of a session from one seqInSession to another (at most \
+        100). Use it to read exactly what was said around a message you found (search results \
+        carry seq_in_session).",
+        annotations(read_only_hint = true)
+    )]
+    async fn message_range(
+        &self,
+        Parameters(a): Parameters<MessageRangeArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        respond(sessions::message_range(&self.gate(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "List the conclusions (facts derived from conversations) that peer_id holds \
+        about target_peer_id (itself when omitted), newest first, paginated. Use it to see what \
+        has been learned.",
+        annotations(read_only_hint = true)
+    )]
+    async fn list_conclusions(
+        &self,
+        Parameters(a): Parameters<ListConclusionsArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        respond(conclusions::list_conclusions(&self.gate(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "Semantic search over the conclusions peer_id holds about target_peer_id \
+        (itself when omitted). More targeted than list_conclusions; the ids it returns work with \
+        delete_conclusion and reasoning_tree.",
+        annotations(read_only_hint = true)
+    )]
+    async fn query_conclusions(
+        &self,
+        Parameters(a): Parameters<QueryConclusionsArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        respond(conclusions::query_conclusions(&self.gate(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "Record conclusions (facts) that peer_id holds about target_peer_id, in one \
+        all-or-nothing batch. Use it to store knowledge that did not come from a conversation."
+    )]
+    async fn create_conclusions(
+        &self,
+        Parameters(a): Parameters<CreateConclusionsArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        respond(conclusions::create_conclusions(&self.gate(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "Delete a conclusion by id (find it with query_conclusions or \
+        list_conclusions first). Use it to remove wrong or outdated knowledge.",
+        annotations(destructive_hint = true)
+    )]
+    async fn delete_conclusion(
+        &self,
+        Parameters(a): Parameters<DeleteConclusionArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        respond(conclusions::delete_conclusion(&self.gate(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "Show why a conclusion is held and what follows from it: the conclusions it \
+        was drawn from (premises, negative depths) and those drawn from it (consequences, \
+        positive depths), to a depth, with the citations between them. Use it to check or \
+        explain a conclusion before relying on it.",
+        annotations(read_only_hint = true)
+    )]
+    async fn reasoning_tree(
+        &self,
+        Parameters(a): Parameters<ReasoningTreeArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        respond(conclusions::reasoning_tree(&self.gate(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "Get the deriver's queue for the workspace: work units pending, in progress \
+        and failed. Use it to tell whether new messages have been turned into conclusions yet.",
+        annotations(read_only_hint = true)
+    )]
+    async fn get_queue_status(
+        &self,
+        Parameters(a): Parameters<InWorkspace>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        respond(memory::get_queue_status(&self.gate(&ctx), a).await)
+    }
+}
+
+#[tool_handler(router = self.tools)]
+impl ServerHandler for Memory {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_prompts()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            "honcho-graphql",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(PROTOCOL_VERSIONS)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let gate = self.gate(&context);
+        Ok(resources::read(&gate, &request.uri).await?.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(prompt::prompts()))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        Ok(prompt::get(&request.name, request.arguments.as_ref())?.into())
+    }
+
+    /// Routes the call, counted and timed in the same metrics as GraphQL operations (operation
+    /// `mcp.<tool>`).
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = format!("mcp.{}", request.name);
+        let started = Instant::now();
+        let tcc = ToolCallContext::new(self, request, context);
+        let outcome = self.tools.call(tcc).await;
+        let ok = matches!(&outcome, Ok(CallToolResponse::Complete(r)) if r.is_error != Some(true));
+        crate::graphql::metrics::observe(Some(&name), ok, started.elapsed());
+        outcome
+    }
+}

@@ -1,0 +1,21 @@
+//! `honcho-graphql mcp`: the server's store, embedder, LLM and auth set up as `serve` sets them
+//! up, answering MCP over stdin/stdout for a desktop client that starts the process. Logs go to
+//! stderr (stdout is the protocol's).
+
+use crate::StartError;
+use crate::config::McpConfig;
+
+pub async fn run(cfg: McpConfig) -> Result<(), StartError> {
+    let serve = &cfg.serve;
+    let auth = serve.auth.auth()?;
+    let llm = crate::llm::build(&serve.llm)?;
+    let dialectic = llm.clone().map(crate::dialectic::Dialectic::new);
+    let store = crate::ready_store(serve, llm.is_some()).await?;
+    // No event bus: subscriptions are not served over MCP.
+    let schema =
+        crate::graphql::build_schema_with(store, &crate::limits(serve), auth, None, dialectic);
+    tracing::info!("serving MCP on stdio");
+    super::serve_stdio(schema, cfg.api_key, cfg.workspace_id)
+        .await
+        .map_err(StartError::Serve)
+}
