@@ -75,6 +75,17 @@ impl Mcp {
         version: Option<&str>,
         body: &Value,
     ) -> (StatusCode, reqwest::header::HeaderMap, Value) {
+        self.post_with(key, version, body, &[]).await
+    }
+
+    /// [`Mcp::post`] with `extra` headers.
+    async fn post_with(
+        &self,
+        key: Option<&str>,
+        version: Option<&str>,
+        body: &Value,
+        extra: &[(&str, &str)],
+    ) -> (StatusCode, reqwest::header::HeaderMap, Value) {
         let mut req = self
             .client
             .post(format!("{}/mcp", self.base))
@@ -93,6 +104,9 @@ impl Mcp {
         }
         if let Some(k) = key {
             req = req.header("authorization", k);
+        }
+        for (name, value) in extra {
+            req = req.header(*name, *value);
         }
         let resp = req.send().await.unwrap();
         let (status, headers) = (resp.status(), resp.headers().clone());
@@ -544,6 +558,33 @@ async fn mcp_speaks_2026_07_28_and_negotiates_back_to_2025_11_25_and_2025_06_18(
     );
     let tools = mcp.tool_names(None).await;
     assert!(tools.contains(&"reasoning_tree".to_owned()), "{tools:?}");
+
+    // A call that names no workspace works in the connection's X-Honcho-Workspace-ID.
+    mcp.ok(
+        None,
+        "create_session",
+        json!({"workspace_id": "wx", "session_id": "sx"}),
+    )
+    .await;
+    let list = request(
+        5,
+        "tools/call",
+        json!({"name": "list_sessions", "arguments": {}}),
+    );
+    let header = [("x-honcho-workspace-id", "wx")];
+    let (_, _, value) = mcp.post_with(None, Some(CURRENT), &list, &header).await;
+    assert_eq!(
+        value["result"]["structuredContent"]["sessions"][0]["id"],
+        json!("sx"),
+        "{value:#}"
+    );
+    // Without it (auth off: an admin, who has no workspace of its own) the call says so.
+    let (_, _, value) = mcp.post(None, Some(CURRENT), &list).await;
+    assert_eq!(
+        value["result"]["structuredContent"]["code"],
+        json!("BAD_USER_INPUT"),
+        "{value:#}"
+    );
 }
 
 #[tokio::test]
