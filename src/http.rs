@@ -143,8 +143,9 @@ pub fn router_with(schema: AppSchema, store: Store, options: HttpOptions) -> Rou
         .route("/ready", get(ready))
         .route("/metrics", get(metrics));
     let app = options.playground.route(api);
-    let rest = crate::rest::router(rest_state(&schema, &store))
-        .merge(crate::mcp::router(schema.clone(), options.max_body_bytes));
+    let services = rest_state(&schema, &store);
+    let rest = crate::rest::router(services.clone())
+        .merge(crate::mcp::router(services, options.max_body_bytes));
     let app = app.with_state(AppState {
         schema,
         store,
@@ -156,10 +157,10 @@ pub fn router_with(schema: AppSchema, store: Store, options: HttpOptions) -> Rou
     layers(app.merge(rest), &options)
 }
 
-/// REST's state from what the GraphQL schema was built with: the same sealed store, keys and
-/// dialectic, so both APIs serve one store under one rule table.
-pub fn rest_state(schema: &AppSchema, store: &Store) -> crate::rest::RestState {
-    crate::rest::RestState::new(
+/// REST's and MCP's services from what the GraphQL schema was built with: the same sealed store,
+/// keys and dialectic, so the three APIs serve one store under one rule table.
+pub fn rest_state(schema: &AppSchema, store: &Store) -> crate::access::Services {
+    crate::access::Services::new(
         schema
             .data::<crate::access::Sealed<Store>>()
             .cloned()

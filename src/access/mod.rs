@@ -20,6 +20,7 @@ mod code;
 mod gate;
 mod on;
 mod rules;
+mod services;
 
 use std::future::Future;
 
@@ -29,6 +30,7 @@ pub use gate::{Access, Gate};
 pub use on::On;
 pub(crate) use rules::rule;
 pub use rules::{Field, RULES, Rule, find};
+pub use services::Services;
 
 use crate::store::peer::PeerReach;
 use crate::store::session::SessionReach;

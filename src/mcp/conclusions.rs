@@ -11,7 +11,7 @@ use super::error::{ToolError, ToolResult};
 use super::gate::Gate;
 use super::reply::{Reply, conclusion_lines};
 use super::sessions::filters;
-use crate::graphql::guard::{On, rule};
+use crate::access::{On, rule};
 use crate::rest::conclusions::Conclusion;
 use crate::store::conclusion::{Edge, NewConclusion, TreeDirection};
 use crate::store::page::Order;
@@ -189,7 +189,7 @@ pub async fn reasoning_tree(gate: &Gate, a: ReasoningTreeArgs) -> ToolResult<Rep
         .collect();
     if out.is_empty() {
         return Err(ToolError::new(
-            crate::graphql::error::Code::NotFound,
+            crate::access::Code::NotFound,
             format!("conclusion {root:?} not found"),
         ));
     }

@@ -1,11 +1,12 @@
-//! A refused or failed tool call: GraphQL's stable code (`extensions.code`) and its message,
+//! A refused or failed tool call: the access layer's stable code (GraphQL's `extensions.code`)
+//! and its message,
 //! answered as an MCP tool error (`isError: true`) that the agent can read and act on.
 
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::json;
 
+use crate::access::{AccessError, Code, Failure};
 use crate::dialectic::DialecticError;
-use crate::graphql::error::{ApiError, Code};
 use crate::store::StoreError;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -39,31 +40,26 @@ impl ToolError {
     }
 }
 
-impl From<ApiError> for ToolError {
-    fn from(e: ApiError) -> Self {
-        let code =
-            e.0.extensions
-                .as_ref()
-                .and_then(|x| match x.get("code") {
-                    Some(async_graphql::Value::String(code)) => Some(code.clone()),
-                    _ => None,
-                })
-                .unwrap_or_else(|| Code::Internal.as_str().to_owned());
-        ToolError {
-            code,
-            message: e.0.message,
-        }
+impl From<Failure> for ToolError {
+    fn from(f: Failure) -> Self {
+        ToolError::new(f.code, f.message)
+    }
+}
+
+impl From<AccessError> for ToolError {
+    fn from(e: AccessError) -> Self {
+        Failure::from(e).into()
     }
 }
 
 impl From<StoreError> for ToolError {
     fn from(e: StoreError) -> Self {
-        ApiError::from(e).into()
+        Failure::from(e).into()
     }
 }
 
 impl From<DialecticError> for ToolError {
     fn from(e: DialecticError) -> Self {
-        ApiError::from(e).into()
+        Failure::from(e).into()
     }
 }

@@ -1,26 +1,22 @@
 //! One tool call's way through the rules: its caller (the HTTP request's `Authorization: Bearer`
-//! key, or over stdio the key the process was started with) and its loader, over the schema's
-//! sealed store. Every tool names the [`RULES`](crate::graphql::guard::RULES) row of the GraphQL
-//! field it does the work of, as the REST routes do: one rule table for the three APIs.
+//! key, or over stdio the key the process was started with) and the access layer's
+//! [`access::Gate`] over the sealed store. Every tool names the [`RULES`](crate::access::RULES)
+//! row of the GraphQL field it does the work of, as the REST routes do: one rule table for the
+//! three APIs.
 
 use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
 
 use super::error::{ToolError, ToolResult};
-use crate::auth::{Caller, Principal};
+use crate::access::{self, Access, Field, On, Principal, Services};
 use crate::dialectic::Dialectic;
-use crate::graphql::error::Code;
-use crate::graphql::guard::{self, Access, Field, On, Sealed};
-use crate::graphql::{AppSchema, RequestLoader};
-use crate::store::Store;
 
 /// Honcho's MCP header naming the workspace a connection works in, when a tool call names none.
 pub const WORKSPACE_HEADER: &str = "x-honcho-workspace-id";
 
 pub struct Gate {
-    schema: AppSchema,
-    caller: Caller,
-    loader: Sealed<RequestLoader>,
+    services: Services,
+    gate: access::Gate,
     /// The workspace of calls that name none: the connection's header (or, over stdio,
     /// HONCHO_WORKSPACE_ID), else the key's own workspace.
     workspace: Option<String>,
@@ -28,11 +24,12 @@ pub struct Gate {
 
 impl Gate {
     /// The gate of a call whose key is `authorization` (`Bearer <key>`).
-    pub fn new(schema: &AppSchema, authorization: Option<&str>, workspace: Option<String>) -> Self {
-        let store = schema
-            .data::<Sealed<Store>>()
-            .expect("the schema holds the store");
-        let caller = crate::graphql::authenticate(schema, authorization);
+    pub fn new(
+        services: &Services,
+        authorization: Option<&str>,
+        workspace: Option<String>,
+    ) -> Self {
+        let caller = services.authenticate(authorization);
         let workspace = workspace.or_else(|| match caller.principal() {
             Ok(
                 Principal::Workspace(w)
@@ -42,37 +39,30 @@ impl Gate {
             _ => None,
         });
         Gate {
-            schema: schema.clone(),
-            caller,
-            loader: guard::request_loader(store),
+            services: services.clone(),
+            gate: services.gate(caller),
             workspace,
         }
     }
 
     /// The gate of an HTTP request's call.
-    pub fn from_headers(schema: &AppSchema, headers: &HeaderMap) -> Self {
+    pub fn from_headers(services: &Services, headers: &HeaderMap) -> Self {
         let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
         let workspace = text(WORKSPACE_HEADER)
             .map(str::trim)
             .filter(|w| !w.is_empty())
             .map(str::to_owned);
-        Gate::new(schema, text(AUTHORIZATION.as_str()), workspace)
+        Gate::new(services, text(AUTHORIZATION.as_str()), workspace)
     }
 
     /// Checks `field`'s rule (a `RULES` row, `rule!(Type.field)`) on `on`.
     pub async fn require(&self, field: Field, on: On<'_>) -> ToolResult<Access<'_>> {
-        let store = self
-            .schema
-            .data::<Sealed<Store>>()
-            .ok_or_else(|| ToolError::new(Code::Internal, "no store"))?;
-        Ok(guard::require_route(store, &self.loader, &self.caller, field, on).await?)
+        Ok(self.gate.require(field, on).await?)
     }
 
     /// The caller's principal (after [`Gate::require`] passed, for what the store decides by key).
     pub fn principal(&self) -> ToolResult<Principal> {
-        self.caller
-            .principal()
-            .map_err(|e| ToolError::new(Code::Unauthenticated, e.to_string()))
+        Ok(self.gate.principal()?)
     }
 
     /// The workspace a call works in: the one it names, else the connection's.
@@ -92,6 +82,6 @@ impl Gate {
 
     /// The dialectic, when an LLM is configured.
     pub fn dialectic(&self) -> Option<&Dialectic> {
-        self.schema.data::<Dialectic>()
+        self.services.dialectic()
     }
 }

@@ -9,10 +9,10 @@ use super::args::{
 use super::error::{ToolError, ToolResult};
 use super::gate::Gate;
 use super::reply::Reply;
+use crate::access::Code;
+use crate::access::{On, rule};
 use crate::dialectic::representation::{self, DEFAULT_MAX_CONCLUSIONS};
 use crate::dialectic::{self, Question};
-use crate::graphql::error::Code;
-use crate::graphql::guard::{On, rule};
 
 pub async fn chat(gate: &Gate, a: ChatArgs) -> ToolResult<Reply> {
     let ws = gate.workspace(a.ws.workspace_id.as_deref())?;

@@ -38,17 +38,17 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 
+use crate::access::Services;
 use crate::auth::{Auth, AuthError};
-use crate::graphql::AppSchema;
 pub use server::{Keys, Memory, PROTOCOL_VERSIONS};
 
 /// Where the protected-resource metadata is served (RFC 9728, the path-suffixed form too).
 pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
-/// `/mcp` and the protected-resource metadata, over `schema`'s store and auth. Request bodies are
+/// `/mcp` and the protected-resource metadata, over `services`' store and auth. Request bodies are
 /// cut at `max_body_bytes`, as the server's body limit cuts them.
-pub fn router(schema: AppSchema, max_body_bytes: usize) -> axum::Router {
-    let memory = Memory::new(schema.clone(), Keys::Http);
+pub fn router(services: Services, max_body_bytes: usize) -> axum::Router {
+    let memory = Memory::new(services.clone(), Keys::Http);
     // Hosts and origins are the server's layers' business, as for /graphql.
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
@@ -65,24 +65,24 @@ pub fn router(schema: AppSchema, max_body_bytes: usize) -> axum::Router {
     axum::Router::new()
         .route_service("/mcp", service)
         .route_layer(axum::middleware::from_fn_with_state(
-            schema.clone(),
+            services.clone(),
             require_key,
         ))
         .route(METADATA_PATH, get(metadata))
         .route(&format!("{METADATA_PATH}/mcp"), get(metadata))
-        .with_state(schema)
+        .with_state(services)
 }
 
 /// Serves MCP over stdin/stdout until the client closes it. `key` is the API key every call
 /// is made with (none: admin when auth is off, refused when it is on); `workspace` the one calls
 /// work in when they name none.
 pub async fn serve_stdio(
-    schema: AppSchema,
+    services: Services,
     key: Option<String>,
     workspace: Option<String>,
 ) -> std::io::Result<()> {
     let memory = Memory::new(
-        schema,
+        services,
         Keys::Fixed {
             authorization: key.map(|k| format!("Bearer {}", k.trim())),
             workspace,
@@ -98,13 +98,13 @@ pub async fn serve_stdio(
 
 /// Refuses a request without a valid key (auth on) before MCP reads it: 401, with the challenge
 /// that tells a client where to learn how to authenticate.
-async fn require_key(State(schema): State<AppSchema>, req: Request, next: Next) -> Response {
-    if schema.data::<Auth>().is_none_or(Auth::enabled) {
+async fn require_key(State(services): State<Services>, req: Request, next: Next) -> Response {
+    if services.auth().is_none_or(Auth::enabled) {
         let header = req
             .headers()
             .get(AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
-        if let Err(e) = crate::graphql::authenticate(&schema, header).principal() {
+        if let Err(e) = services.authenticate(header).principal() {
             return unauthorized(req.headers(), &e);
         }
     }

@@ -19,7 +19,7 @@ pub struct Reply {
 impl Reply {
     pub fn new<T: Serialize>(value: &T, text: impl Into<String>) -> ToolResult<Self> {
         let value = serde_json::to_value(value)
-            .map_err(|e| ToolError::new(crate::graphql::error::Code::Internal, e.to_string()))?;
+            .map_err(|e| ToolError::new(crate::access::Code::Internal, e.to_string()))?;
         let value = if value.is_object() {
             value
         } else {

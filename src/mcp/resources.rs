@@ -10,7 +10,7 @@ use super::args::{InWorkspace, MessageRangeArgs, PeerArgs, ReasoningTreeArgs, Se
 use super::error::ToolError;
 use super::gate::Gate;
 use super::{conclusions, memory, sessions};
-use crate::graphql::error::Code;
+use crate::access::Code;
 use crate::store::page::MAX_PAGE;
 
 const SCHEME: &str = "honcho://workspaces/";

@@ -10,8 +10,8 @@ use super::error::ToolResult;
 use super::gate::Gate;
 use super::reply::{McpMessage, Reply, conclusion_lines, message_lines};
 use super::sessions::filters;
-use crate::graphql::error::Code;
-use crate::graphql::guard::{On, rule};
+use crate::access::Code;
+use crate::access::{On, rule};
 use crate::rest::conclusions::Conclusion;
 use crate::store::message::MessageScope;
 use crate::store::search::{

@@ -22,7 +22,7 @@ use super::args::*;
 use super::gate::Gate;
 use super::reply::respond;
 use super::{conclusions, memory, prompt, resources, search, sessions};
-use crate::graphql::AppSchema;
+use crate::access::Services;
 
 /// The revisions this server speaks, oldest first: the current one (stateless, no `initialize`)
 /// and the two before it for older clients.
@@ -54,15 +54,15 @@ pub enum Keys {
 
 #[derive(Clone)]
 pub struct Memory {
-    schema: AppSchema,
+    services: Services,
     keys: Keys,
     tools: Arc<ToolRouter<Memory>>,
 }
 
 impl Memory {
-    pub fn new(schema: AppSchema, keys: Keys) -> Self {
+    pub fn new(services: Services, keys: Keys) -> Self {
         Memory {
-            schema,
+            services,
             keys,
             tools: Arc::new(Self::tool_router()),
         }
@@ -72,13 +72,13 @@ impl Memory {
     fn gate(&self, ctx: &RequestContext<RoleServer>) -> Gate {
         match &self.keys {
             Keys::Http => match ctx.extensions.get::<axum::http::request::Parts>() {
-                Some(parts) => Gate::from_headers(&self.schema, &parts.headers),
-                None => Gate::new(&self.schema, None, None),
+                Some(parts) => Gate::from_headers(&self.services, &parts.headers),
+                None => Gate::new(&self.services, None, None),
             },
             Keys::Fixed {
                 authorization,
                 workspace,
-            } => Gate::new(&self.schema, authorization.as_deref(), workspace.clone()),
+            } => Gate::new(&self.services, authorization.as_deref(), workspace.clone()),
         }
     }
 }
@@ -409,7 +409,7 @@ impl ServerHandler for Memory {
         let tcc = ToolCallContext::new(self, request, context);
         let outcome = self.tools.call(tcc).await;
         let ok = matches!(&outcome, Ok(CallToolResponse::Complete(r)) if r.is_error != Some(true));
-        crate::graphql::metrics::observe(Some(&name), ok, started.elapsed());
+        crate::metrics::observe(Some(&name), ok, started.elapsed());
         outcome
     }
 }

@@ -10,7 +10,7 @@ use super::args::{
 use super::error::{ToolError, ToolResult};
 use super::gate::Gate;
 use super::reply::{McpMessage, Reply, message_lines};
-use crate::graphql::guard::{On, rule, session_reach};
+use crate::access::{On, rule, session_reach};
 use crate::rest::sessions::Session;
 use crate::store;
 use crate::store::message::{MessageScope, SeqRange};

@@ -11,11 +11,10 @@ pub async fn run(cfg: McpConfig) -> Result<(), StartError> {
     let llm = crate::llm::build(&serve.llm)?;
     let dialectic = llm.clone().map(crate::dialectic::Dialectic::new);
     let store = crate::ready_store(serve, llm.is_some()).await?;
-    // No event bus: subscriptions are not served over MCP.
-    let schema =
-        crate::graphql::build_schema_with(store, &crate::limits(serve), auth, None, dialectic);
+    let services =
+        crate::access::Services::new(crate::access::Sealed::new(store), Some(auth), dialectic);
     tracing::info!("serving MCP on stdio");
-    super::serve_stdio(schema, cfg.api_key, cfg.workspace_id)
+    super::serve_stdio(services, cfg.api_key, cfg.workspace_id)
         .await
         .map_err(StartError::Serve)
 }

@@ -34,9 +34,8 @@ use serde_json::Value;
 use utoipa::{IntoParams, OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 
-use crate::access::{self, Access, Auth, Field, On, Principal, Sealed};
+use crate::access::{self, Access, Auth, Field, On, Principal};
 use crate::dialectic::Dialectic;
-use crate::store::Store;
 use crate::store::page::{MAX_PAGE, Order, Slice};
 pub use error::{RestError, RestResult};
 
@@ -61,24 +60,8 @@ fn api() -> OpenApiRouter<RestState> {
         .merge(unsupported::routes())
 }
 
-/// What every route is served with.
-#[derive(Clone)]
-pub struct RestState {
-    store: Sealed<Store>,
-    /// None: nobody is authenticated (a server always has one; some tests build without).
-    auth: Option<Auth>,
-    dialectic: Option<Dialectic>,
-}
-
-impl RestState {
-    pub fn new(store: Sealed<Store>, auth: Option<Auth>, dialectic: Option<Dialectic>) -> Self {
-        RestState {
-            store,
-            auth,
-            dialectic,
-        }
-    }
-}
+/// What every route is served with: the access layer's [`access::Services`].
+pub type RestState = access::Services;
 
 /// The `/v3` routes and the OpenAPI document that describes them, over `state`'s store and auth.
 /// A body may be as large as the server's limit (`HONCHO_MAX_BODY_BYTES`, as for `/graphql`),
@@ -131,12 +114,12 @@ impl Gate {
     }
 
     pub fn auth(&self) -> Option<&Auth> {
-        self.state.auth.as_ref()
+        self.state.auth()
     }
 
     /// The dialectic, when an LLM is configured.
     pub fn dialectic(&self) -> Option<&Dialectic> {
-        self.state.dialectic.as_ref()
+        self.state.dialectic()
     }
 }
 
@@ -148,9 +131,8 @@ impl FromRequestParts<RestState> for Gate {
             .headers
             .get(AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
-        let caller = access::authenticate(state.auth.as_ref(), header);
         Ok(Gate {
-            gate: access::Gate::new(state.store.clone(), caller),
+            gate: state.gate(state.authenticate(header)),
             state: state.clone(),
         })
     }
