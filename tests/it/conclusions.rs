@@ -909,16 +909,48 @@ async fn a_diamond_gives_each_node_once_with_every_edge() {
 }
 
 #[tokio::test]
-async fn trees_terminate_on_cycles() {
+async fn deriving_a_conclusion_from_its_own_consequence_is_refused() {
     let app = TestApp::new().await;
     setup(&app).await;
-    // The API can make a cycle: reinforcing B with a source derived from B.
     let a = create_one(&app, "a").await;
     let b = derive_id(&app, "b", &[&a]).await;
     let c = derive_id(&app, "c", &[&b]).await;
-    let again = derive(&app, "b", &[&c]).await;
+    let d = derive_id(&app, "d", &[&c]).await;
+    // Reinforcing B from C (derived from B), or from D (two steps down), would close a cycle.
+    for source in [&c, &d] {
+        let (code, msg) = app
+            .err(DERIVE, json!({"i": derived_input("b", "DEDUCTIVE", &[source.as_str()])}))
+            .await;
+        assert_eq!(code, "BAD_USER_INPUT", "{msg}");
+        assert!(msg.contains("cycle"), "{msg}");
+    }
+    let t = tree(&app, &b, "SOURCES", 20).await;
+    assert_eq!(ids(&t["nodes"]), vec![b.as_str(), a.as_str()], "B unchanged");
+    // Reinforcing from an unrelated premise still works, and new content from C is no cycle.
+    let e = create_one(&app, "e").await;
+    let again = derive(&app, "b", &[&e]).await;
     assert_eq!(again["id"], b.as_str());
-    assert_eq!(again["sourceIds"], json!([a, c]));
+    assert_eq!(again["timesDerived"], 2);
+    assert_eq!(again["sourceIds"], json!([a, e]));
+    derive_id(&app, "b follows from c", &[&c]).await;
+}
+
+#[tokio::test]
+async fn trees_terminate_on_cycles() {
+    let app = TestApp::new().await;
+    setup(&app).await;
+    // The API refuses cycles, but rows written before it did, or by hand, may hold one:
+    // B cites A and C, while C cites B.
+    let a = create_one(&app, "a").await;
+    let b = derive_id(&app, "b", &[&a]).await;
+    let c = derive_id(&app, "c", &[&b]).await;
+    app.store
+        .db()
+        .execute_unprepared(&format!(
+            "UPDATE conclusions SET source_ids = ARRAY['{a}', '{c}'] WHERE id = '{b}'"
+        ))
+        .await
+        .unwrap();
 
     let t = tree(&app, &b, "SOURCES", 20).await;
     assert_eq!(ids(&t["nodes"]).len(), 3);

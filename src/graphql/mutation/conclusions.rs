@@ -108,7 +108,8 @@ impl ConclusionMutation {
     /// The deriver's door: records a DEDUCTIVE, INDUCTIVE or CONTRADICTION conclusion drawn from
     /// `sourceIds`. Deriving the same content again for the same observer and observed while the
     /// earlier conclusion is live reinforces it (timesDerived + 1, sources unioned) instead of
-    /// inserting a duplicate; concurrent derivations are counted exactly.
+    /// inserting a duplicate; concurrent derivations are counted exactly. A reinforcement citing
+    /// a source derived from the conclusion it reinforces would close a cycle: BAD_USER_INPUT.
     ///
     /// Admin keys only: provenance is written by the deriver, never by a client's peer key.
     async fn record_derived_conclusion(

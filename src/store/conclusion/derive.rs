@@ -76,7 +76,9 @@ impl Store {
     /// `times_derived + 1`, its sources unioned (old ids first, then new ones, each once; a row
     /// never cites itself), level and session unchanged. One `INSERT … ON CONFLICT` over the
     /// partial unique index `uq_conclusions_derived_content` makes this race-free: concurrent
-    /// identical derivations yield one row whose count includes every one of them.
+    /// identical derivations yield one row whose count includes every one of them. A
+    /// reinforcement citing a source that derives from the row itself would close a reasoning
+    /// cycle and is refused, as the deriver refuses it.
     #[tracing::instrument(name = "store.record_derived_conclusion", level = "debug", skip_all)]
     pub async fn record_derived_conclusion(
         &self,
@@ -118,6 +120,12 @@ impl Store {
             let live = live_ids(&*txn, workspace, sources).await?;
             if let Some(missing) = sources.iter().find(|s| !live.contains(*s)) {
                 return Err(StoreError::not_found("conclusion", missing.clone()));
+            }
+            if would_cycle(&*txn, workspace, &peers[0], &peers[1], content, sources).await? {
+                return Err(StoreError::invalid(
+                    "sourceIds would close a reasoning cycle: one of them derives from the \
+                     conclusion this content reinforces",
+                ));
             }
             let row = upsert_derived(
                 &*txn,
@@ -236,9 +244,8 @@ pub(crate) struct Pair<'a> {
 /// conclusion that fact became). One left without a live premise, or that would close a cycle,
 /// is refused and counted. Returns what was written and the ids of the new rows.
 ///
-/// `recordDerivedConclusion` shares the upsert but not the cycle refusal: an admin stating a
-/// conclusion is recorded as stated, and reasoning trees end on cycles; the deriver's cycle is a
-/// model's mistake, which it must not write.
+/// `recordDerivedConclusion` calls the same upsert and the same cycle check; there a cycle is the
+/// caller's error (BAD_USER_INPUT) rather than a refusal counted in the batch.
 pub(crate) async fn record_batch(
     txn: &DatabaseTransaction,
     pair: Pair<'_>,
@@ -298,7 +305,17 @@ async fn record_derived(
             }
         }
         let sources = live_ids(txn, pair.workspace, &sources).await?;
-        if sources.is_empty() || would_cycle(txn, pair, &d.content, &sources).await? {
+        if sources.is_empty()
+            || would_cycle(
+                txn,
+                pair.workspace,
+                pair.observer,
+                pair.observed,
+                &d.content,
+                &sources,
+            )
+            .await?
+        {
             tracing::warn!(
                 content = %d.content,
                 "deriver: refused a derived conclusion (no live premise, or a cycle)"
@@ -407,13 +424,15 @@ async fn record_fact(
 /// Whether recording `content` from `sources` would close a cycle: it would reinforce a live
 /// row (same observer, observed and content) that is itself among the sources or that one of the
 /// sources derives from.
-async fn would_cycle(
-    txn: &DatabaseTransaction,
-    pair: Pair<'_>,
+async fn would_cycle<C: ConnectionTrait>(
+    db: &C,
+    workspace: &str,
+    observer: &str,
+    observed: &str,
     content: &str,
     sources: &[String],
 ) -> StoreResult<bool> {
-    let row = txn
+    let row = db
         .query_one_raw(stmt(
             "WITH RECURSIVE target AS ( \
                SELECT id FROM conclusions \
@@ -427,9 +446,9 @@ async fn would_cycle(
              ) \
              SELECT EXISTS (SELECT 1 FROM down WHERE id = ANY($5::text[])) AS cycle",
             [
-                pair.workspace.into(),
-                pair.observer.into(),
-                pair.observed.into(),
+                workspace.into(),
+                observer.into(),
+                observed.into(),
                 content.into(),
                 sources.to_vec().into(),
             ],
