@@ -13,7 +13,7 @@ use honcho_graphql::graphql::guard::is_relay_container;
 use honcho_graphql::graphql::{self, Limits};
 use serde_json::{Value, json};
 
-use crate::harness::{SECRET, TestApp, bearer};
+use crate::harness::{SECRET, Served, TestApp, bearer};
 
 // ---------------------------------------------------------------------------------------------
 // (1) Completeness: the schema's fields against the rule table.
@@ -1113,24 +1113,16 @@ async fn bearer_keys_over_http() {
         Auth::with_secret(SECRET).unwrap(),
     );
     let router = honcho_graphql::http::router(schema, app.store.clone(), 1024 * 1024);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move { axum::serve(listener, router).await });
+    let server = Served::start(router).await;
     let client = honcho_graphql::outbound::client();
-    let base = format!("http://{addr}");
 
     for path in ["/health", "/ready"] {
-        let status = client
-            .get(format!("{base}{path}"))
-            .send()
-            .await
-            .unwrap()
-            .status();
+        let status = client.get(server.url(path)).send().await.unwrap().status();
         assert_eq!(status, 200, "{path}");
     }
     let post = |auth: Option<String>| {
         let mut req = client
-            .post(format!("{base}/graphql"))
+            .post(server.url("/graphql"))
             .json(&json!({"query": "{ workspace(id: \"ws\") { peers { totalCount } } }"}));
         if let Some(a) = auth {
             req = req.header("authorization", a);
@@ -1168,7 +1160,6 @@ async fn bearer_keys_over_http() {
         code(&post(Some(ws_key("other"))).await).as_deref(),
         Some("FORBIDDEN")
     );
-    server.abort();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -65,14 +65,7 @@ async fn held_open(
 }
 
 async fn metric(server: &ServerProcess, line_start: &str) -> f64 {
-    let text = honcho_graphql::outbound::client()
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = server.get_text("/metrics").await;
     text.lines()
         .find_map(|l| l.strip_prefix(line_start))
         .and_then(|v| v.trim().parse().ok())

@@ -813,14 +813,7 @@ async fn serve_derives_in_the_background_when_an_llm_is_configured() {
         levels.contains(&"EXPLICIT") && levels.contains(&"DEDUCTIVE"),
         "{nodes}"
     );
-    let metrics = honcho_graphql::outbound::client()
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.get_text("/metrics").await;
     assert!(
         metrics.contains("honcho_deriver_batches_total{outcome=\"ok\"} 1"),
         "{metrics}"

@@ -7,7 +7,7 @@ use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::harness::{ServerProcess, TestApp};
+use crate::harness::{ServerProcess, TestApp, post_text};
 
 /// tests/node-ws with its npm packages installed (scripts/setup-node-ws.sh, which `make test`
 /// runs first); panics when Node or the packages are missing, so the test cannot pass unrun.
@@ -388,15 +388,8 @@ async fn cors_answers_listed_origins_only_with_credentials_and_the_request_id() 
 async fn result_fields_keep_the_order_the_query_asked_for() {
     let app = TestApp::new().await;
     let base = serve(&app, HttpOptions::default()).await;
-    let text = honcho_graphql::outbound::client()
-        .post(format!("{base}/graphql"))
-        .json(&json!({"query": "{ zz: __typename aa: __typename mm: __typename }"}))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let query = json!({"query": "{ zz: __typename aa: __typename mm: __typename }"});
+    let text = post_text(&format!("{base}/graphql"), &query).await;
     assert_eq!(
         text,
         r#"{"data":{"zz":"QueryRoot","aa":"QueryRoot","mm":"QueryRoot"}}"#

@@ -8,6 +8,7 @@ use async_graphql::{Request, Variables};
 use honcho_graphql::auth::{Auth, KeySpec};
 use honcho_graphql::embed::{EmbedConfig, Embedder, EmbedderKind};
 use honcho_graphql::graphql::{self, AppSchema, Limits};
+use honcho_graphql::http::HttpOptions;
 use honcho_graphql::store::Store;
 use migration::{Migrator, MigratorTrait};
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement, Values};
@@ -476,17 +477,113 @@ impl Drop for ServerProcess {
     }
 }
 
-/// A fresh app whose session `s` of workspace `W1` holds five messages by `alice`.
-/// The JSON body of a GET of `url`.
-pub async fn get_json(url: &str) -> Value {
+/// A router served on a free loopback port until this is dropped.
+pub struct Served {
+    pub addr: std::net::SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Served {
+    pub async fn start(router: axum::Router) -> Served {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        Served { addr, task }
+    }
+
+    /// `path` on this server, e.g. `url("/graphql")`; `url("")` is the base URL.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A test app's router served on a free port, and a client for it.
+pub struct AppServer {
+    pub app: TestApp,
+    /// `http://127.0.0.1:<port>`, to which a route's path is appended.
+    pub base: String,
+    pub client: reqwest::Client,
+    _server: Served,
+}
+
+impl AppServer {
+    /// The router with a body limit of 1 MiB (`HONCHO_MAX_BODY_BYTES`).
+    pub async fn start(app: TestApp) -> AppServer {
+        Self::with_body_limit(app, 1 << 20).await
+    }
+
+    pub async fn with_body_limit(app: TestApp, max_body_bytes: usize) -> AppServer {
+        let options = HttpOptions {
+            max_body_bytes,
+            ..HttpOptions::default()
+        };
+        Self::with_options(app, options).await
+    }
+
+    pub async fn with_options(app: TestApp, options: HttpOptions) -> AppServer {
+        let router =
+            honcho_graphql::http::router_with(app.schema.clone(), app.store.clone(), options);
+        let server = Served::start(router).await;
+        AppServer {
+            app,
+            base: server.url(""),
+            client: honcho_graphql::outbound::client(),
+            _server: server,
+        }
+    }
+}
+
+/// The body of a GET of `url`, as text (`/metrics`, a page).
+pub async fn get_text(url: &str) -> String {
     let resp = honcho_graphql::outbound::client()
         .get(url)
         .send()
         .await
         .unwrap();
-    resp.json().await.unwrap()
+    resp.text().await.unwrap()
 }
 
+/// The JSON body of a GET of `url`.
+pub async fn get_json(url: &str) -> Value {
+    let text = get_text(url).await;
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET {url}: {e}: {text}"))
+}
+
+/// The body of a POST of `body` as JSON to `url`, as text.
+pub async fn post_text(url: &str, body: &Value) -> String {
+    let resp = honcho_graphql::outbound::client()
+        .post(url)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    resp.text().await.unwrap()
+}
+
+/// The JSON answer to a POST of `body` as JSON to `url` (a GraphQL request to `/graphql`).
+pub async fn post_json(url: &str, body: &Value) -> Value {
+    let text = post_text(url, body).await;
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("POST {url}: {e}: {text}"))
+}
+
+/// The `content` of each item of a JSON list (messages, conclusions).
+pub fn contents(list: &Value) -> Vec<&str> {
+    let items = list
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {list}"));
+    items
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect()
+}
+
+/// A fresh app whose session `s` of workspace `W1` holds five messages by `alice`.
 pub async fn seeded_w1() -> TestApp {
     let app = TestApp::new().await;
     let m: Vec<Value> = (0..5)

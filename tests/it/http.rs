@@ -1,38 +1,28 @@
 use honcho_graphql::graphql::{Limits, build_schema};
 use serde_json::{Value, json};
 
-use crate::harness::TestApp;
+use crate::harness::{Served, TestApp, get_json, post_json};
 
 #[tokio::test]
 async fn serves_graphql_health_and_ready_over_http() {
     let app = TestApp::new().await;
     let schema = build_schema(app.store.clone(), &Limits::default());
     let router = honcho_graphql::http::router(schema, app.store.clone(), 1024 * 1024);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move { axum::serve(listener, router).await });
+    let server = Served::start(router).await;
     let client = honcho_graphql::outbound::client();
-    let base = format!("http://{addr}");
 
-    let health = crate::harness::get_json(&format!("{base}/health")).await;
+    let health = get_json(&server.url("/health")).await;
     assert_eq!(health, json!({"status": "ok"}));
-    let ready = client.get(format!("{base}/ready")).send().await.unwrap();
+    let ready = client.get(server.url("/ready")).send().await.unwrap();
     assert_eq!(ready.status(), 200);
 
-    let resp: Value = client
-        .post(format!("{base}/graphql"))
-        .json(&json!({"query": "mutation { getOrCreateWorkspace(id: \"w\") { id } }"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let create = json!({"query": "mutation { getOrCreateWorkspace(id: \"w\") { id } }"});
+    let resp = post_json(&server.url("/graphql"), &create).await;
     assert_eq!(resp["data"]["getOrCreateWorkspace"]["id"], "w");
 
     let too_big = "x".repeat(2 * 1024 * 1024);
     let status = client
-        .post(format!("{base}/graphql"))
+        .post(server.url("/graphql"))
         .header("content-type", "application/json")
         .body(too_big)
         .send()
@@ -40,7 +30,6 @@ async fn serves_graphql_health_and_ready_over_http() {
         .unwrap()
         .status();
     assert_eq!(status, 413);
-    server.abort();
 }
 
 #[tokio::test]
@@ -94,14 +83,6 @@ async fn errors_never_leak_sql() {
     }
 }
 
-/// Serves the router on a free port; returns the base URL and the server task.
-async fn spawn(router: axum::Router) -> (String, tokio::task::JoinHandle<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    (format!("http://{addr}"), server)
-}
-
 #[tokio::test]
 async fn serves_the_playground_with_an_index_fallback() {
     let app = TestApp::new().await;
@@ -116,9 +97,9 @@ async fn serves_the_playground_with_an_index_fallback() {
         1024 * 1024,
         Some(&dir),
     );
-    let (base, server) = spawn(router).await;
+    let server = Served::start(router).await;
     let client = honcho_graphql::outbound::client();
-    let get = |path: &str| client.get(format!("{base}{path}")).send();
+    let get = |path: &str| client.get(server.url(path)).send();
 
     for path in ["/", "/index.html", "/tree"] {
         let resp = get(path).await.unwrap();
@@ -136,31 +117,19 @@ async fn serves_the_playground_with_an_index_fallback() {
     // The API routes win over the playground's fallback.
     let health: Value = get("/health").await.unwrap().json().await.unwrap();
     assert_eq!(health, json!({"status": "ok"}));
-    let resp: Value = client
-        .post(format!("{base}/graphql"))
-        .json(&json!({"query": "{ workspace(id: \"nope\") { id } }"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let query = json!({"query": "{ workspace(id: \"nope\") { id } }"});
+    let resp = post_json(&server.url("/graphql"), &query).await;
     assert_eq!(resp["data"]["workspace"], Value::Null);
-    server.abort();
+    drop(server);
     std::fs::remove_dir_all(&dir).unwrap();
 
     // Without a playground, `/` says how to build one.
     let schema = build_schema(app.store.clone(), &Limits::default());
-    let (base, server) = spawn(honcho_graphql::http::router(
-        schema,
-        app.store.clone(),
-        1024 * 1024,
-    ))
-    .await;
-    let note = client.get(format!("{base}/")).send().await.unwrap();
+    let router = honcho_graphql::http::router(schema, app.store.clone(), 1024 * 1024);
+    let server = Served::start(router).await;
+    let note = client.get(server.url("/")).send().await.unwrap();
     assert_eq!(note.status(), 200);
     assert!(note.text().await.unwrap().contains("make playground"));
-    server.abort();
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use sea_orm::ConnectionTrait;
 use serde_json::{Value, json};
 
-use crate::harness::TestApp;
+use crate::harness::{Served, TestApp, get_text};
 
 const CODES: [&str; 7] = [
     "BAD_USER_INPUT",
@@ -165,12 +165,11 @@ async fn a_statement_over_the_timeout_is_service_unavailable_and_writes_nothing(
 async fn http_answers_carry_request_ids_and_metrics_count_operations() {
     let app = TestApp::new().await;
     let router = honcho_graphql::http::router(app.schema.clone(), app.store.clone(), 1 << 20);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move { axum::serve(listener, router).await });
+    let server = Served::start(router).await;
+    let graphql = server.url("/graphql");
     let client = honcho_graphql::outbound::client();
     let resp = client
-        .post(format!("http://{addr}/graphql"))
+        .post(&graphql)
         .json(&json!({"query": "query MetricsProbe { workspace(id: \"x\") { id } }", "operationName": "MetricsProbe"}))
         .send()
         .await
@@ -178,27 +177,20 @@ async fn http_answers_carry_request_ids_and_metrics_count_operations() {
     assert!(resp.headers().get("x-request-id").is_some());
     // Without operationName, the document's one named operation names it.
     client
-        .post(format!("http://{addr}/graphql"))
+        .post(&graphql)
         .json(&json!({"query": "query ImplicitName { workspace(id: \"x\") { id } }"}))
         .send()
         .await
         .unwrap();
     let echoed = client
-        .post(format!("http://{addr}/graphql"))
+        .post(&graphql)
         .header("x-request-id", "trace-me-42")
         .json(&json!({"query": "{ __typename }"}))
         .send()
         .await
         .unwrap();
     assert_eq!(echoed.headers()["x-request-id"], "trace-me-42");
-    let text = client
-        .get(format!("http://{addr}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = get_text(&server.url("/metrics")).await;
     assert!(
         text.contains("honcho_graphql_requests_total{operation=\"MetricsProbe\",outcome=\"ok\"}"),
         "{text}"
@@ -208,7 +200,6 @@ async fn http_answers_carry_request_ids_and_metrics_count_operations() {
         "{text}"
     );
     assert!(text.contains("honcho_graphql_request_duration_seconds_bucket"));
-    server.abort();
 }
 
 fn pg_bin() -> Option<std::path::PathBuf> {

@@ -11,7 +11,7 @@ use honcho_graphql::http::{HttpOptions, Origins};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::harness::{SECRET, TestApp, bearer, get_json};
+use crate::harness::{AppServer, SECRET, TestApp, bearer, contents, get_json, get_text};
 
 const CURRENT: &str = "2026-07-28";
 
@@ -31,40 +31,19 @@ fn request(id: u64, method: &str, mut params: Value) -> Value {
 
 /// An MCP client of a router served on a local port.
 struct Mcp {
-    base: String,
-    client: reqwest::Client,
-    app: TestApp,
-    server: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Mcp {
-    fn drop(&mut self) {
-        self.server.abort();
-    }
+    http: AppServer,
 }
 
 impl Mcp {
     async fn serve(app: TestApp) -> Mcp {
-        let options = HttpOptions {
-            max_body_bytes: 1 << 20,
-            ..HttpOptions::default()
-        };
-        Self::serve_with(app, options).await
+        Mcp {
+            http: AppServer::start(app).await,
+        }
     }
 
     async fn serve_with(app: TestApp, options: HttpOptions) -> Mcp {
-        let router =
-            honcho_graphql::http::router_with(app.schema.clone(), app.store.clone(), options);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = tokio::spawn(async move {
-            axum::serve(listener, router).await.unwrap();
-        });
         Mcp {
-            base: format!("http://{addr}"),
-            client: honcho_graphql::outbound::client(),
-            app,
-            server,
+            http: AppServer::with_options(app, options).await,
         }
     }
 
@@ -87,8 +66,9 @@ impl Mcp {
         extra: &[(&str, &str)],
     ) -> (StatusCode, reqwest::header::HeaderMap, Value) {
         let mut req = self
+            .http
             .client
-            .post(format!("{}/mcp", self.base))
+            .post(format!("{}/mcp", self.http.base))
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .body(body.to_string());
@@ -446,7 +426,7 @@ fn equivalents(conclusion: &str) -> BTreeMap<&'static str, (Value, String)> {
 #[tokio::test]
 async fn mcp_enforces_exactly_the_graphql_rules_for_every_tool_resource_and_key_kind() {
     let mcp = Mcp::serve(TestApp::with_auth().await).await;
-    let conclusion = seed(&mcp.app).await;
+    let conclusion = seed(&mcp.http.app).await;
     let table = equivalents(&conclusion);
     let tools = mcp.tool_names(Some(&admin())).await;
     let missing: Vec<&String> = tools
@@ -480,7 +460,7 @@ async fn mcp_enforces_exactly_the_graphql_rules_for_every_tool_resource_and_key_
             let (status, value) = mcp.call(k.as_deref(), tool, args.clone()).await;
             let over_mcp = mcp_outcome(status, &value);
             let over_graphql =
-                graphql_outcome(&mcp.app.exec_as(k.as_deref(), query, json!({})).await);
+                graphql_outcome(&mcp.http.app.exec_as(k.as_deref(), query, json!({})).await);
             if over_mcp != over_graphql {
                 wrong.push(format!(
                     "{tool} with {kind} key: MCP {over_mcp}, GraphQL {over_graphql} ({value})"
@@ -501,7 +481,7 @@ async fn mcp_enforces_exactly_the_graphql_rules_for_every_tool_resource_and_key_
             let (status, value) = mcp.read(k.as_deref(), uri).await;
             let over_mcp = read_outcome(status, &value);
             let over_graphql =
-                graphql_outcome(&mcp.app.exec_as(k.as_deref(), query, json!({})).await);
+                graphql_outcome(&mcp.http.app.exec_as(k.as_deref(), query, json!({})).await);
             if over_mcp != over_graphql {
                 wrong.push(format!(
                     "{uri} with {kind} key: MCP {over_mcp}, GraphQL {over_graphql} ({value})"
@@ -596,7 +576,7 @@ async fn mcp_without_a_valid_key_is_401_with_a_challenge_naming_the_resource_met
     let challenge = headers["www-authenticate"].to_str().unwrap().to_owned();
     let prefix = format!(
         "Bearer realm=\"honcho-graphql\", resource_metadata=\"{}",
-        mcp.base
+        mcp.http.base
     );
     assert!(challenge.starts_with(&prefix), "{challenge}");
     assert!(
@@ -609,11 +589,11 @@ async fn mcp_without_a_valid_key_is_401_with_a_challenge_naming_the_resource_met
         .and_then(|rest| rest.split('"').next())
         .unwrap();
     let doc = get_json(url).await;
-    assert_eq!(doc["resource"], json!(format!("{}/mcp", mcp.base)));
+    assert_eq!(doc["resource"], json!(format!("{}/mcp", mcp.http.base)));
     assert_eq!(doc["bearer_methods_supported"], json!(["header"]));
     let bare = get_json(&format!(
         "{}/.well-known/oauth-protected-resource",
-        mcp.base
+        mcp.http.base
     ))
     .await;
     assert_eq!(bare, doc);
@@ -705,14 +685,8 @@ async fn stdio_answers_tools_list_and_calls_with_the_key_from_the_environment() 
     );
     let range = &answers[1]["result"];
     assert_eq!(range["isError"], json!(false), "{range:#}");
-    let contents: Vec<&str> = range["structuredContent"]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["content"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        contents,
+        contents(&range["structuredContent"]["messages"]),
         ["I went hiking in the Alps", "The weather was fine"]
     );
     // A peer key may not list the workspace's sessions, over MCP as over GraphQL.
@@ -822,6 +796,7 @@ async fn search_with_context_and_reasoning_tree_return_the_stored_data() {
     };
     let record = "mutation($input: DerivedConclusionInput!) { recordDerivedConclusion(workspaceId: \"w\", input: $input) { id } }";
     let c2 = mcp
+        .http
         .app
         .exec_as(Some(&admin), record, derive("alice likes rivers", &c1))
         .await["data"]["recordDerivedConclusion"]["id"]
@@ -829,6 +804,7 @@ async fn search_with_context_and_reasoning_tree_return_the_stored_data() {
         .unwrap()
         .to_owned();
     let c3 = mcp
+        .http
         .app
         .exec_as(
             Some(&admin),
@@ -884,7 +860,7 @@ async fn search_with_context_and_reasoning_tree_return_the_stored_data() {
 #[tokio::test]
 async fn resources_are_a_card_a_transcript_paged_by_seq_and_a_tree_and_the_prompt_guides_use() {
     let mcp = Mcp::serve(TestApp::with_auth().await).await;
-    let conclusion = seed(&mcp.app).await;
+    let conclusion = seed(&mcp.http.app).await;
     let admin = admin();
     let batch = |from: usize, to: usize| -> Vec<Value> {
         (from..=to)
@@ -894,7 +870,7 @@ async fn resources_are_a_card_a_transcript_paged_by_seq_and_a_tree_and_the_promp
     // Seqs 3..=102 and 103..=105 after the seed's two.
     for m in [batch(3, 102), batch(103, 105)] {
         let resp = mcp
-            .app
+            .http.app
             .exec_as(
                 Some(&admin),
                 "mutation($m: [MessageInput!]!) { createMessages(workspaceId: \"w\", sessionId: \"s1\", messages: $m) { id } }",
@@ -1015,8 +991,9 @@ async fn mcp_sits_behind_the_same_body_limit_cors_request_ids_and_metrics_as_gra
     let (status, _, _) = mcp.post(Some(&workspace), Some(CURRENT), &big).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     let graphql = mcp
+        .http
         .client
-        .post(format!("{}/graphql", mcp.base))
+        .post(format!("{}/graphql", mcp.http.base))
         .header("content-type", "application/json")
         .body(
             json!({"query": format!("{{ workspace(id: \"{}\") {{ id }} }}", "x".repeat(4096))})
@@ -1033,8 +1010,9 @@ async fn mcp_sits_behind_the_same_body_limit_cors_request_ids_and_metrics_as_gra
             ("https://evil.example", false),
         ] {
             let resp = mcp
+                .http
                 .client
-                .request(reqwest::Method::OPTIONS, format!("{}{path}", mcp.base))
+                .request(reqwest::Method::OPTIONS, format!("{}{path}", mcp.http.base))
                 .header("origin", origin)
                 .header("access-control-request-method", "POST")
                 .header(
@@ -1062,15 +1040,7 @@ async fn mcp_sits_behind_the_same_body_limit_cors_request_ids_and_metrics_as_gra
     let (status, headers, value) = mcp.post(Some(&workspace), Some(CURRENT), &body).await;
     assert_eq!(status, StatusCode::OK, "{value:#}");
     assert!(headers.get("x-request-id").is_some());
-    let metrics = mcp
-        .client
-        .get(format!("{}/metrics", mcp.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = get_text(&format!("{}/metrics", mcp.http.base)).await;
     assert!(
         metrics.contains(
             r#"honcho_graphql_requests_total{operation="mcp.list_sessions",outcome="ok"}"#

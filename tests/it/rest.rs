@@ -6,21 +6,12 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::fake_llm::{Chunk, FakeLlm, Reply, prompts};
-use crate::harness::{TestApp, bearer};
+use crate::harness::{AppServer, TestApp, bearer, contents};
 
 /// A REST client of a router served on a local port.
 struct Rest {
-    base: String,
-    client: reqwest::Client,
+    http: AppServer,
     key: Option<String>,
-    _app: TestApp,
-    server: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Rest {
-    fn drop(&mut self) {
-        self.server.abort();
-    }
 }
 
 impl Rest {
@@ -30,19 +21,9 @@ impl Rest {
 
     /// As [`Rest::serve`], with this body limit (`HONCHO_MAX_BODY_BYTES`).
     async fn serve_with_limit(app: TestApp, max_body_bytes: usize) -> Rest {
-        let router =
-            honcho_graphql::http::router(app.schema.clone(), app.store.clone(), max_body_bytes);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = tokio::spawn(async move {
-            axum::serve(listener, router).await.unwrap();
-        });
         Rest {
-            base: format!("http://{addr}"),
-            client: honcho_graphql::outbound::client(),
+            http: AppServer::with_body_limit(app, max_body_bytes).await,
             key: None,
-            _app: app,
-            server,
         }
     }
 
@@ -57,7 +38,8 @@ impl Rest {
 
     /// Status and JSON body (Null when empty).
     async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut req = self.client.request(method, format!("{}{path}", self.base));
+        let url = format!("{}{path}", self.http.base);
+        let mut req = self.http.client.request(method, url);
         if let Some(k) = &self.key {
             req = req.header("authorization", k);
         }
@@ -704,14 +686,8 @@ async fn rest_memory_reads_come_from_stored_conclusions_cards_and_messages() {
         ))
         .await;
     assert_eq!(status, 200);
-    let contents: Vec<&str> = sctx["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["content"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        contents,
+        contents(&sctx["messages"]),
         ["message 2 about the bees", "message 3 about the bees"]
     );
     assert_eq!(sctx["peer_card"], json!(["Name: Alice", "Keeps bees"]));
@@ -736,10 +712,11 @@ async fn rest_upload_adds_a_text_file_as_messages_and_refuses_other_kinds() {
              --{b}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\r\n\
              Content-Type: {kind}\r\n\r\n{text}\r\n--{b}--\r\n"
         );
-        api.client
+        api.http
+            .client
             .post(format!(
                 "{}/v3/workspaces/w/sessions/s/messages/upload",
-                api.base
+                api.http.base
             ))
             .header("content-type", format!("multipart/form-data; boundary={b}"))
             .body(body)
@@ -764,7 +741,7 @@ async fn rest_upload_adds_a_text_file_as_messages_and_refuses_other_kinds() {
 #[tokio::test]
 async fn rest_bodies_up_to_what_the_routes_document_are_taken() {
     let api = Rest::serve_with_limit(TestApp::new().await, 16 << 20).await;
-    let url = format!("{}/v3/workspaces/w/sessions/s/messages", api.base);
+    let url = format!("{}/v3/workspaces/w/sessions/s/messages", api.http.base);
     // 100 messages of 25,000 characters: 2.5 MB of JSON, over axum's default 2 MB.
     let content = "z".repeat(25_000);
     let batch: Vec<Value> = (0..100)
@@ -782,7 +759,8 @@ async fn rest_bodies_up_to_what_the_routes_document_are_taken() {
     // A file of 100 chunks of 25,000 characters, 4 bytes each: 10 MB.
     let upload = |text: String| {
         let (content_type, body) = crate::harness::upload_form(&text);
-        api.client
+        api.http
+            .client
             .post(format!("{url}/upload"))
             .header("content-type", content_type)
             .body(body)
@@ -832,11 +810,12 @@ async fn rest_errors_are_detail_bodies_whatever_refused_the_request() {
             serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text)),
         )
     };
-    let url = |path: &str| format!("{}{path}", api.base);
+    let url = |path: &str| format!("{}{path}", api.http.base);
     let cases = [
         (
             "a body that is not multipart",
-            api.client
+            api.http
+                .client
                 .post(url("/v3/workspaces/w/sessions/s/messages/upload"))
                 .header("content-type", "text/plain")
                 .body("hello"),
@@ -844,7 +823,8 @@ async fn rest_errors_are_detail_bodies_whatever_refused_the_request() {
         ),
         (
             "a broken multipart body",
-            api.client
+            api.http
+                .client
                 .post(url("/v3/workspaces/w/sessions/s/messages/upload"))
                 .header("content-type", "multipart/form-data; boundary=X")
                 .body("--X\r\nnot a part"),
@@ -852,30 +832,33 @@ async fn rest_errors_are_detail_bodies_whatever_refused_the_request() {
         ),
         (
             "a bad query string",
-            api.client
+            api.http
+                .client
                 .post(url("/v3/workspaces/w/peers/list?page=abc"))
                 .json(&json!({})),
             422,
         ),
         (
             "a bad query string on a GET",
-            api.client
+            api.http
+                .client
                 .get(url("/v3/workspaces/w/peers/p/card?target=a&target=b")),
             422,
         ),
         (
             "an unknown path",
-            api.client.get(url("/v3/workspaces/w/nothing-here")),
+            api.http.client.get(url("/v3/workspaces/w/nothing-here")),
             404,
         ),
         (
             "a method the route does not serve",
-            api.client.patch(url("/v3/workspaces/w")),
+            api.http.client.patch(url("/v3/workspaces/w")),
             405,
         ),
         (
             "a body over the limit",
-            api.client
+            api.http
+                .client
                 .post(url("/v3/workspaces"))
                 .json(&json!({"id": "x".repeat(2 << 20)})),
             413,
@@ -1020,8 +1003,12 @@ async fn rest_chat_asks_the_llm_with_the_peers_conclusions_and_returns_its_answe
 
     // Streamed in Honcho's shape: the answer, then done.
     let resp = api
+        .http
         .client
-        .post(format!("{}/v3/workspaces/w/peers/alice/chat", api.base))
+        .post(format!(
+            "{}/v3/workspaces/w/peers/alice/chat",
+            api.http.base
+        ))
         .json(&json!({"query": "What does alice do?", "stream": true}))
         .send()
         .await
@@ -1169,8 +1156,12 @@ impl ChatEvents {
         use futures::StreamExt;
         body["stream"] = json!(true);
         let resp = api
+            .http
             .client
-            .post(format!("{}/v3/workspaces/w/peers/{peer}/chat", api.base))
+            .post(format!(
+                "{}/v3/workspaces/w/peers/{peer}/chat",
+                api.http.base
+            ))
             .json(&body)
             .send()
             .await
