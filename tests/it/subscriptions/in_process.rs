@@ -19,22 +19,7 @@ async fn a_subscriber_sees_exactly_the_new_messages_of_its_session_in_order() {
         .await;
     a.create("other", msgs("bob", &["elsewhere"])).await;
     // Concurrent writers to the subscribed session: seqs must still arrive in order.
-    let writers: Vec<_> = (0..8)
-        .map(|w| {
-            let schema = a.schema.clone();
-            tokio::spawn(async move {
-                let m = msgs(&format!("p{w}"), &["x", "y"]);
-                let req = Request::new(CREATE).variables(Variables::from_json(
-                    json!({"w": "ws", "s": "chat", "m": m}),
-                ));
-                let resp = graphql::execute(&schema, req).await;
-                assert!(resp.errors.is_empty(), "{:?}", resp.errors);
-            })
-        })
-        .collect();
-    for w in writers {
-        w.await.unwrap();
-    }
+    create_concurrently(&a.schema, 8, |w| msgs(&format!("p{w}"), &["x", "y"])).await;
     a.create("chat", msgs("bob", &["last"])).await;
 
     let results = take(&mut sub, 20, Duration::from_secs(10)).await;

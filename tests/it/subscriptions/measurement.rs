@@ -71,23 +71,13 @@ async fn fan_out_to_idle_subscribers() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let write = |content: String| {
-        let http = http.clone();
-        async move {
-            let m: Vec<Value> = (0..batch)
-                .map(|i| json!({"peerId": "speaker", "content": format!("{content}.{i}")}))
-                .collect();
-            let resp: Value = http
-                .post(format!("http://{addr}/graphql"))
-                .json(&json!({"query": CREATE, "variables": {"w": "ws", "s": "room", "m": m}}))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            assert!(resp.get("errors").is_none(), "{resp}");
-        }
+    let write = |content: String| async move {
+        let m: Vec<Value> = (0..batch)
+            .map(|i| json!({"peerId": "speaker", "content": format!("{content}.{i}")}))
+            .collect();
+        let request = json!({"query": CREATE, "variables": {"w": "ws", "s": "room", "m": m}});
+        let resp = post_json(&format!("http://{addr}/graphql"), &request).await;
+        assert!(resp.get("errors").is_none(), "{resp}");
     };
     // Warm up: one subscriber, one event.
     {

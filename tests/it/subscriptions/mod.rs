@@ -28,7 +28,7 @@ use tokio_tungstenite::tungstenite::Message as WsMsg;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use crate::harness::TestApp;
+use crate::harness::{Served, TestApp, post_json};
 
 const CREATE: &str = "mutation($w: ID!, $s: ID!, $m: [MessageInput!]!) {
   createMessages(workspaceId: $w, sessionId: $s, messages: $m) { id seqInSession } }";
@@ -50,6 +50,29 @@ fn msgs(peer: &str, contents: &[&str]) -> Value {
     )
 }
 
+/// `writers` concurrent `createMessages` through `schema`, writer `w` writing `messages(w)` to
+/// session `chat` of workspace `ws`; returns when all are done.
+async fn create_concurrently(
+    schema: &AppSchema,
+    writers: usize,
+    messages: impl Fn(usize) -> Value,
+) {
+    let tasks: Vec<_> = (0..writers)
+        .map(|w| {
+            let schema = schema.clone();
+            let vars = json!({"w": "ws", "s": "chat", "m": messages(w)});
+            tokio::spawn(async move {
+                let req = Request::new(CREATE).variables(Variables::from_json(vars));
+                let resp = graphql::execute(&schema, req).await;
+                assert!(resp.errors.is_empty(), "{:?}", resp.errors);
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
 async fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
@@ -64,13 +87,8 @@ struct Instance {
     bus: EventBus,
     schema: AppSchema,
     store: Store,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    /// None for an instance reached through its schema only.
+    _server: Option<Served>,
 }
 
 impl Instance {
@@ -115,31 +133,20 @@ impl Instance {
         let schema =
             graphql::build_schema_with(store.clone(), limits, auth, Some(bus.clone()), None);
         let router = honcho_graphql::http::router(schema.clone(), store.clone(), 1 << 20);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let task = tokio::spawn(async move {
-            axum::serve(listener, router).await.unwrap();
-        });
+        let server = Served::start(router).await;
         Instance {
-            addr,
+            addr: server.addr,
             bus,
             schema,
             store,
-            task,
+            _server: Some(server),
         }
     }
 
     /// Runs a mutation through this instance's HTTP endpoint.
     async fn post(&self, query: &str, vars: Value) -> Value {
-        honcho_graphql::outbound::client()
-            .post(format!("http://{}/graphql", self.addr))
-            .json(&json!({"query": query, "variables": vars}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        let request = json!({"query": query, "variables": vars});
+        post_json(&format!("http://{}/graphql", self.addr), &request).await
     }
 
     async fn create(&self, session: &str, m: Value) -> Value {
@@ -243,6 +250,24 @@ pub(crate) async fn ws_connect(addr: SocketAddr, protocol: &str, payload: Value)
     ws
 }
 
+/// A graphql-transport-ws socket whose `connection_init` carries `authorization` (`Bearer
+/// <key>`), acknowledged.
+async fn ws_connect_as(addr: SocketAddr, authorization: &str) -> Ws {
+    let payload = json!({"Authorization": authorization});
+    ws_connect(addr, "graphql-transport-ws", payload).await
+}
+
+/// The `subscribe` message of [`SUB`] on session `session` of workspace `ws`.
+fn subscribe_to(id: &str, session: &str) -> Value {
+    let variables = json!({"w": "ws", "s": session});
+    json!({"id": id, "type": "subscribe", "payload": {"query": SUB, "variables": variables}})
+}
+
+/// The next message on `ws` is the server's `complete` of subscription `id`.
+async fn assert_completed(ws: &mut Ws, id: &str) {
+    assert_eq!(ws_next(ws).await, json!({"type": "complete", "id": id}));
+}
+
 pub(crate) async fn ws_send(ws: &mut Ws, v: Value) {
     ws.send(WsMsg::Text(v.to_string().into())).await.unwrap();
 }
@@ -250,20 +275,9 @@ pub(crate) async fn ws_send(ws: &mut Ws, v: Value) {
 /// The next JSON message (pings and pongs skipped), within 10 s.
 pub(crate) async fn ws_next(ws: &mut Ws) -> Value {
     loop {
-        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
-            .await
-            .expect("a message within 10 s")
-            .expect("the socket is open")
-            .unwrap();
-        match msg {
-            WsMsg::Text(t) => {
-                let v: Value = serde_json::from_str(&t).unwrap();
-                if v["type"] != "ping" && v["type"] != "pong" && v["type"] != "ka" {
-                    return v;
-                }
-            }
-            WsMsg::Close(frame) => panic!("closed: {frame:?}"),
-            _ => {}
+        let v = ws_next_raw(ws).await;
+        if v["type"] != "ping" && v["type"] != "pong" && v["type"] != "ka" {
+            return v;
         }
     }
 }

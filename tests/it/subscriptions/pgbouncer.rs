@@ -28,7 +28,7 @@ async fn through_pgbouncer_in_transaction_mode() {
         bus,
         schema,
         store: app.store.clone(),
-        task: tokio::spawn(async {}),
+        _server: None,
     };
     let mut sub = a
         .subscribe(
@@ -38,22 +38,10 @@ async fn through_pgbouncer_in_transaction_mode() {
         .await;
     // 16 concurrent writers, 3 messages each, through the bouncer: the per-session advisory lock
     // is transaction-scoped, so transaction pooling keeps seqs gapless.
-    let writers: Vec<_> = (0..16)
-        .map(|w| {
-            let schema = a.schema.clone();
-            tokio::spawn(async move {
-                let m = msgs(&format!("p{}", w % 4), &["x", "y", "z"]);
-                let req = Request::new(CREATE).variables(Variables::from_json(
-                    json!({"w": "ws", "s": "chat", "m": m}),
-                ));
-                let resp = graphql::execute(&schema, req).await;
-                assert!(resp.errors.is_empty(), "{:?}", resp.errors);
-            })
-        })
-        .collect();
-    for w in writers {
-        w.await.unwrap();
-    }
+    create_concurrently(&a.schema, 16, |w| {
+        msgs(&format!("p{}", w % 4), &["x", "y", "z"])
+    })
+    .await;
     let got = take(&mut sub, 48, Duration::from_secs(20)).await;
     assert_eq!(seqs(&got), (1..=48).collect::<Vec<_>>());
     // A listener behind the bouncer: its LISTEN ran on a pooled server connection that went back

@@ -10,11 +10,7 @@ async fn two_instances_on_one_database_deliver_every_write_to_every_subscriber()
     let b = Instance::start(&app, 1024).await;
 
     let mut on_a = ws_connect(a.addr, "graphql-transport-ws", json!({"apiKey": "later"})).await;
-    ws_send(
-        &mut on_a,
-        json!({"id": "1", "type": "subscribe", "payload": {"query": SUB, "variables": {"w": "ws", "s": "chat"}}}),
-    )
-    .await;
+    ws_send(&mut on_a, subscribe_to("1", "chat")).await;
     let mut on_b = ws_connect(b.addr, "graphql-transport-ws", Value::Null).await;
     ws_send(
         &mut on_b,
@@ -66,10 +62,7 @@ async fn two_instances_on_one_database_deliver_every_write_to_every_subscriber()
     assert_eq!(m["id"], "q", "{m}");
     let nodes = &m["payload"]["data"]["workspace"]["session"]["messages"]["nodes"];
     assert_eq!(nodes[2]["peer"], json!({"id": "bob"}), "{m}");
-    assert_eq!(
-        ws_next(&mut on_b).await,
-        json!({"type": "complete", "id": "q"})
-    );
+    assert_completed(&mut on_b, "q").await;
 
     // complete stops the subscription on the server.
     ws_send(&mut on_a, json!({"id": "1", "type": "complete"})).await;
@@ -117,10 +110,7 @@ async fn the_legacy_graphql_ws_protocol_works_too() {
         json!({"id": "carol"})
     );
     ws_send(&mut ws, json!({"id": "7", "type": "stop"})).await;
-    assert_eq!(
-        ws_next(&mut ws).await,
-        json!({"type": "complete", "id": "7"})
-    );
+    assert_completed(&mut ws, "7").await;
 }
 
 #[tokio::test]
@@ -232,10 +222,7 @@ async fn a_client_that_stops_reading_slows_no_writer_and_no_other_client() {
         got < batches * per_batch,
         "it lagged, so it got fewer ({got})"
     );
-    assert_eq!(
-        ws_next(&mut slow).await,
-        json!({"type": "complete", "id": "1"})
-    );
+    assert_completed(&mut slow, "1").await;
 }
 
 #[tokio::test]
@@ -248,14 +235,12 @@ async fn subscriptions_are_capped_per_connection_and_per_key_and_freed_when_stop
     };
     let store = Store::connect(&app._db.url(), 5, None).await.unwrap();
     let a = Instance::with_limits(&app, store, 1024, crate::harness::auth(), &limits).await;
-    let admin = json!({"Authorization": crate::harness::bearer(KeySpec {
+    // One key for both sockets: the cap per key counts them together.
+    let admin = crate::harness::bearer(KeySpec {
         admin: true,
         ..Default::default()
-    })});
-    let sub = |id: &str| {
-        json!({"id": id, "type": "subscribe", "payload": {"query": SUB,
-            "variables": {"w": "ws", "s": "s1"}}})
-    };
+    });
+    let sub = |id: &str| subscribe_to(id, "s1");
     let limit_of = |m: &Value| {
         let e = if m["type"] == "error" {
             &m["payload"][0]
@@ -270,7 +255,7 @@ async fn subscriptions_are_capped_per_connection_and_per_key_and_freed_when_stop
             e["extensions"]["limit"].clone(),
         )
     };
-    let mut one = ws_connect(a.addr, "graphql-transport-ws", admin.clone()).await;
+    let mut one = ws_connect_as(a.addr, &admin).await;
     for id in ["1", "2", "3"] {
         ws_send(&mut one, sub(id)).await;
     }
@@ -290,7 +275,7 @@ async fn subscriptions_are_capped_per_connection_and_per_key_and_freed_when_stop
     tokio::time::sleep(Duration::from_millis(200)).await;
     ws_send(&mut one, sub("5")).await;
     // The key has 3 open; a second socket with the same key gets one more, then the key's cap.
-    let mut two = ws_connect(a.addr, "graphql-transport-ws", admin.clone()).await;
+    let mut two = ws_connect_as(a.addr, &admin).await;
     ws_send(&mut two, sub("6")).await;
     ws_send(&mut two, sub("7")).await;
     let m = ws_next(&mut two).await;
@@ -352,35 +337,18 @@ async fn keys_from_connection_init_scope_subscriptions_as_queries() {
         a.bus.notices_received() == 3
     })
     .await;
-    let sub = |id: &str, session: &str| {
-        json!({"id": id, "type": "subscribe", "payload": {"query": SUB,
-            "variables": {"w": "ws", "s": session}}})
-    };
 
     // A peer key for a session its peer is not in: refused when subscribing.
-    let mut carol = ws_connect(
-        a.addr,
-        "graphql-transport-ws",
-        json!({"Authorization": key("carol")}),
-    )
-    .await;
-    ws_send(&mut carol, sub("1", "s1")).await;
+    let mut carol = ws_connect_as(a.addr, &key("carol")).await;
+    ws_send(&mut carol, subscribe_to("1", "s1")).await;
     assert_eq!(ws_result(&mut carol, "1").await, Err("FORBIDDEN".into()));
-    assert_eq!(
-        ws_next(&mut carol).await,
-        json!({"type": "complete", "id": "1"})
-    );
+    assert_completed(&mut carol, "1").await;
     // Her own session is fine.
-    ws_send(&mut carol, sub("2", "s2")).await;
+    ws_send(&mut carol, subscribe_to("2", "s2")).await;
 
     // A member's key: events of its session, until its peer leaves the session.
-    let mut alice = ws_connect(
-        a.addr,
-        "graphql-transport-ws",
-        json!({"Authorization": key("alice")}),
-    )
-    .await;
-    ws_send(&mut alice, sub("1", "s1")).await;
+    let mut alice = ws_connect_as(a.addr, &key("alice")).await;
+    ws_send(&mut alice, subscribe_to("1", "s1")).await;
     wait_until("two subscriptions", Duration::from_secs(5), || {
         a.bus.subscribers() == 2
     })
@@ -402,10 +370,7 @@ async fn keys_from_connection_init_scope_subscriptions_as_queries() {
         Err("FORBIDDEN".into()),
         "checked again for each event"
     );
-    assert_eq!(
-        ws_next(&mut alice).await,
-        json!({"type": "complete", "id": "1"})
-    );
+    assert_completed(&mut alice, "1").await;
 }
 
 /// A key that expires while its WebSocket is open: events stop and the server closes the socket
@@ -420,15 +385,8 @@ async fn an_expired_key_closes_its_websocket() {
         expires_at: Some(expires),
         ..Default::default()
     });
-    let mut ws = ws_connect(
-        a.addr,
-        "graphql-transport-ws",
-        json!({"Authorization": key}),
-    )
-    .await;
-    let sub = json!({"id": "1", "type": "subscribe", "payload": {"query": SUB,
-        "variables": {"w": "ws", "s": "s1"}}});
-    ws_send(&mut ws, sub).await;
+    let mut ws = ws_connect_as(a.addr, &key).await;
+    ws_send(&mut ws, subscribe_to("1", "s1")).await;
     wait_until("the subscription", Duration::from_secs(5), || {
         a.bus.subscribers() == 1
     })
@@ -453,9 +411,8 @@ async fn a_websocket_without_connection_init_is_closed() {
     };
     let schema = graphql::build_schema(app.store.clone(), &limits);
     let router = honcho_graphql::http::router(schema, app.store.clone(), 1 << 20);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let server = Served::start(router).await;
+    let addr = server.addr;
     let (mut silent, _) = ws_upgrade(addr).await.unwrap();
     let started = Instant::now();
     assert_eq!(
@@ -489,7 +446,6 @@ async fn a_websocket_without_connection_init_is_closed() {
     tokio::time::sleep(Duration::from_millis(600)).await;
     ws_send(&mut polite, json!({"type": "ping"})).await;
     assert_eq!(ws_next_raw(&mut polite).await["type"], "pong");
-    server.abort();
 }
 
 /// Opens a socket and sends `connection_init` with `payload`, without waiting for the answer.
@@ -542,12 +498,7 @@ async fn a_connection_init_without_a_valid_key_is_closed_with_4403_when_auth_is_
         workspace: Some("ws".into()),
         ..Default::default()
     });
-    let mut ws = ws_connect(
-        a.addr,
-        "graphql-transport-ws",
-        json!({"Authorization": key}),
-    )
-    .await;
+    let mut ws = ws_connect_as(a.addr, &key).await;
     ws_send(&mut ws, json!({"type": "ping"})).await;
     assert_eq!(ws_next_raw(&mut ws).await["type"], "pong");
 }
@@ -567,14 +518,7 @@ async fn websockets_per_client_address_are_capped() {
     });
     let mut open = Vec::new();
     for _ in 0..3 {
-        open.push(
-            ws_connect(
-                server.addr,
-                "graphql-transport-ws",
-                json!({"Authorization": key}),
-            )
-            .await,
-        );
+        open.push(ws_connect_as(server.addr, &key).await);
     }
     let upgrade = || ws_upgrade(server.addr);
     match upgrade().await {
