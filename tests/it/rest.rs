@@ -85,6 +85,18 @@ impl Rest {
     async fn delete(&self, path: &str) -> (u16, Value) {
         self.call(Method::DELETE, path, None).await
     }
+
+    /// Session `s` of workspace `w`, with alice and bob as members.
+    async fn session_s_of_alice_and_bob(&self) {
+        let session = json!({"id": "s", "peers": {"alice": {}, "bob": {}}});
+        self.post("/v3/workspaces/w/sessions", session).await;
+    }
+
+    /// POSTs `conclusions` (a list) to workspace `w`.
+    async fn conclude(&self, conclusions: Value) -> (u16, Value) {
+        let body = json!({"conclusions": conclusions});
+        self.post("/v3/workspaces/w/conclusions", body).await
+    }
 }
 
 fn keys(v: &Value) -> Vec<&str> {
@@ -382,19 +394,12 @@ async fn rest_peers_sessions_and_messages_round_trip() {
 #[tokio::test]
 async fn rest_conclusions_create_list_query_delete() {
     let api = Rest::serve(TestApp::with_embedder().await).await;
-    api.post(
-        "/v3/workspaces/w/sessions",
-        json!({"id": "s", "peers": {"alice": {}, "bob": {}}}),
-    )
-    .await;
+    api.session_s_of_alice_and_bob().await;
     let (status, created) = api
-        .post(
-            "/v3/workspaces/w/conclusions",
-            json!({"conclusions": [
-                {"content": "alice loves hiking in the mountains", "observer_id": "bob", "observed_id": "alice", "session_id": "s"},
-                {"content": "alice works as a nurse", "observer_id": "bob", "observed_id": "alice"}
-            ]}),
-        )
+        .conclude(json!([
+            {"content": "alice loves hiking in the mountains", "observer_id": "bob", "observed_id": "alice", "session_id": "s"},
+            {"content": "alice works as a nurse", "observer_id": "bob", "observed_id": "alice"}
+        ]))
         .await;
     assert_eq!(status, 201, "{created}");
     assert_eq!(
@@ -448,10 +453,7 @@ async fn rest_conclusions_create_list_query_delete() {
     );
     // Unknown peers are refused, nothing written.
     let (status, _) = api
-        .post(
-            "/v3/workspaces/w/conclusions",
-            json!({"conclusions": [{"content": "x", "observer_id": "zed", "observed_id": "alice"}]}),
-        )
+        .conclude(json!([{"content": "x", "observer_id": "zed", "observed_id": "alice"}]))
         .await;
     assert!(status == 404 || status == 422, "{status}");
     let (_, page) = api
@@ -506,11 +508,8 @@ async fn rest_routes_answer_to_the_graphql_rule_table() {
         json!({"messages": [{"peer_id": "alice", "content": "hi"}]}),
     )
     .await;
-    // A peer key: its own peer, and member reads of sessions it is in.
-    api.as_key(Some(alice));
-    api.expect(&[
-        ("PUT", "/v3/workspaces/w/peers/alice", json!({}), 200),
-        ("PUT", "/v3/workspaces/w/peers/bob", json!({}), 403),
+    // Both keys below read the messages of session s (alice's, the session key's own), not t's.
+    let reads_s_only = [
         (
             "POST",
             "/v3/workspaces/w/sessions/s/messages/list",
@@ -523,6 +522,12 @@ async fn rest_routes_answer_to_the_graphql_rule_table() {
             json!({}),
             403,
         ),
+    ];
+    // A peer key: its own peer, and member reads of sessions it is in.
+    api.as_key(Some(alice));
+    let peer_cases = [
+        ("PUT", "/v3/workspaces/w/peers/alice", json!({}), 200),
+        ("PUT", "/v3/workspaces/w/peers/bob", json!({}), 403),
         (
             "POST",
             "/v3/workspaces/w/sessions/s/messages",
@@ -530,26 +535,13 @@ async fn rest_routes_answer_to_the_graphql_rule_table() {
             403,
         ),
         ("POST", "/v3/workspaces/w/conclusions/list", json!({}), 403),
-    ])
-    .await;
+    ];
+    api.expect(&[&reads_s_only[..], &peer_cases].concat()).await;
     // A session key: its session only.
     api.as_key(Some(s_key));
-    api.expect(&[
-        (
-            "POST",
-            "/v3/workspaces/w/sessions/s/messages/list",
-            json!({}),
-            200,
-        ),
-        (
-            "POST",
-            "/v3/workspaces/w/sessions/t/messages/list",
-            json!({}),
-            403,
-        ),
-        ("POST", "/v3/workspaces/w/peers/list", json!({}), 403),
-    ])
-    .await;
+    let session_cases = [("POST", "/v3/workspaces/w/peers/list", json!({}), 403)];
+    api.expect(&[&reads_s_only[..], &session_cases].concat())
+        .await;
     // Keys: admin only; a minted key works.
     assert_eq!(
         api.call(Method::POST, "/v3/keys?workspace_id=w", None)
@@ -615,19 +607,12 @@ async fn rest_serves_its_openapi_document_and_says_what_it_does_not_serve() {
 #[tokio::test]
 async fn rest_memory_reads_come_from_stored_conclusions_cards_and_messages() {
     let api = Rest::serve(TestApp::with_embedder().await).await;
-    api.post(
-        "/v3/workspaces/w/sessions",
-        json!({"id": "s", "peers": {"alice": {}, "bob": {}}}),
-    )
-    .await;
+    api.session_s_of_alice_and_bob().await;
     let (_, made) = api
-        .post(
-            "/v3/workspaces/w/conclusions",
-            json!({"conclusions": [
-                {"content": "alice keeps bees", "observer_id": "alice", "observed_id": "alice"},
-                {"content": "bob thinks alice is shy", "observer_id": "bob", "observed_id": "alice", "session_id": "s"}
-            ]}),
-        )
+        .conclude(json!([
+            {"content": "alice keeps bees", "observer_id": "alice", "observed_id": "alice"},
+            {"content": "bob thinks alice is shy", "observer_id": "bob", "observed_id": "alice", "session_id": "s"}
+        ]))
         .await;
     assert_eq!(made.as_array().unwrap().len(), 2);
     let (status, rep) = api
@@ -930,11 +915,7 @@ async fn rest_chat_asks_the_llm_with_the_peers_conclusions_and_returns_its_answe
     })
     .await;
     let api = with_llm(&fake).await;
-    api.post(
-        "/v3/workspaces/w/sessions",
-        json!({"id": "s", "peers": {"alice": {}, "bob": {}}}),
-    )
-    .await;
+    api.session_s_of_alice_and_bob().await;
     api.post(
         "/v3/workspaces/w/sessions/s/messages",
         json!({"messages": [
@@ -944,13 +925,10 @@ async fn rest_chat_asks_the_llm_with_the_peers_conclusions_and_returns_its_answe
     )
     .await;
     let (status, _) = api
-        .post(
-            "/v3/workspaces/w/conclusions",
-            json!({"conclusions": [
-                {"content": "alice goes hiking in the Alps most weekends", "observer_id": "alice", "observed_id": "alice"},
-                {"content": "alice is afraid of the cold", "observer_id": "bob", "observed_id": "alice"}
-            ]}),
-        )
+        .conclude(json!([
+            {"content": "alice goes hiking in the Alps most weekends", "observer_id": "alice", "observed_id": "alice"},
+            {"content": "alice is afraid of the cold", "observer_id": "bob", "observed_id": "alice"}
+        ]))
         .await;
     assert_eq!(status, 201);
 

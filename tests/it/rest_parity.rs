@@ -224,6 +224,39 @@ const CONTEXT_MESSAGES: (Pick, &str) = (
     "/workspace/session/messages/nodes/*/content",
 );
 
+/// The workspace's peers.
+const PEER_IDS: (Pick, &str) = (At("/items/*/id"), "/workspace/peers/nodes/*/id");
+
+/// Alice's sessions.
+const PEER_SESSION_IDS: (Pick, &str) = (At("/items/*/id"), "/workspace/peer/sessions/nodes/*/id");
+
+/// The workspace's sessions.
+const SESSION_IDS: (Pick, &str) = (At("/items/*/id"), "/workspace/sessions/nodes/*/id");
+
+/// Session s1's messages, as its message list and GraphQL's `Session.messages` list them.
+const SESSION_MESSAGES: (Pick, &str) = (
+    At("/items/*/content"),
+    "/workspace/session/messages/nodes/*/content",
+);
+
+/// What a search in session s1 finds.
+const SESSION_HITS: (Pick, &str) = (
+    At("/*/content"),
+    "/workspace/session/search/results/*/content",
+);
+
+/// A peer's representation: the conclusions `Peer.conclusions` reads.
+const REPRESENTATION: (Pick, &str) = (
+    Mentions("/representation"),
+    "/workspace/peer/conclusions/nodes/*/content",
+);
+
+/// The session context's representation of another peer: the conclusions `Peer.conclusions` reads.
+const PEER_REPRESENTATION: (Pick, &str) = (
+    Mentions("/peer_representation"),
+    "/workspace/peer/conclusions/nodes/*/content",
+);
+
 /// Reads first, then writes, destructive ones last (each key runs on databases of its own).
 #[rustfmt::skip]
 const MATRIX: &[Row] = &[
@@ -239,16 +272,16 @@ const MATRIX: &[Row] = &[
         ..row("POST", "/v3/workspaces/ws/search", J(r#"{"query": "secret", "filters": {"session_id": "s2"}, "limit": 5}"#),
         r#"{ workspace(id: "ws") { search(query: "secret", filters: {session_id: "s2"}, limit: 5) { ... on MessageHits { results { content } } } } }"#, "yyFFFFU") },
     // Peers. A filter narrows inside the route's scope; it never reaches past it.
-    Row { same: &[(At("/items/*/id"), "/workspace/peers/nodes/*/id")],
+    Row { same: &[PEER_IDS],
         ..row("POST", "/v3/workspaces/ws/peers/list?reverse=true", J(r#"{"filters": {"workspace_id": "other"}}"#),
         r#"{ workspace(id: "ws") { peers(filters: {workspace_id: "other"}) { nodes { id } } } }"#, "yyFFFFU") },
-    Row { same: &[(At("/items/*/id"), "/workspace/peers/nodes/*/id")],
+    Row { same: &[PEER_IDS],
         ..row("POST", "/v3/workspaces/ws/peers/list", N,
         r#"{ workspace(id: "ws") { peers { nodes { id } } } }"#,                   "yyFFFFU") },
-    Row { same: &[(At("/items/*/id"), "/workspace/peer/sessions/nodes/*/id")],
+    Row { same: &[PEER_SESSION_IDS],
         ..row("POST", "/v3/workspaces/ws/peers/alice/sessions?reverse=true", J(r#"{"filters": {"id": "s2"}}"#),
         r#"{ workspace(id: "ws") { peer(id: "alice") { sessions(filters: {id: "s2"}) { nodes { id } } } } }"#, "yyyFFFU") },
-    Row { same: &[(At("/items/*/id"), "/workspace/peer/sessions/nodes/*/id")],
+    Row { same: &[PEER_SESSION_IDS],
         ..row("POST", "/v3/workspaces/ws/peers/alice/sessions", N,
         r#"{ workspace(id: "ws") { peer(id: "alice") { sessions { nodes { id } } } } }"#, "yyyFFFU") },
     Row { same: &[(At("/*/content"), "/workspace/peer/search/results/*/content")],
@@ -258,24 +291,24 @@ const MATRIX: &[Row] = &[
         ..row("POST", "/v3/workspaces/ws/peers/alice/chat",
         J(r#"{"query": "What does carol hide?", "target": "carol", "session_id": "s2", "filters": {"session_id": "s2"}}"#),
         r#"{ workspace(id: "ws") { peer(id: "alice") { chat(query: "What does carol hide?", target: "carol", sessionId: "s2") } } }"#, "yyFFFFU") },
-    Row { same: &[(Mentions("/representation"), "/workspace/peer/conclusions/nodes/*/content")],
+    Row { same: &[REPRESENTATION],
         ..row("POST", "/v3/workspaces/ws/peers/alice/representation",
         J(r#"{"target": "carol", "session_id": "s2", "max_conclusions": 10}"#),
         r#"{ workspace(id: "ws") { peer(id: "alice") { conclusions(filters: {observed_id: "carol", session_id: "s2"}) { nodes { content } } } } }"#, "yyFFFFU") },
-    Row { same: &[(Mentions("/representation"), "/workspace/peer/conclusions/nodes/*/content")],
+    Row { same: &[REPRESENTATION],
         ..row("POST", "/v3/workspaces/ws/peers/alice/representation", N,
         r#"{ workspace(id: "ws") { peer(id: "alice") { conclusions(filters: {observed_id: "alice"}) { nodes { content } } } } }"#, "yyFFFFU") },
     // A card lives in its observer's row: `target` picks one of the path peer's own cards.
     row("GET", "/v3/workspaces/ws/peers/alice/card?target=carol", N,
         r#"{ workspace(id: "ws") { peer(id: "alice") { id } } }"#,                 "yyyFFFU"),
-    Row { same: &[(Mentions("/representation"), "/workspace/peer/conclusions/nodes/*/content")],
+    Row { same: &[REPRESENTATION],
         ..row("GET", "/v3/workspaces/ws/peers/alice/context?target=carol&max_conclusions=10", N,
         r#"{ workspace(id: "ws") { peer(id: "alice") { id conclusions(filters: {observed_id: "carol"}) { nodes { content } } } } }"#, "yyFFFFU") },
     // Sessions.
-    Row { same: &[(At("/items/*/id"), "/workspace/sessions/nodes/*/id")],
+    Row { same: &[SESSION_IDS],
         ..row("POST", "/v3/workspaces/ws/sessions/list?reverse=true", J(r#"{"filters": {"workspace_id": "other"}}"#),
         r#"{ workspace(id: "ws") { sessions(filters: {workspace_id: "other"}) { nodes { id } } } }"#, "yyFFFFU") },
-    Row { same: &[(At("/items/*/id"), "/workspace/sessions/nodes/*/id")],
+    Row { same: &[SESSION_IDS],
         ..row("POST", "/v3/workspaces/ws/sessions/list", N,
         r#"{ workspace(id: "ws") { sessions { nodes { id } } } }"#,                "yyFFFFU") },
     Row { same: &[(At("/items/*/id"), "/workspace/session/peers/*/peer/id")],
@@ -283,10 +316,10 @@ const MATRIX: &[Row] = &[
         r#"{ workspace(id: "ws") { session(id: "s1") { peers { peer { id } } } } }"#, "yyyFyFU") },
     row("GET", "/v3/workspaces/ws/sessions/s1/peers/alice/config", N,
         r#"{ workspace(id: "ws") { session(id: "s1") { peers { peerId observeMe } } } }"#, "yyyFyFU"),
-    Row { same: &[(At("/*/content"), "/workspace/session/search/results/*/content")],
+    Row { same: &[SESSION_HITS],
         ..row("POST", "/v3/workspaces/ws/sessions/s1/search", J(r#"{"query": "secret", "filters": {"session_id": "s2"}, "limit": 5}"#),
         r#"{ workspace(id: "ws") { session(id: "s1") { search(query: "secret", filters: {session_id: "s2"}, limit: 5) { ... on MessageHits { results { content } } } } } }"#, "yyyFyFU") },
-    Row { same: &[(At("/*/content"), "/workspace/session/search/results/*/content")],
+    Row { same: &[SESSION_HITS],
         ..row("POST", "/v3/workspaces/ws/sessions/s1/search", J(r#"{"query": "in s1"}"#),
         r#"{ workspace(id: "ws") { session(id: "s1") { search(query: "in s1") { ... on MessageHits { results { content } } } } } }"#, "yyyFyFU") },
     Row { same: &[CONTEXT_MESSAGES],
@@ -294,23 +327,23 @@ const MATRIX: &[Row] = &[
         r#"{ workspace(id: "ws") { session(id: "s1") { messages { nodes { content } } } } }"#, "yyyFyFU") },
     // Another peer's representation and card: carol's conclusions, read as carol's
     // `Peer.conclusions` would be.
-    Row { same: &[CONTEXT_MESSAGES, (Mentions("/peer_representation"), "/workspace/peer/conclusions/nodes/*/content")],
+    Row { same: &[CONTEXT_MESSAGES, PEER_REPRESENTATION],
         ..row("GET", "/v3/workspaces/ws/sessions/s1/context?tokens=100000&peer_target=carol&max_conclusions=10", N,
         r#"{ workspace(id: "ws") { session(id: "s1") { messages { nodes { content } } } peer(id: "carol") { id conclusions(filters: {observed_id: "carol"}) { nodes { content } } } } }"#, "yyFFFFU") },
-    Row { same: &[CONTEXT_MESSAGES, (Mentions("/peer_representation"), "/workspace/peer/conclusions/nodes/*/content")],
+    Row { same: &[CONTEXT_MESSAGES, PEER_REPRESENTATION],
         ..row("GET", "/v3/workspaces/ws/sessions/s1/context?peer_target=carol&peer_perspective=alice", N,
         r#"{ workspace(id: "ws") { session(id: "s1") { messages { nodes { content } } } peer(id: "alice") { id conclusions(filters: {observed_id: "carol"}) { nodes { content } } } } }"#, "yyFFFFU") },
     // The leak as it was reported: bob's view of carol, asked with a key of s1 or a member.
-    Row { same: &[CONTEXT_MESSAGES, (Mentions("/peer_representation"), "/workspace/peer/conclusions/nodes/*/content")],
+    Row { same: &[CONTEXT_MESSAGES, PEER_REPRESENTATION],
         ..row("GET", "/v3/workspaces/ws/sessions/s1/context?peer_target=carol&peer_perspective=bob", N,
         r#"{ workspace(id: "ws") { session(id: "s1") { messages { nodes { content } } } peer(id: "bob") { id conclusions(filters: {observed_id: "carol"}) { nodes { content } } } } }"#, "yyFFFFU") },
     row("GET", "/v3/workspaces/ws/sessions/s1/summaries", N,
         r#"{ workspace(id: "ws") { session(id: "s1") { messages { totalCount } } } }"#, "yyyFyFU"),
     // Messages.
-    Row { same: &[(At("/items/*/content"), "/workspace/session/messages/nodes/*/content")],
+    Row { same: &[SESSION_MESSAGES],
         ..row("POST", "/v3/workspaces/ws/sessions/s1/messages/list?reverse=true", J(r#"{"filters": {"session_id": "s2"}}"#),
         r#"{ workspace(id: "ws") { session(id: "s1") { messages(filters: {session_id: "s2"}, order: DESC) { nodes { content } } } } }"#, "yyyFyFU") },
-    Row { same: &[(At("/items/*/content"), "/workspace/session/messages/nodes/*/content")],
+    Row { same: &[SESSION_MESSAGES],
         ..row("POST", "/v3/workspaces/ws/sessions/s1/messages/list", N,
         r#"{ workspace(id: "ws") { session(id: "s1") { messages { nodes { content } } } } }"#, "yyyFyFU") },
     Row { same: &[(At("/content"), "/workspace/message/content")],
