@@ -22,7 +22,8 @@ pub const MAX_VALUE_CHARS: usize = 1000;
 /// The path every error starts from: the argument the filter came in.
 pub(crate) const ROOT: &str = "filters";
 
-const OPERATORS: [&str; 9] = [
+/// Every operator, as docs/filters.md's grammar lists them.
+pub(super) const OPERATORS: [&str; 9] = [
     "eq",
     "gt",
     "gte",

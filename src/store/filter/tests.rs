@@ -1361,50 +1361,79 @@ fn error_messages_stay_short() {
     assert!(e.to_string().len() < 200, "{e}");
 }
 
+// ------------------------------------------------------------------------------ the reference
+
+/// docs/filters.md is the DSL's reference: its grammar names the operators the parser knows, and
+/// its table each resource's keys, in the order errors list them.
+#[test]
+fn the_reference_lists_the_operators_and_keys_that_parse() {
+    let doc = include_str!("../../../docs/filters.md");
+    let ops: Vec<&str> = doc
+        .lines()
+        .find_map(|l| l.strip_prefix("op       :="))
+        .expect("the grammar's op rule")
+        .split('|')
+        .map(str::trim)
+        .collect();
+    assert_eq!(ops, parse::OPERATORS);
+    // Every one of them parses on a text column.
+    for op in ops {
+        let operand = if op == "in" { json!(["a"]) } else { json!("a") };
+        tree(Message, json!({"peerId": {op: operand}}));
+    }
+    let table = &doc[doc.find("### Keys per resource").expect("the key table")..];
+    for r in Resource::ALL {
+        let name = format!("| {} ", format!("{r:?}").to_lowercase());
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&name))
+            .unwrap_or_else(|| panic!("no row {name}"));
+        let keys: Vec<&str> = row
+            .split('|')
+            .nth(2)
+            .unwrap()
+            .split(',')
+            .map(|k| k.trim().trim_matches('`'))
+            .collect();
+        let mut want = r.allowed_keys();
+        want.retain(|k| !["AND", "OR", "NOT"].contains(k));
+        assert_eq!(keys, want, "{r:?}");
+    }
+}
+
 // ------------------------------------------------------------------------------- properties
 
+/// Every key some resource accepts, in both spellings.
+fn field_keys() -> Vec<&'static str> {
+    let mut keys: Vec<&'static str> = Resource::ALL
+        .iter()
+        .flat_map(|r| r.fields())
+        .flat_map(|f| [f.camel, f.snake])
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
 /// Keys a generator draws from: real keys of every resource in both spellings, operators,
-/// logical keys, and junk.
-const KEYS: &[&str] = &[
-    "AND",
-    "OR",
-    "NOT",
-    "and",
-    "id",
-    "peerId",
-    "peer_id",
-    "sessionId",
-    "session_id",
-    "workspaceId",
-    "seqInSession",
-    "seq_in_session",
-    "tokenCount",
-    "content",
-    "createdAt",
-    "created_at",
-    "metadata",
-    "isActive",
-    "level",
-    "timesDerived",
-    "observerId",
-    "observedId",
-    "embedding",
-    "internal_metadata",
-    "gt",
-    "gte",
-    "lt",
-    "lte",
-    "ne",
-    "in",
-    "contains",
-    "icontains",
-    "eq",
-    "*",
-    "",
-    "k",
-    "a b",
-    "x') OR 1=1 --",
-];
+/// logical keys, and junk (a logical key in lowercase, internal columns, an empty key, SQL).
+fn any_keys() -> Vec<&'static str> {
+    let junk = [
+        "and",
+        "embedding",
+        "internal_metadata",
+        "*",
+        "",
+        "k",
+        "a b",
+        "x') OR 1=1 --",
+    ];
+    let mut keys = vec!["AND", "OR", "NOT"];
+    keys.extend(field_keys());
+    keys.extend(parse::OPERATORS);
+    keys.extend(junk);
+    keys
+}
 
 const STRINGS: &[&str] = &[
     "*",
@@ -1452,9 +1481,9 @@ pub(super) fn any_json() -> impl Strategy<Value = Value> {
     json_leaf().prop_recursive(8, 96, 6, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
-            prop::collection::vec((prop::sample::select(KEYS), inner), 0..5).prop_map(|kvs| {
-                Value::Object(kvs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
-            }),
+            prop::collection::vec((prop::sample::select(any_keys()), inner), 0..5).prop_map(
+                |kvs| Value::Object(kvs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+            ),
         ]
     })
 }
@@ -1463,39 +1492,6 @@ fn any_resource() -> impl Strategy<Value = Resource> {
     prop::sample::select(Resource::ALL.to_vec())
 }
 
-/// Real keys of every resource, both spellings.
-const FIELD_KEYS: &[&str] = &[
-    "id",
-    "peerId",
-    "peer_id",
-    "sessionId",
-    "session_id",
-    "workspaceId",
-    "seqInSession",
-    "seq_in_session",
-    "tokenCount",
-    "content",
-    "createdAt",
-    "created_at",
-    "metadata",
-    "isActive",
-    "level",
-    "timesDerived",
-    "times_derived",
-    "observerId",
-    "observedId",
-];
-const OPS: &[&str] = &[
-    "eq",
-    "gt",
-    "gte",
-    "lt",
-    "lte",
-    "ne",
-    "in",
-    "contains",
-    "icontains",
-];
 const META_KEYS: &[&str] = &["k", "score", "flag", "a b", "importance"];
 
 fn object(kvs: std::collections::BTreeMap<&'static str, Value>) -> Value {
@@ -1512,7 +1508,12 @@ fn operand() -> impl Strategy<Value = Value> {
 
 /// `{op: operand, ...}`.
 fn op_dict() -> impl Strategy<Value = Value> {
-    prop::collection::btree_map(prop::sample::select(OPS), operand(), 1..3).prop_map(object)
+    prop::collection::btree_map(
+        prop::sample::select(parse::OPERATORS.to_vec()),
+        operand(),
+        1..3,
+    )
+    .prop_map(object)
 }
 
 /// A field's value: scalar, list, operator dict, or metadata-style key dict.
@@ -1534,7 +1535,7 @@ fn field_value() -> impl Strategy<Value = Value> {
 /// the inputs is accepted.
 fn filter_json() -> impl Strategy<Value = Value> {
     let fields = || {
-        prop::collection::btree_map(prop::sample::select(FIELD_KEYS), field_value(), 0..3)
+        prop::collection::btree_map(prop::sample::select(field_keys()), field_value(), 0..3)
             .prop_map(object)
     };
     fields().prop_recursive(4, 32, 3, move |inner| {
