@@ -52,6 +52,11 @@ fn built(r: Resource, j: Value) -> (String, Vec<SqlValue>) {
     (w, values.0)
 }
 
+/// What [`built`] gives for a WHERE clause that binds one integer.
+fn one_int(clause: &str, n: i64) -> (String, Vec<SqlValue>) {
+    (clause.to_owned(), vec![SqlValue::BigInt(Some(n))])
+}
+
 fn cmp(column: &'static str, op: CmpOp, value: Scalar) -> Node {
     Node::Compare { column, op, value }
 }
@@ -104,17 +109,11 @@ fn seed_seq_in_session_range() {
 fn seed_seq_in_session_gt_and_equality() {
     assert_eq!(
         built(Message, json!({"seq_in_session": {"gt": 50}})),
-        (
-            r#""messages"."seq_in_session" > $1"#.into(),
-            vec![SqlValue::BigInt(Some(50))]
-        )
+        one_int(r#""messages"."seq_in_session" > $1"#, 50)
     );
     assert_eq!(
         built(Message, json!({"seq_in_session": 15})),
-        (
-            r#""messages"."seq_in_session" = $1"#.into(),
-            vec![SqlValue::BigInt(Some(15))]
-        )
+        one_int(r#""messages"."seq_in_session" = $1"#, 15)
     );
     // camelCase is the same filter.
     assert_eq!(
@@ -211,10 +210,7 @@ fn seed_conclusion_created_at_and_times_derived() {
     );
     assert_eq!(
         built(Conclusion, json!({"times_derived": {"gte": 3}})),
-        (
-            r#""messages"."times_derived" >= $1"#.into(),
-            vec![SqlValue::BigInt(Some(3))]
-        )
+        one_int(r#""messages"."times_derived" >= $1"#, 3)
     );
     assert_eq!(
         tree(Conclusion, json!({"level": "deductive"})),
@@ -396,10 +392,7 @@ fn nulls_lists_and_ne() {
     );
     assert_eq!(
         built(Message, json!({"seqInSession": {"ne": 3}})),
-        (
-            r#""messages"."seq_in_session" IS DISTINCT FROM $1"#.into(),
-            vec![SqlValue::BigInt(Some(3))]
-        )
+        one_int(r#""messages"."seq_in_session" IS DISTINCT FROM $1"#, 3)
     );
     assert_eq!(
         sql(Message, json!({"id": ["m1", "m2"]})),
@@ -789,524 +782,105 @@ fn operators_on_the_whole_metadata_value() {
 // ---------------------------------------------------------------------------------- errors
 
 /// (resource, filter, error path, message fragment)
+#[rustfmt::skip]
 fn error_cases() -> Vec<(Resource, Value, &'static str, &'static str)> {
     vec![
         // Not an object.
-        (
-            Message,
-            json!(5),
-            "filters",
-            "a filter must be a JSON object, got 5",
-        ),
-        (
-            Message,
-            json!([{"peerId": "a"}]),
-            "filters",
-            "must be a JSON object",
-        ),
+        (Message, json!(5), "filters", "a filter must be a JSON object, got 5"),
+        (Message, json!([{"peerId": "a"}]), "filters", "must be a JSON object"),
         (Message, json!("peerId"), "filters", "must be a JSON object"),
         (Message, json!(true), "filters", "must be a JSON object"),
         // Unknown and internal keys.
-        (
-            Message,
-            json!({"foo": 1}),
-            "filters.foo",
-            "unknown filter key \"foo\"; allowed keys: AND, OR, NOT, id, workspaceId, sessionId, peerId, seqInSession, content, tokenCount, createdAt, metadata",
-        ),
-        (
-            Message,
-            json!({"embedding": [0.1]}),
-            "filters.embedding",
-            "unknown filter key",
-        ),
-        (
-            Message,
-            json!({"internal_metadata": {}}),
-            "filters.internal_metadata",
-            "unknown filter key",
-        ),
-        (
-            Message,
-            json!({"content_tsv": "x"}),
-            "filters.content_tsv",
-            "unknown filter key",
-        ),
-        (
-            Message,
-            json!({"public_id": "x"}),
-            "filters.public_id",
-            "unknown filter key",
-        ),
-        (
-            Conclusion,
-            json!({"deleted_at": null}),
-            "filters.deleted_at",
-            "unknown filter key",
-        ),
-        (
-            Conclusion,
-            json!({"content": "x"}),
-            "filters.content",
-            "unknown filter key",
-        ),
-        (
-            Conclusion,
-            json!({"source_ids": ["a"]}),
-            "filters.source_ids",
-            "unknown filter key",
-        ),
-        (
-            Conclusion,
-            json!({"session_name": "s"}),
-            "filters.session_name",
-            "unknown filter key",
-        ),
-        (
-            Workspace,
-            json!({"configuration": {}}),
-            "filters.configuration",
-            "allowed keys: AND, OR, NOT, id, createdAt, metadata",
-        ),
-        (
-            Workspace,
-            json!({"workspaceId": "w"}),
-            "filters.workspaceId",
-            "unknown filter key",
-        ),
-        (
-            Peer,
-            json!({"isActive": true}),
-            "filters.isActive",
-            "unknown filter key",
-        ),
-        (
-            Session,
-            json!({"peer_id": "p"}),
-            "filters.peer_id",
-            "unknown filter key",
-        ),
-        (
-            Message,
-            json!({"level": "explicit"}),
-            "filters.level",
-            "unknown filter key",
-        ),
-        (
-            Message,
-            json!({"AND": [{"OR": [{"nope": 1}]}]}),
-            "filters.AND[0].OR[0].nope",
-            "unknown filter key",
-        ),
-        (
-            Message,
-            json!({"metadata": {"a": 1}, "a b": 1}),
-            "filters[\"a b\"]",
-            "unknown filter key",
-        ),
-        (
-            Message,
-            json!({"a\nb": 1}),
-            "filters[\"a\\nb\"]",
-            "unknown filter key \"a\\nb\"; allowed",
-        ),
+        (Message, json!({"foo": 1}), "filters.foo", "unknown filter key \"foo\"; allowed keys: AND, OR, NOT, id, workspaceId, sessionId, peerId, seqInSession, content, tokenCount, createdAt, metadata"),
+        (Message, json!({"embedding": [0.1]}), "filters.embedding", "unknown filter key"),
+        (Message, json!({"internal_metadata": {}}), "filters.internal_metadata", "unknown filter key"),
+        (Message, json!({"content_tsv": "x"}), "filters.content_tsv", "unknown filter key"),
+        (Message, json!({"public_id": "x"}), "filters.public_id", "unknown filter key"),
+        (Conclusion, json!({"deleted_at": null}), "filters.deleted_at", "unknown filter key"),
+        (Conclusion, json!({"content": "x"}), "filters.content", "unknown filter key"),
+        (Conclusion, json!({"source_ids": ["a"]}), "filters.source_ids", "unknown filter key"),
+        (Conclusion, json!({"session_name": "s"}), "filters.session_name", "unknown filter key"),
+        (Workspace, json!({"configuration": {}}), "filters.configuration", "allowed keys: AND, OR, NOT, id, createdAt, metadata"),
+        (Workspace, json!({"workspaceId": "w"}), "filters.workspaceId", "unknown filter key"),
+        (Peer, json!({"isActive": true}), "filters.isActive", "unknown filter key"),
+        (Session, json!({"peer_id": "p"}), "filters.peer_id", "unknown filter key"),
+        (Message, json!({"level": "explicit"}), "filters.level", "unknown filter key"),
+        (Message, json!({"AND": [{"OR": [{"nope": 1}]}]}), "filters.AND[0].OR[0].nope", "unknown filter key"),
+        (Message, json!({"metadata": {"a": 1}, "a b": 1}), "filters[\"a b\"]", "unknown filter key"),
+        (Message, json!({"a\nb": 1}), "filters[\"a\\nb\"]", "unknown filter key \"a\\nb\"; allowed"),
         // Logical operands.
-        (
-            Message,
-            json!({"AND": {"peerId": "a"}}),
-            "filters.AND",
-            "AND takes a list of filter objects, got {\"peerId\":\"a\"}",
-        ),
+        (Message, json!({"AND": {"peerId": "a"}}), "filters.AND", "AND takes a list of filter objects, got {\"peerId\":\"a\"}"),
         (Message, json!({"OR": "x"}), "filters.OR", "OR takes a list"),
-        (
-            Message,
-            json!({"NOT": null}),
-            "filters.NOT",
-            "NOT takes a list of filter objects, got null",
-        ),
-        (
-            Message,
-            json!({"NOT": {}}),
-            "filters.NOT",
-            "NOT takes a list",
-        ),
-        (
-            Message,
-            json!({"OR": [{"peerId": "a"}, 1]}),
-            "filters.OR[1]",
-            "must be a JSON object, got 1",
-        ),
-        (
-            Message,
-            json!({"AND": [[]]}),
-            "filters.AND[0]",
-            "must be a JSON object",
-        ),
+        (Message, json!({"NOT": null}), "filters.NOT", "NOT takes a list of filter objects, got null"),
+        (Message, json!({"NOT": {}}), "filters.NOT", "NOT takes a list"),
+        (Message, json!({"OR": [{"peerId": "a"}, 1]}), "filters.OR[1]", "must be a JSON object, got 1"),
+        (Message, json!({"AND": [[]]}), "filters.AND[0]", "must be a JSON object"),
         // Operators.
-        (
-            Message,
-            json!({"seqInSession": {"gtx": 1}}),
-            "filters.seqInSession.gtx",
-            "unknown operator \"gtx\"",
-        ),
-        (
-            Message,
-            json!({"seqInSession": {"gte": 1, "foo": 2}}),
-            "filters.seqInSession.foo",
-            "unknown operator",
-        ),
-        (
-            Message,
-            json!({"seqInSession": {"equals": 1}}),
-            "filters.seqInSession.equals",
-            "unknown operator",
-        ),
-        (
-            Message,
-            json!({"seqInSession": {}}),
-            "filters.seqInSession",
-            "needs at least one operator",
-        ),
-        (
-            Message,
-            json!({"seqInSession": {"contains": "1"}}),
-            "filters.seqInSession.contains",
-            "operator contains is not supported on an integer field",
-        ),
-        (
-            Message,
-            json!({"content": {"gt": "a"}}),
-            "filters.content.gt",
-            "operator gt is not supported on message content",
-        ),
-        (
-            Session,
-            json!({"isActive": {"gt": true}}),
-            "filters.isActive.gt",
-            "not supported on a boolean field",
-        ),
-        (
-            Message,
-            json!({"createdAt": {"icontains": "2024"}}),
-            "filters.createdAt.icontains",
-            "not supported on a datetime field",
-        ),
-        (
-            Conclusion,
-            json!({"level": {"gt": "deductive"}}),
-            "filters.level.gt",
-            "not supported on the level field",
-        ),
-        (
-            Conclusion,
-            json!({"level": {"contains": "duct"}}),
-            "filters.level.contains",
-            "not supported",
-        ),
-        (
-            Message,
-            json!({"seqInSession": {"gt": null}}),
-            "filters.seqInSession.gt",
-            "null is only accepted with ne",
-        ),
-        (
-            Message,
-            json!({"peerId": {"in": null}}),
-            "filters.peerId.in",
-            "null is only accepted with ne",
-        ),
+        (Message, json!({"seqInSession": {"gtx": 1}}), "filters.seqInSession.gtx", "unknown operator \"gtx\""),
+        (Message, json!({"seqInSession": {"gte": 1, "foo": 2}}), "filters.seqInSession.foo", "unknown operator"),
+        (Message, json!({"seqInSession": {"equals": 1}}), "filters.seqInSession.equals", "unknown operator"),
+        (Message, json!({"seqInSession": {}}), "filters.seqInSession", "needs at least one operator"),
+        (Message, json!({"seqInSession": {"contains": "1"}}), "filters.seqInSession.contains", "operator contains is not supported on an integer field"),
+        (Message, json!({"content": {"gt": "a"}}), "filters.content.gt", "operator gt is not supported on message content"),
+        (Session, json!({"isActive": {"gt": true}}), "filters.isActive.gt", "not supported on a boolean field"),
+        (Message, json!({"createdAt": {"icontains": "2024"}}), "filters.createdAt.icontains", "not supported on a datetime field"),
+        (Conclusion, json!({"level": {"gt": "deductive"}}), "filters.level.gt", "not supported on the level field"),
+        (Conclusion, json!({"level": {"contains": "duct"}}), "filters.level.contains", "not supported"),
+        (Message, json!({"seqInSession": {"gt": null}}), "filters.seqInSession.gt", "null is only accepted with ne"),
+        (Message, json!({"peerId": {"in": null}}), "filters.peerId.in", "null is only accepted with ne"),
         // Operand types.
-        (
-            Message,
-            json!({"AND": [{}, {"seqInSession": {"gte": "abc"}}]}),
-            "filters.AND[1].seqInSession.gte",
-            "expected an integer, got \"abc\"",
-        ),
-        (
-            Message,
-            json!({"seqInSession": true}),
-            "filters.seqInSession",
-            "expected an integer, got true",
-        ),
-        (
-            Message,
-            json!({"seqInSession": {"lt": [1]}}),
-            "filters.seqInSession.lt",
-            "expected an integer",
-        ),
-        (
-            Message,
-            json!({"seqInSession": {"in": 5}}),
-            "filters.seqInSession.in",
-            "expected a list, got 5",
-        ),
-        (
-            Message,
-            json!({"seqInSession": {"in": [1, "x"]}}),
-            "filters.seqInSession.in[1]",
-            "expected an integer, got \"x\"",
-        ),
-        (
-            Message,
-            json!({"seqInSession": [1, {}]}),
-            "filters.seqInSession[1]",
-            "expected an integer, got {}",
-        ),
-        (
-            Message,
-            json!({"tokenCount": "lots"}),
-            "filters.tokenCount",
-            "expected an integer",
-        ),
-        (
-            Conclusion,
-            json!({"timesDerived": {"gte": "three"}}),
-            "filters.timesDerived.gte",
-            "expected an integer",
-        ),
-        (
-            Message,
-            json!({"peerId": 5}),
-            "filters.peerId",
-            "expected a string, got 5",
-        ),
-        (
-            Message,
-            json!({"peerId": {"in": "alice"}}),
-            "filters.peerId.in",
-            "expected a list, got \"alice\"",
-        ),
-        (
-            Message,
-            json!({"peerId": {"contains": 5}}),
-            "filters.peerId.contains",
-            "expected a string",
-        ),
-        (
-            Message,
-            json!({"sessionId": {"ne": false}}),
-            "filters.sessionId.ne",
-            "expected a string",
-        ),
-        (
-            Session,
-            json!({"isActive": "true"}),
-            "filters.isActive",
-            "expected a boolean (true or false), got \"true\"",
-        ),
-        (
-            Session,
-            json!({"isActive": 1}),
-            "filters.isActive",
-            "expected a boolean",
-        ),
-        (
-            Session,
-            json!({"isActive": {"in": [true, 0]}}),
-            "filters.isActive.in[1]",
-            "expected a boolean",
-        ),
+        (Message, json!({"AND": [{}, {"seqInSession": {"gte": "abc"}}]}), "filters.AND[1].seqInSession.gte", "expected an integer, got \"abc\""),
+        (Message, json!({"seqInSession": true}), "filters.seqInSession", "expected an integer, got true"),
+        (Message, json!({"seqInSession": {"lt": [1]}}), "filters.seqInSession.lt", "expected an integer"),
+        (Message, json!({"seqInSession": {"in": 5}}), "filters.seqInSession.in", "expected a list, got 5"),
+        (Message, json!({"seqInSession": {"in": [1, "x"]}}), "filters.seqInSession.in[1]", "expected an integer, got \"x\""),
+        (Message, json!({"seqInSession": [1, {}]}), "filters.seqInSession[1]", "expected an integer, got {}"),
+        (Message, json!({"tokenCount": "lots"}), "filters.tokenCount", "expected an integer"),
+        (Conclusion, json!({"timesDerived": {"gte": "three"}}), "filters.timesDerived.gte", "expected an integer"),
+        (Message, json!({"peerId": 5}), "filters.peerId", "expected a string, got 5"),
+        (Message, json!({"peerId": {"in": "alice"}}), "filters.peerId.in", "expected a list, got \"alice\""),
+        (Message, json!({"peerId": {"contains": 5}}), "filters.peerId.contains", "expected a string"),
+        (Message, json!({"sessionId": {"ne": false}}), "filters.sessionId.ne", "expected a string"),
+        (Session, json!({"isActive": "true"}), "filters.isActive", "expected a boolean (true or false), got \"true\""),
+        (Session, json!({"isActive": 1}), "filters.isActive", "expected a boolean"),
+        (Session, json!({"isActive": {"in": [true, 0]}}), "filters.isActive.in[1]", "expected a boolean"),
         // Datetimes.
-        (
-            Message,
-            json!({"createdAt": "yesterday"}),
-            "filters.createdAt",
-            "invalid datetime \"yesterday\"",
-        ),
-        (
-            Message,
-            json!({"createdAt": {"gte": "2024-01-01\n"}}),
-            "filters.createdAt.gte",
-            "invalid datetime",
-        ),
-        (
-            Message,
-            json!({"createdAt": {"gte": "2024-01-01T00:00:00\u{0}"}}),
-            "filters.createdAt.gte",
-            "invalid datetime",
-        ),
-        (
-            Message,
-            json!({"createdAt": {"lt": "2024-13-45"}}),
-            "filters.createdAt.lt",
-            "invalid datetime",
-        ),
-        (
-            Message,
-            json!({"createdAt": 1_704_067_200}),
-            "filters.createdAt",
-            "expected a datetime string, got 1704067200",
-        ),
+        (Message, json!({"createdAt": "yesterday"}), "filters.createdAt", "invalid datetime \"yesterday\""),
+        (Message, json!({"createdAt": {"gte": "2024-01-01\n"}}), "filters.createdAt.gte", "invalid datetime"),
+        (Message, json!({"createdAt": {"gte": "2024-01-01T00:00:00\u{0}"}}), "filters.createdAt.gte", "invalid datetime"),
+        (Message, json!({"createdAt": {"lt": "2024-13-45"}}), "filters.createdAt.lt", "invalid datetime"),
+        (Message, json!({"createdAt": 1_704_067_200}), "filters.createdAt", "expected a datetime string, got 1704067200"),
         // Levels.
-        (
-            Conclusion,
-            json!({"level": "deduction"}),
-            "filters.level",
-            "unknown level \"deduction\"; levels are explicit, deductive, inductive, contradiction",
-        ),
-        (
-            Conclusion,
-            json!({"level": {"in": ["deductive", "nope"]}}),
-            "filters.level.in[1]",
-            "unknown level",
-        ),
-        (
-            Conclusion,
-            json!({"level": 1}),
-            "filters.level",
-            "expected a conclusion level, got 1",
-        ),
+        (Conclusion, json!({"level": "deduction"}), "filters.level", "unknown level \"deduction\"; levels are explicit, deductive, inductive, contradiction"),
+        (Conclusion, json!({"level": {"in": ["deductive", "nope"]}}), "filters.level.in[1]", "unknown level"),
+        (Conclusion, json!({"level": 1}), "filters.level", "expected a conclusion level, got 1"),
         // Metadata.
-        (
-            Message,
-            json!({"metadata": 5}),
-            "filters.metadata",
-            "expected an object of metadata keys, or a list, got 5",
-        ),
-        (
-            Message,
-            json!({"metadata": "x"}),
-            "filters.metadata",
-            "expected an object",
-        ),
-        (
-            Message,
-            json!({"metadata": true}),
-            "filters.metadata",
-            "expected an object",
-        ),
-        (
-            Message,
-            json!({"metadata": {"gt": 1}}),
-            "filters.metadata.gt",
-            "on the whole metadata value only contains",
-        ),
-        (
-            Message,
-            json!({"metadata": {"in": [1]}}),
-            "filters.metadata.in",
-            "only contains",
-        ),
-        (
-            Message,
-            json!({"metadata": {"icontains": "x"}}),
-            "filters.metadata.icontains",
-            "only contains",
-        ),
-        (
-            Message,
-            json!({"metadata": {"contains": "x"}}),
-            "filters.metadata.contains",
-            "only contains",
-        ),
-        (
-            Message,
-            json!({"metadata": {"contains": 1}}),
-            "filters.metadata.contains",
-            "only contains",
-        ),
-        (
-            Message,
-            json!({"metadata": {"ne": {}}}),
-            "filters.metadata.ne",
-            "only contains",
-        ),
-        (
-            Message,
-            json!({"metadata": {"contains": {"a": 1}, "foo": 1}}),
-            "filters.metadata.foo",
-            "cannot also hold the non-operator key \"foo\"",
-        ),
-        (
-            Message,
-            json!({"metadata": {"k": {"gt": 1, "x": 2}}}),
-            "filters.metadata.k.x",
-            "non-operator key \"x\"",
-        ),
-        (
-            Message,
-            json!({"metadata": {"k": {"gt": null}}}),
-            "filters.metadata.k.gt",
-            "null is only accepted with ne",
-        ),
-        (
-            Message,
-            json!({"metadata": {"k": {"lt": [1]}}}),
-            "filters.metadata.k.lt",
-            "expected a number, a string or a boolean, got [1]",
-        ),
-        (
-            Message,
-            json!({"metadata": {"k": {"ne": {"a": 1}}}}),
-            "filters.metadata.k.ne",
-            "expected a number, a string or a boolean",
-        ),
-        (
-            Message,
-            json!({"metadata": {"k": {"in": 5}}}),
-            "filters.metadata.k.in",
-            "expected a list",
-        ),
-        (
-            Message,
-            json!({"metadata": {"k": {"contains": 5}}}),
-            "filters.metadata.k.contains",
-            "expected a string, got 5",
-        ),
-        (
-            Message,
-            json!({"metadata": {"a b": {"gt": {}}}}),
-            "filters.metadata[\"a b\"].gt",
-            "expected a number",
-        ),
-        (
-            Conclusion,
-            json!({"OR": [{"metadata": {"x": {"in": "y"}}}]}),
-            "filters.OR[0].metadata.x.in",
-            "expected a list",
-        ),
+        (Message, json!({"metadata": 5}), "filters.metadata", "expected an object of metadata keys, or a list, got 5"),
+        (Message, json!({"metadata": "x"}), "filters.metadata", "expected an object"),
+        (Message, json!({"metadata": true}), "filters.metadata", "expected an object"),
+        (Message, json!({"metadata": {"gt": 1}}), "filters.metadata.gt", "on the whole metadata value only contains"),
+        (Message, json!({"metadata": {"in": [1]}}), "filters.metadata.in", "only contains"),
+        (Message, json!({"metadata": {"icontains": "x"}}), "filters.metadata.icontains", "only contains"),
+        (Message, json!({"metadata": {"contains": "x"}}), "filters.metadata.contains", "only contains"),
+        (Message, json!({"metadata": {"contains": 1}}), "filters.metadata.contains", "only contains"),
+        (Message, json!({"metadata": {"ne": {}}}), "filters.metadata.ne", "only contains"),
+        (Message, json!({"metadata": {"contains": {"a": 1}, "foo": 1}}), "filters.metadata.foo", "cannot also hold the non-operator key \"foo\""),
+        (Message, json!({"metadata": {"k": {"gt": 1, "x": 2}}}), "filters.metadata.k.x", "non-operator key \"x\""),
+        (Message, json!({"metadata": {"k": {"gt": null}}}), "filters.metadata.k.gt", "null is only accepted with ne"),
+        (Message, json!({"metadata": {"k": {"lt": [1]}}}), "filters.metadata.k.lt", "expected a number, a string or a boolean, got [1]"),
+        (Message, json!({"metadata": {"k": {"ne": {"a": 1}}}}), "filters.metadata.k.ne", "expected a number, a string or a boolean"),
+        (Message, json!({"metadata": {"k": {"in": 5}}}), "filters.metadata.k.in", "expected a list"),
+        (Message, json!({"metadata": {"k": {"contains": 5}}}), "filters.metadata.k.contains", "expected a string, got 5"),
+        (Message, json!({"metadata": {"a b": {"gt": {}}}}), "filters.metadata[\"a b\"].gt", "expected a number"),
+        (Conclusion, json!({"OR": [{"metadata": {"x": {"in": "y"}}}]}), "filters.OR[0].metadata.x.in", "expected a list"),
         // NUL cannot be stored in PostgreSQL text or jsonb: refused up front, with its path.
-        (
-            Message,
-            json!({"peerId": "a\u{0}b"}),
-            "filters.peerId",
-            "cannot contain NUL",
-        ),
-        (
-            Message,
-            json!({"peerId": ["a", "\u{0}"]}),
-            "filters.peerId[1]",
-            "cannot contain NUL",
-        ),
-        (
-            Message,
-            json!({"content": {"contains": "\u{0}"}}),
-            "filters.content.contains",
-            "cannot contain NUL",
-        ),
-        (
-            Message,
-            json!({"metadata": {"a": {"b": ["x", "\u{0}"]}}}),
-            "filters.metadata.a.b[1]",
-            "cannot contain NUL",
-        ),
-        (
-            Message,
-            json!({"metadata": {"k\u{0}": 1}}),
-            "filters.metadata[\"k\\u0000\"]",
-            "cannot contain NUL",
-        ),
-        (
-            Message,
-            json!({"metadata": {"k": {"gt": "\u{0}"}}}),
-            "filters.metadata.k.gt",
-            "cannot contain NUL",
-        ),
-        (
-            Message,
-            json!({"metadata": {"k": {"in": [1, "\u{0}"]}}}),
-            "filters.metadata.k.in[1]",
-            "cannot contain NUL",
-        ),
+        (Message, json!({"peerId": "a\u{0}b"}), "filters.peerId", "cannot contain NUL"),
+        (Message, json!({"peerId": ["a", "\u{0}"]}), "filters.peerId[1]", "cannot contain NUL"),
+        (Message, json!({"content": {"contains": "\u{0}"}}), "filters.content.contains", "cannot contain NUL"),
+        (Message, json!({"metadata": {"a": {"b": ["x", "\u{0}"]}}}), "filters.metadata.a.b[1]", "cannot contain NUL"),
+        (Message, json!({"metadata": {"k\u{0}": 1}}), "filters.metadata[\"k\\u0000\"]", "cannot contain NUL"),
+        (Message, json!({"metadata": {"k": {"gt": "\u{0}"}}}), "filters.metadata.k.gt", "cannot contain NUL"),
+        (Message, json!({"metadata": {"k": {"in": [1, "\u{0}"]}}}), "filters.metadata.k.in[1]", "cannot contain NUL"),
     ]
 }
 
