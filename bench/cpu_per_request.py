@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """CPU per request: /health's latency while anonymous clients send documents of many repeated
-fields (issue 32, section 6: 64 documents of 19,000 `id` each, 57 kB, 16 at a time).
+fields (by default the load that once pushed /health's p50 to 573 ms: 64 documents of 19,000 `id`
+each, 57 kB, 16 at a time).
 
 Usage: bench/cpu_per_request.py [URL] [--documents 64] [--concurrency 16] [--fields 19000]
                                    [--seconds 10]
-URL is the server's base (default http://127.0.0.1:8000); run it against a server with auth on,
-as the attack was. The documents are sent again until --seconds have passed (one pass at least),
-so that /health is probed often enough under a load the server refuses quickly. Standard library
-only. Prints /health's latency alone, then under the load, and what the load's requests
+URL is the server's base (default http://127.0.0.1:8000); run it against a server with auth on:
+the load's documents carry no key. The documents are sent again until --seconds have passed (one
+pass at least), so that /health is probed often enough under a load the server refuses quickly.
+Standard library only. Prints /health's latency alone, then under the load, and what the load's requests
 answered.
 """
 

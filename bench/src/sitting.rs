@@ -1,7 +1,7 @@
 //! Workload 8: the shape of the side-by-side sitting with Honcho, so the comparison needs no
 //! Python on our side. One fresh workspace and session, two peers, `--sitting-messages` messages
 //! ingested in batches of 100 with MiniLM (every batch timed, so a table that slows as it fills
-//! shows), then the four reads the Honcho harness times, one client at a time: session search
+//! shows), then the four reads the sittings' Python client times, one client at a time: session search
 //! (limit 10), 50 messages by peer, 50 by `created_at >=`, one message by id.
 
 use std::time::{Duration, Instant};

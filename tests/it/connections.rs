@@ -206,8 +206,8 @@ async fn a_kept_alive_connection_idles_until_the_idle_timeout_not_the_header_one
 async fn a_flood_of_silent_connections_past_the_descriptor_limit_does_not_stop_health() {
     // Long enough that all 300 are open at once even on a loaded machine.
     let (_app, server) = server_with(3000).await;
-    // A small descriptor limit, so 300 connections run the process out (the reported attack:
-    // 1,100 connections at the default limit of 1,024).
+    // A small descriptor limit, so 300 connections run the process out, as 1,100 connections do
+    // at the usual default limit of 1,024.
     let limited = std::process::Command::new("prlimit")
         .args(["--pid", &server.pid().to_string(), "--nofile=200:200"])
         .status()

@@ -277,7 +277,9 @@ async fn every_connection_refuses_cursors_it_did_not_give_out_as_bad_input() {
         let (_, key) = decode(&given[0]).unwrap_or_else(|| panic!("{field}: {}", given[0]));
         let want = kinds(&key);
 
-        // The report's cursor, `k:[3,[{"Text":"x"}]]`: INTERNAL_SERVER_ERROR (42883) once.
+        // A forged cursor whose key holds text where the order needs a number,
+        // `k:[3,[{"Text":"x"}]]`: it once reached PostgreSQL and failed there (42883, an
+        // INTERNAL_SERVER_ERROR).
         for vars in [
             json!({"f": 2, "a": "azpbMyxbeyJUZXh0IjoieCJ9XV0"}),
             json!({"l": 2, "b": "azpbMyxbeyJUZXh0IjoieCJ9XV0"}),

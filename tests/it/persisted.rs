@@ -64,7 +64,7 @@ async fn with_auth_on_only_a_key_registers_and_no_anonymous_flood_evicts_a_key_h
     let (_, body) = post(&base, None, &sha256_hex(mine), None).await;
     assert_eq!(code(&body), "PERSISTED_QUERY_NOT_FOUND");
 
-    // The flood of the report: two bodies of the cache's size, refused before they are hashed.
+    // A flood of bodies of the cache's size (two here), refused before they are hashed.
     let flood = format!("{}{{ __typename }}", " ".repeat(16_000_000));
     for key in [None, Some(key.as_str())] {
         let (status, body) = post(&base, key, &sha256_hex(&flood), Some(&flood)).await;

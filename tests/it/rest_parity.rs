@@ -333,7 +333,8 @@ const MATRIX: &[Row] = &[
     Row { same: &[CONTEXT_MESSAGES, PEER_REPRESENTATION],
         ..row("GET", "/v3/workspaces/ws/sessions/s1/context?peer_target=carol&peer_perspective=alice", N,
         r#"{ workspace(id: "ws") { session(id: "s1") { messages { nodes { content } } } peer(id: "alice") { id conclusions(filters: {observed_id: "carol"}) { nodes { content } } } } }"#, "yyFFFFU") },
-    // The leak as it was reported: bob's view of carol, asked with a key of s1 or a member.
+    // Bob's view of carol, asked with a key of s1 or a member's: the session context once gave
+    // it to those keys, which GraphQL's `Peer.conclusions` refuses.
     Row { same: &[CONTEXT_MESSAGES, PEER_REPRESENTATION],
         ..row("GET", "/v3/workspaces/ws/sessions/s1/context?peer_target=carol&peer_perspective=bob", N,
         r#"{ workspace(id: "ws") { session(id: "s1") { messages { nodes { content } } } peer(id: "bob") { id conclusions(filters: {observed_id: "carol"}) { nodes { content } } } } }"#, "yyFFFFU") },
