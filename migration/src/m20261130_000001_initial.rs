@@ -7,8 +7,8 @@ use sea_orm_migration::prelude::*;
 #[derive(DeriveMigrationName)]
 pub struct Migration;
 
-/// Names: 1..512 chars of `[A-Za-z0-9_-]` (Honcho checks the charset at its API edge only; we also
-/// let the database refuse what the API would).
+/// Names: 1..512 chars of `[A-Za-z0-9_-]` (Honcho v3.0.12 checks the charset at its API edge only;
+/// we also let the database refuse what the API would).
 const NAME_CHECK: &str = "CHECK (length(name) BETWEEN 1 AND 512 AND name ~ '^[A-Za-z0-9_-]+$')";
 /// Public ids: 21-char nanoids.
 const NANOID_CHECK: &str = "CHECK (length(id) = 21 AND id ~ '^[A-Za-z0-9_-]+$')";
@@ -96,7 +96,8 @@ fn schema_sql(dims: u32) -> Vec<String> {
         "CREATE INDEX ix_messages_peer ON messages (workspace_name, peer_name)".into(),
         "CREATE INDEX ix_messages_created_at ON messages (workspace_name, created_at)".into(),
         "CREATE INDEX ix_messages_content_tsv ON messages USING gin (content_tsv)".into(),
-        // Honcho ORs a case-insensitive substring match into full-text search; trigrams serve it.
+        // Honcho v3.0.12 ORs a case-insensitive substring match into full-text search; trigrams
+        // serve it.
         "CREATE INDEX ix_messages_content_trgm ON messages USING gin (content gin_trgm_ops)".into(),
         // Up to 2000 dimensions over the vectors themselves, as this migration always built it;
         // wider vectors, on which it used to fail, over their half-precision casts.

@@ -283,8 +283,8 @@ const MATRIX: &[Row] = &[
     row("Peer.search",           r#"{ workspace(id: "ws") { message(id: "{m1}") { peer { search(query: "alice") { __typename } } } } }"#, "yyyFFFF"),
     row("Session.search",        r#"{ workspace(id: "ws") { session(id: "s1") { search(query: "alice") { __typename } } } }"#, "yyyyFyF"),
     row("MessageSnippet.context", r#"{ workspace(id: "ws") { session(id: "s1") { search(query: "alice", includeContext: true) { ... on SnippetHits { snippets { context { id } } } } } } }"#, "yyyyFyF"),
-    // Conclusions are workspace-key data (Honcho: peer and session keys are refused), also a
-    // peer's own.
+    // Conclusions are workspace-key data (Honcho v3.0.12: peer and session keys are refused), also
+    // a peer's own.
     row("Workspace.conclusion",  r#"{ workspace(id: "ws") { conclusion(id: "{c1}") { id sources { id } observer { id } } } }"#, "yyFFFFF"),
     row("Workspace.conclusions", r#"{ workspace(id: "ws") { conclusions { totalCount } } }"#,                           "yyFFFFF"),
     row("Workspace.queryConclusions", r#"{ workspace(id: "ws") { queryConclusions(query: "tea") { id } } }"#,           "yyFFFFF"),
@@ -464,7 +464,7 @@ async fn missing_expired_tampered_and_unscoped_keys_are_unauthenticated() {
             "without a workspace",
         ),
         (
-            "ISO exp (Honcho's)",
+            "ISO exp (Honcho v3.0.12's)",
             Some(sign(
                 SECRET,
                 json!({"w": "ws", "exp": "2099-01-01T00:00:00Z"}),

@@ -1425,7 +1425,7 @@ async fn filter_conclusions_by_created_at() {
 async fn filter_conclusions_with_a_compound_and() {
     let app = TestApp::new().await;
     let [_, _, ded, _] = filter_fixture(&app).await;
-    // Honcho's documented example: observer, level in a set, and a metadata tag.
+    // The example of Honcho v3.0.12's documentation: observer, level in a set, and a metadata tag.
     let f = json!({"AND": [
         {"observer_id": "alice"},
         {"level": {"in": ["deductive", "inductive"]}},

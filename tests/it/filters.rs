@@ -142,7 +142,7 @@ async fn every_operator_on_real_columns() {
         )
         .await,
         [1, 2],
-        "a wildcard branch makes the OR match everything (decided against Honcho's dropped branch)"
+        "a wildcard branch makes the OR match everything (decided against Honcho v3.0.12, which drops the branch)"
     );
     assert_eq!(
         seqs(&app, json!({"createdAt": {"gte": "2000-01-01"}}))

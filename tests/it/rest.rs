@@ -595,7 +595,7 @@ async fn rest_serves_its_openapi_document_and_says_what_it_does_not_serve() {
         err["detail"].as_str().unwrap().contains("HONCHO_LLM"),
         "{err}"
     );
-    // Keys need auth on: Honcho answers 405 without it.
+    // Keys need auth on: Honcho v3.0.12 answers 405 without it.
     assert_eq!(
         api.call(Method::POST, "/v3/keys?workspace_id=w", None)
             .await

@@ -151,7 +151,7 @@ impl Parser {
                 "AND" => Node::and(self.children("AND", value, &kpath, depth)?),
                 "OR" => {
                     let children = self.children("OR", value, &kpath, depth)?;
-                    // An empty OR adds no condition (as in Honcho), unlike an OR whose
+                    // An empty OR adds no condition (as in Honcho v3.0.12), unlike an OR whose
                     // branches all match nothing.
                     if children.is_empty() {
                         Node::True

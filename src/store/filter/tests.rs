@@ -274,7 +274,7 @@ fn logical_operators() {
         ),
         r#"("messages"."peer_name" = 'a' OR "messages"."peer_name" = 'b') IS NOT TRUE"#
     );
-    // Logical keys are case-sensitive, as in Honcho.
+    // Logical keys are case-sensitive, as in Honcho v3.0.12.
     assert!(matches!(
         error(Message, json!({"and": []})).kind,
         FilterErrorKind::UnknownKey { .. }
@@ -317,7 +317,7 @@ fn wildcards_and_empty_lists() {
         tree(Message, json!({"NOT": [{"peer_id": "*"}]})),
         Node::False
     );
-    // Empty lists add no condition (as in Honcho).
+    // Empty lists add no condition (as in Honcho v3.0.12).
     for op in ["AND", "OR", "NOT"] {
         assert_eq!(tree(Message, json!({op: []})), Node::True, "{op}");
     }
