@@ -41,7 +41,8 @@ pub struct Limits {
     pub max_embeddings: usize,
     /// Most operations open at once on one WebSocket.
     pub max_subscriptions_per_connection: usize,
-    /// Most operations open at once over all WebSockets authenticated with one key (auth on).
+    /// Most operations open at once over all WebSockets authenticated with one key (auth on),
+    /// counted by each server (router) apart.
     pub max_subscriptions_per_key: usize,
     /// How long a WebSocket may stay open without sending `connection_init`.
     pub connection_init_timeout: std::time::Duration,

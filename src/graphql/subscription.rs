@@ -20,7 +20,7 @@
 use std::any::TypeId;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_graphql::dataloader::{DataLoader, HashMapCache};
 use async_graphql::futures_util::stream::{self, BoxStream, StreamExt};
@@ -372,11 +372,13 @@ pub struct ConnectionInit(pub serde_json::Value);
 
 /// Authenticates the `connection_init` payload (`{"Authorization": "Bearer <key>"}`) and keeps
 /// the caller and the payload as connection data. A missing or bad key does not refuse the
-/// connection: with auth on, its guarded fields answer UNAUTHENTICATED, as over HTTP.
+/// connection: with auth on, its guarded fields answer UNAUTHENTICATED, as over HTTP. The
+/// connection's operations count against its key in `per_key`, its server's table.
 /// Also answers when the connection's key expires (the transport closes the socket then).
 pub fn connection_data(
     schema: &AppSchema,
     payload: serde_json::Value,
+    per_key: &OpenPerKey,
 ) -> (Data, Option<chrono::DateTime<chrono::Utc>>) {
     let caller = super::authenticate_connection_init(schema, &payload);
     let expires_at = caller.expires_at();
@@ -398,6 +400,7 @@ pub fn connection_data(
     data.insert(OpenOperations {
         on_connection: Arc::default(),
         key,
+        per_key: per_key.clone(),
     });
     data.insert(ConnectionInit(payload));
     (data, expires_at)
@@ -409,17 +412,24 @@ pub fn connection_data(
 pub struct OpenOperations {
     on_connection: Arc<AtomicUsize>,
     key: Option<String>,
+    per_key: OpenPerKey,
 }
 
-fn open_per_key() -> &'static Mutex<HashMap<String, usize>> {
-    static OPEN: OnceLock<Mutex<HashMap<String, usize>>> = OnceLock::new();
-    OPEN.get_or_init(Default::default)
+/// The operations open per key on one server, over all its sockets. The server's router makes
+/// one, so that two servers in one process (or two routers on one schema) count apart.
+#[derive(Clone, Default)]
+pub struct OpenPerKey(Arc<Mutex<HashMap<String, usize>>>);
+
+impl OpenPerKey {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, usize>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// One open operation; dropping it (the stream ended or was stopped) frees its place.
 struct Slot {
     on_connection: Arc<AtomicUsize>,
-    key: Option<String>,
+    key: Option<(OpenPerKey, String)>,
 }
 
 impl OpenOperations {
@@ -441,7 +451,7 @@ impl OpenOperations {
         let Some(key) = &self.key else {
             return Ok(slot);
         };
-        let mut open = open_per_key().lock().unwrap_or_else(|e| e.into_inner());
+        let mut open = self.per_key.lock();
         let n = open.entry(key.clone()).or_default();
         if *n >= limits.max_subscriptions_per_key {
             return Err(Exceeded::SubscriptionsPerKey {
@@ -449,7 +459,7 @@ impl OpenOperations {
             });
         }
         *n += 1;
-        slot.key = Some(key.clone());
+        slot.key = Some((self.per_key.clone(), key.clone()));
         Ok(slot)
     }
 }
@@ -457,8 +467,8 @@ impl OpenOperations {
 impl Drop for Slot {
     fn drop(&mut self) {
         self.on_connection.fetch_sub(1, Ordering::SeqCst);
-        if let Some(key) = &self.key {
-            let mut open = open_per_key().lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((per_key, key)) = &self.key {
+            let mut open = per_key.lock();
             if let Some(n) = open.get_mut(key) {
                 *n -= 1;
                 if *n == 0 {

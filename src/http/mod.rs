@@ -40,6 +40,7 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::TraceLayer;
 
 use crate::graphql::AppSchema;
+use crate::graphql::subscription::OpenPerKey;
 use crate::store::Store;
 pub use connections::{ConnectionTimeouts, serve};
 use errors::{ErrorLimits, edge_checks, error_bodies};
@@ -92,6 +93,8 @@ struct AppState {
     origins: Origins,
     persisted: Arc<Persisted>,
     sockets: Arc<Sockets>,
+    /// The subscriptions open per key on this router's sockets ([`OpenPerKey`]).
+    open_per_key: OpenPerKey,
 }
 
 pub fn router(schema: AppSchema, store: Store, max_body_bytes: usize) -> Router {
@@ -145,6 +148,7 @@ pub fn router_with(schema: AppSchema, store: Store, options: HttpOptions) -> Rou
         origins: options.origins.clone(),
         persisted: options.persisted.clone(),
         sockets: Sockets::new(options.max_websockets_per_address),
+        open_per_key: OpenPerKey::default(),
     });
     layers(app.merge(rest), &options)
 }

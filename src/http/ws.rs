@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use super::transport::{self, MediaType};
 use super::{AppState, Persisted, persisted};
 use crate::graphql::error::Code;
-use crate::graphql::subscription::{LoaderExecutor, connection_data};
+use crate::graphql::subscription::{LoaderExecutor, OpenPerKey, connection_data};
 use crate::graphql::{AppSchema, Limits};
 
 const WS_READ_BUFFER: usize = 4 * 1024;
@@ -85,7 +85,7 @@ pub(super) async fn graphql_ws(
         // was most of an idle subscriber's memory. Larger messages still grow it as needed.
         .read_buffer_size(WS_READ_BUFFER)
         .on_upgrade(move |ws| async move {
-            serve_ws(ws, app.schema, protocol, app.persisted).await;
+            serve_ws(ws, app.schema, protocol, app.persisted, app.open_per_key).await;
             drop(socket);
         })
 }
@@ -136,6 +136,7 @@ async fn serve_ws(
     schema: AppSchema,
     protocol: WebSocketProtocols,
     persisted: Arc<Persisted>,
+    per_key: OpenPerKey,
 ) {
     let init_timeout = schema.data::<Limits>().map_or_else(
         || Limits::default().connection_init_timeout,
@@ -161,7 +162,7 @@ async fn serve_ws(
     };
     let output = async_graphql::http::WebSocket::new(executor, input, protocol).on_connection_init(
         move |payload| async move {
-            let (data, expires_at) = connection_data(&init_schema, payload);
+            let (data, expires_at) = connection_data(&init_schema, payload, &per_key);
             let refused = caller_of(&data)
                 .map(crate::auth::Caller::principal)
                 .and_then(Result::err)

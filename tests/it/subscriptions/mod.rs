@@ -132,6 +132,22 @@ impl Instance {
         let bus = EventBus::start(&url, buffer).await.unwrap();
         let schema =
             graphql::build_schema_with(store.clone(), limits, auth, Some(bus.clone()), None);
+        Self::serve(schema, store, bus).await
+    }
+
+    /// An instance with auth on and `limits`, on a store of its own.
+    async fn with_auth_and_limits(app: &TestApp, limits: &Limits) -> Instance {
+        let store = Store::connect(&app._db.url(), 5, None).await.unwrap();
+        Self::with_limits(app, store, 1024, crate::harness::auth(), limits).await
+    }
+
+    /// Another server on this instance's schema (its bus, its limits, its keys), with a router of
+    /// its own, as a process serving two routers has.
+    async fn second_router(&self) -> Instance {
+        Self::serve(self.schema.clone(), self.store.clone(), self.bus.clone()).await
+    }
+
+    async fn serve(schema: AppSchema, store: Store, bus: EventBus) -> Instance {
         let router = honcho_graphql::http::router(schema.clone(), store.clone(), 1 << 20);
         let server = Served::start(router).await;
         Instance {

@@ -233,8 +233,7 @@ async fn subscriptions_are_capped_per_connection_and_per_key_and_freed_when_stop
         max_subscriptions_per_key: 4,
         ..Limits::default()
     };
-    let store = Store::connect(&app._db.url(), 5, None).await.unwrap();
-    let a = Instance::with_limits(&app, store, 1024, crate::harness::auth(), &limits).await;
+    let a = Instance::with_auth_and_limits(&app, &limits).await;
     // One key for both sockets: the cap per key counts them together.
     let admin = crate::harness::bearer(KeySpec {
         admin: true,
@@ -257,9 +256,9 @@ async fn subscriptions_are_capped_per_connection_and_per_key_and_freed_when_stop
     };
     let mut one = ws_connect_as(a.addr, &admin).await;
     for id in ["1", "2", "3"] {
-        ws_send(&mut one, sub(id)).await;
+        ws_send(&mut one, subscribe_to(id, "s1")).await;
     }
-    ws_send(&mut one, sub("4")).await;
+    ws_send(&mut one, subscribe_to("4", "s1")).await;
     let m = ws_next(&mut one).await;
     assert_eq!(m["id"], "4", "{m}");
     assert_eq!(
@@ -273,7 +272,7 @@ async fn subscriptions_are_capped_per_connection_and_per_key_and_freed_when_stop
     // Stopping one frees its place on the connection.
     ws_send(&mut one, json!({"id": "1", "type": "complete"})).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
-    ws_send(&mut one, sub("5")).await;
+    ws_send(&mut one, subscribe_to("5", "s1")).await;
     // The key has 3 open; a second socket with the same key gets one more, then the key's cap.
     let mut two = ws_connect_as(a.addr, &admin).await;
     ws_send(&mut two, sub("6")).await;
@@ -291,8 +290,8 @@ async fn subscriptions_are_capped_per_connection_and_per_key_and_freed_when_stop
     // Closing the first socket frees its three.
     drop(one);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    ws_send(&mut two, sub("8")).await;
-    ws_send(&mut two, sub("9")).await;
+    ws_send(&mut two, subscribe_to("8", "s1")).await;
+    ws_send(&mut two, subscribe_to("9", "s1")).await;
     // Subscribing is asynchronous: write only once 6, 8 and 9 listen (and the first socket's are
     // gone), or the event can pass before a subscription exists.
     wait_until(
@@ -313,6 +312,48 @@ async fn subscriptions_are_capped_per_connection_and_per_key_and_freed_when_stop
         seen.insert(m["id"].as_str().unwrap().to_owned());
     }
     assert_eq!(seen, HashSet::from(["6".into(), "8".into(), "9".into()]));
+}
+
+#[tokio::test]
+async fn two_routers_in_one_process_count_a_keys_subscriptions_each_on_its_own() {
+    let app = TestApp::new().await;
+    let limits = Limits {
+        max_subscriptions_per_key: 1,
+        ..Limits::default()
+    };
+    let a = Instance::with_auth_and_limits(&app, &limits).await;
+    let b = a.second_router().await;
+    let key = crate::harness::bearer(KeySpec {
+        admin: true,
+        ..Default::default()
+    });
+    // The key's one place on the first router is taken by "a"; the second router has its own.
+    let mut sockets = Vec::new();
+    for (addr, id) in [(a.addr, "a"), (b.addr, "b")] {
+        let mut ws = ws_connect_as(addr, &key).await;
+        ws_send(&mut ws, subscribe_to(id, "s1")).await;
+        let listening = sockets.len() + 1;
+        wait_until(
+            &format!("the router of {id} to admit the key's subscription"),
+            Duration::from_secs(10),
+            || a.bus.subscribers() == listening,
+        )
+        .await;
+        sockets.push((ws, id));
+    }
+    // Each router still holds the key to its cap.
+    let on_a = &mut sockets[0].0;
+    ws_send(on_a, subscribe_to("a2", "s1")).await;
+    assert_eq!(ws_result(on_a, "a2").await, Err("BAD_USER_INPUT".into()));
+    assert_eq!(ws_next(on_a).await, json!({"type": "complete", "id": "a2"}));
+
+    write_one(&app.store, "s1", "alice", "hello").await;
+    for (ws, id) in &mut sockets {
+        let data = ws_result(ws, id)
+            .await
+            .unwrap_or_else(|code| panic!("subscription {id}: {code}"));
+        assert_eq!(data["messageCreated"]["content"], "hello");
+    }
 }
 
 #[tokio::test]
