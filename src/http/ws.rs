@@ -124,13 +124,14 @@ enum Init {
     Refused(String),
 }
 
-/// Serves one GraphQL WebSocket, as async-graphql-axum's `GraphQLWebSocket::serve` does, with
-/// deadlines of its own: `connection_init` must come within the configured time (pings, and
-/// operations, which are refused before it, do not extend it); with auth on it must carry a
-/// valid key, or the socket is closed at once with 4403 (with auth on nothing in the schema is
-/// public); and the socket is closed when the key it authenticated with expires (operations and
-/// events check the expiry too, so nothing is served in between). A message that cannot be sent
-/// before the deadline (a client that does not read) ends the socket there too.
+/// Serves one GraphQL WebSocket: async-graphql's protocol (`async_graphql::http::WebSocket`) in
+/// a send loop of our own, for its deadlines (docs/architecture.md, "Dependency notes"):
+/// `connection_init` must come within the configured time (pings, and operations, which are
+/// refused before it, do not extend it); with auth on it must carry a valid key, or the socket
+/// is closed at once with 4403 (with auth on nothing in the schema is public); and the socket is
+/// closed when the key it authenticated with expires (operations and events check the expiry
+/// too, so nothing is served in between). A message that cannot be sent before the deadline (a
+/// client that does not read) ends the socket there too.
 async fn serve_ws(
     socket: WebSocket,
     schema: AppSchema,
