@@ -13,6 +13,7 @@ pub mod graphql;
 pub mod http;
 pub mod llm;
 pub mod mcp;
+pub mod media;
 pub mod metrics;
 pub mod outbound;
 pub mod rest;

@@ -22,12 +22,12 @@ pub(super) async fn graphql(State(app): State<AppState>, request: Request<Body>)
     };
     let params = match parts.method.clone() {
         Method::GET => Params::from_query(parts.uri.query()),
-        Method::POST => match transport::require_json(&parts.headers) {
+        Method::POST => match crate::media::require_json(&parts.headers) {
             Ok(()) => match read_body(body, app.max_body_bytes).await {
                 Ok(bytes) => Params::from_body(&bytes),
                 Err(refused) => Err(refused),
             },
-            Err(refused) => Err(refused),
+            Err(refused) => Err(refused.into()),
         },
         other => Err(HttpError::MethodNotAllowed(other)),
     };

@@ -23,9 +23,10 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use crate::graphql::error::Code;
+pub use crate::media::JSON;
+use crate::media::NotJson;
 
 pub const GRAPHQL_RESPONSE_JSON: &str = "application/graphql-response+json";
-pub const JSON: &str = "application/json";
 
 /// The media type of a response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,11 +90,8 @@ pub enum HttpError {
     MethodNotAllowed(Method),
     #[error("only queries can be sent by GET; send {0}s by POST")]
     NotAQuery(&'static str),
-    #[error(
-        "the request body must be `application/json`{}",
-        .0.as_deref().map(|t| format!(", not `{t}`")).unwrap_or_default()
-    )]
-    UnsupportedMediaType(Option<String>),
+    #[error(transparent)]
+    UnsupportedMediaType(#[from] NotJson),
     #[error("this server answers `application/graphql-response+json` or `application/json` only")]
     NotAcceptable,
     #[error("the request body is larger than {0} bytes (HONCHO_MAX_BODY_BYTES)")]
@@ -177,7 +175,7 @@ pub struct Params {
 }
 
 impl Params {
-    /// The parameters of a POST body: one JSON object (check [`require_json`] first).
+    /// The parameters of a POST body: one JSON object (check [`crate::media::require_json`] first).
     pub fn from_body(body: &Bytes) -> Result<Params, HttpError> {
         if body.iter().all(u8::is_ascii_whitespace) {
             return Err(HttpError::EmptyBody);
@@ -238,35 +236,6 @@ impl Params {
         }
         request
     }
-}
-
-/// A POST body is read only when it is `application/json` (UTF-8): the one type a cross-site form
-/// cannot send without a CORS preflight.
-pub fn require_json(headers: &HeaderMap) -> Result<(), HttpError> {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-    match content_type.as_deref().is_some_and(is_json_utf8) {
-        true => Ok(()),
-        false => Err(HttpError::UnsupportedMediaType(content_type)),
-    }
-}
-
-/// `application/json`, with no charset or `charset=utf-8` (JSON is UTF-8).
-fn is_json_utf8(content_type: &str) -> bool {
-    let mut parts = content_type.split(';');
-    if !parts
-        .next()
-        .is_some_and(|t| t.trim().eq_ignore_ascii_case(JSON))
-    {
-        return false;
-    }
-    parts.all(|p| match p.trim().split_once('=') {
-        Some((k, v)) if k.trim().eq_ignore_ascii_case("charset") => {
-            v.trim().trim_matches('"').eq_ignore_ascii_case("utf-8")
-        }
-        _ => true,
-    })
 }
 
 fn string(value: Option<Value>, name: &str) -> Result<Option<String>, HttpError> {
@@ -384,34 +353,6 @@ mod tests {
         assert!(matches!(
             accept("application/json;q=0"),
             Err(HttpError::NotAcceptable)
-        ));
-    }
-
-    #[test]
-    fn only_json_bodies_are_read() {
-        let with = |ct: &str| {
-            let mut h = HeaderMap::new();
-            h.insert(header::CONTENT_TYPE, HeaderValue::from_str(ct).unwrap());
-            require_json(&h)
-        };
-        assert!(with("application/json").is_ok());
-        assert!(with("Application/JSON; charset=UTF-8").is_ok());
-        for refused in [
-            "text/plain",
-            "text/plain;charset=UTF-8",
-            "application/x-www-form-urlencoded",
-            "multipart/form-data; boundary=x",
-            "application/json; charset=latin1",
-            "application/jsonx",
-        ] {
-            assert!(
-                matches!(with(refused), Err(HttpError::UnsupportedMediaType(_))),
-                "{refused}"
-            );
-        }
-        assert!(matches!(
-            require_json(&HeaderMap::new()),
-            Err(HttpError::UnsupportedMediaType(None))
         ));
     }
 

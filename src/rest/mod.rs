@@ -149,8 +149,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     type Rejection = RestError;
 
     async fn from_request(req: Request, state: &S) -> RestResult<Self> {
-        let typed = crate::http::transport::require_json(req.headers());
-        let unsupported = |e: crate::http::transport::HttpError| {
+        let typed = crate::media::require_json(req.headers());
+        let unsupported = |e: crate::media::NotJson| {
             RestError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, e.to_string())
         };
         let untyped = match typed {
