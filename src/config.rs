@@ -325,7 +325,7 @@ impl std::fmt::Debug for AuthConfig {
 }
 
 impl AuthConfig {
-    pub fn auth(&self) -> Result<crate::auth::Auth, crate::StartError> {
+    pub fn auth(&self) -> Result<crate::auth::Auth, crate::auth::EmptySecret> {
         crate::auth::Auth::from_secret(self.secret.as_deref())
     }
 }

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 
+use crate::auth::EmptySecret;
 use crate::embed::EmbedError;
 use crate::http::persisted::ManifestError;
 use crate::http::{HostsError, OriginsError};
@@ -11,8 +12,8 @@ use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("HONCHO_AUTH_SECRET is set but empty")]
-    EmptyAuthSecret,
+    #[error(transparent)]
+    AuthSecret(#[from] EmptySecret),
     #[error(transparent)]
     Origins(#[from] OriginsError),
     #[error(transparent)]
@@ -42,6 +43,4 @@ pub enum StartError {
     },
     #[error("serving HTTP: {0}")]
     Serve(std::io::Error),
-    #[error("setting up trace export: {0}")]
-    Telemetry(String),
 }

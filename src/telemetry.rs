@@ -61,10 +61,15 @@ pub fn otlp_endpoint() -> Option<String> {
     .find(|v| !v.trim().is_empty())
 }
 
+/// The trace exporter could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("setting up trace export: {0}")]
+pub struct TelemetryError(String);
+
 /// Installs the process's tracing subscriber: logs filtered by `RUST_LOG` (on stdout, or on
 /// stderr with `to_stderr`), and with an OTLP endpoint configured, a second layer that exports
 /// spans.
-pub fn init(to_stderr: bool) -> Result<Telemetry, crate::StartError> {
+pub fn init(to_stderr: bool) -> Result<Telemetry, TelemetryError> {
     let logs = EnvFilter::try_from_default_env().unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
     let writer = if to_stderr {
         BoxMakeWriter::new(std::io::stderr)
@@ -86,7 +91,7 @@ pub fn init(to_stderr: bool) -> Result<Telemetry, crate::StartError> {
         .with_http()
         .with_protocol(Protocol::HttpBinary)
         .build()
-        .map_err(|e| crate::StartError::Telemetry(e.to_string()))?;
+        .map_err(|e| TelemetryError(e.to_string()))?;
     let service = std::env::var("OTEL_SERVICE_NAME")
         .ok()
         .filter(|s| !s.trim().is_empty())

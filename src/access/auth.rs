@@ -74,6 +74,11 @@ pub enum AuthError {
     NoScope,
 }
 
+/// `HONCHO_AUTH_SECRET` set to nothing: it would sign keys anyone can forge.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("HONCHO_AUTH_SECRET is set but empty")]
+pub struct EmptySecret;
+
 /// Why a key cannot be minted.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MintError {
@@ -238,12 +243,12 @@ impl Auth {
 
     /// Auth on, with keys signed by `secret` (HS256 over its bytes). An empty secret is refused:
     /// it would sign keys anyone can forge.
-    pub fn with_secret(secret: &str) -> Result<Self, crate::StartError> {
+    pub fn with_secret(secret: &str) -> Result<Self, EmptySecret> {
         let (Ok(encoding), Ok(decoding)) = (
             EncodingKey::from_secret(secret.as_bytes()),
             DecodingKey::from_secret(secret.as_bytes()),
         ) else {
-            return Err(crate::StartError::EmptyAuthSecret);
+            return Err(EmptySecret);
         };
         let mut validation = Validation::new(Algorithm::HS256);
         // Honcho's keys usually carry no `exp`; when present it is checked, to the second.
@@ -259,7 +264,7 @@ impl Auth {
     }
 
     /// From the configured secret: unset means off; an empty secret is refused.
-    pub fn from_secret(secret: Option<&str>) -> Result<Self, crate::StartError> {
+    pub fn from_secret(secret: Option<&str>) -> Result<Self, EmptySecret> {
         match secret {
             None => Ok(Auth::disabled()),
             Some(s) => Auth::with_secret(s),
@@ -367,10 +372,7 @@ mod tests {
 
     #[test]
     fn an_empty_secret_is_refused_and_no_secret_means_auth_off() {
-        assert!(matches!(
-            Auth::from_secret(Some("")),
-            Err(crate::StartError::EmptyAuthSecret)
-        ));
+        assert_eq!(Auth::from_secret(Some("")).err(), Some(EmptySecret));
         assert!(matches!(Auth::from_secret(None), Ok(Auth(None))));
         assert!(matches!(
             Auth::from_secret(Some("s3cret")),
