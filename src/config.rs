@@ -288,20 +288,8 @@ pub struct McpConfig {
     #[command(flatten)]
     pub serve: ServeConfig,
 
-    /// The API key every tool call is made with (as `Authorization: Bearer` over HTTP); unset
-    /// with auth on, every call is refused.
-    #[arg(
-        id = "honcho_api_key",
-        long = "api-key",
-        value_name = "KEY",
-        env = "HONCHO_API_KEY",
-        hide_env_values = true
-    )]
-    pub api_key: Option<String>,
-
-    /// The workspace of tool calls that name none (a scoped key's own by default).
-    #[arg(long, env = "HONCHO_WORKSPACE_ID")]
-    pub workspace_id: Option<String>,
+    #[command(flatten)]
+    pub stdio: crate::mcp::stdio::StdioArgs,
 }
 
 #[derive(Args, Clone)]

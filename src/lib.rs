@@ -307,6 +307,21 @@ fn announce_playground(playground: &http::Playground, dir: Option<&std::path::Pa
     }
 }
 
+/// Serves MCP over stdin/stdout (`honcho-graphql mcp`) with the store, embedder, LLM and auth set
+/// up as [`serve`] sets them up, until the client closes it.
+pub async fn serve_mcp_stdio(cfg: config::McpConfig) -> Result<(), StartError> {
+    let serve = &cfg.serve;
+    let auth = serve.auth.auth()?;
+    let llm = llm::build(&serve.llm)?;
+    let dialectic = llm.clone().map(dialectic::Dialectic::new);
+    let store = ready_store(serve, llm.is_some()).await?;
+    let services = access::Services::new(access::Sealed::new(store), Some(auth), dialectic);
+    tracing::info!("serving MCP on stdio");
+    mcp::stdio::serve(services, cfg.stdio)
+        .await
+        .map_err(StartError::Serve)
+}
+
 /// Runs deriver workers alone (`honcho-graphql deriver`) until SIGINT/SIGTERM: derivation scales
 /// out separately from serving. Queued messages come from servers with an LLM configured.
 pub async fn derive(

@@ -119,7 +119,7 @@ async fn run() -> anyhow::Result<()> {
     let _telemetry = honcho_graphql::telemetry::init(matches!(command, Command::Mcp(_)))?;
     match command {
         Command::Serve(cfg) => Ok(honcho_graphql::serve(*cfg).await?),
-        Command::Mcp(cfg) => Ok(honcho_graphql::mcp::stdio::run(*cfg).await?),
+        Command::Mcp(cfg) => Ok(honcho_graphql::serve_mcp_stdio(*cfg).await?),
         Command::Deriver { db, llm, deriver } => {
             Ok(honcho_graphql::derive(db, llm, deriver).await?)
         }

@@ -6,7 +6,7 @@
 //!   request carries its key and, from revision 2026-07-28 on, its protocol version, so any
 //!   instance answers any request. Without a valid key (auth on) the request is refused 401 with
 //!   `WWW-Authenticate` naming the protected-resource metadata (RFC 9728).
-//! - **stdio** (`honcho-graphql mcp`), the key from `HONCHO_API_KEY`.
+//! - **stdio** (`honcho-graphql mcp`, [`stdio`]), the key from `HONCHO_API_KEY`.
 //!
 //! A tool names the `RULES` row of the GraphQL field it does the work of ([`gate::Gate`]), so a
 //! key reaches through MCP exactly what it reaches over GraphQL.
@@ -33,7 +33,6 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
@@ -71,29 +70,6 @@ pub fn router(services: Services, max_body_bytes: usize) -> axum::Router {
         .route(METADATA_PATH, get(metadata))
         .route(&format!("{METADATA_PATH}/mcp"), get(metadata))
         .with_state(services)
-}
-
-/// Serves MCP over stdin/stdout until the client closes it. `key` is the API key every call
-/// is made with (none: admin when auth is off, refused when it is on); `workspace` the one calls
-/// work in when they name none.
-pub async fn serve_stdio(
-    services: Services,
-    key: Option<String>,
-    workspace: Option<String>,
-) -> std::io::Result<()> {
-    let memory = Memory::new(
-        services,
-        Keys::Fixed {
-            authorization: key.map(|k| format!("Bearer {}", k.trim())),
-            workspace,
-        },
-    );
-    let running = memory
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(std::io::Error::other)?;
-    running.waiting().await.map_err(std::io::Error::other)?;
-    Ok(())
 }
 
 /// Refuses a request without a valid key (auth on) before MCP reads it: 401, with the challenge
