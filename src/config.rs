@@ -1,4 +1,8 @@
-//! Server configuration, from the environment (every variable is listed in docs/configuration.md).
+//! The commands' configuration, from flags and the environment (every variable is listed in
+//! docs/configuration.md). This is where the modules' flags meet: a module owns its own `Args`
+//! (`embed::EmbedArgs`, `llm::LlmArgs`, `deriver::DeriverArgs`, `auth::AuthArgs`,
+//! `store::replicas::ReadArgs`, `mcp::stdio::StdioArgs`), flattened into a command's here, and
+//! no module imports this one.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -26,97 +30,7 @@ pub struct DbConfig {
     /// Every command that opens the database knows the embedder: it sizes the vector columns,
     /// and `serve` refuses one of another model than the stored vectors'.
     #[command(flatten)]
-    pub embedder: EmbedderConfig,
-}
-
-/// The embedder. Values are checked when the embedder is configured
-/// ([`crate::embed::EmbedConfig::from_settings`]), with messages naming the variable; a
-/// variable set to blank counts as unset.
-#[derive(Args, Clone, Default)]
-pub struct EmbedderConfig {
-    /// `minilm` (in-process all-MiniLM-L6-v2, 384 dimensions), `openai` (any OpenAI-compatible
-    /// /v1/embeddings) or `none` (full-text search only).
-    #[arg(
-        id = "embedder",
-        long = "embedder",
-        value_name = "KIND",
-        env = "HONCHO_EMBEDDER",
-        default_value = "minilm"
-    )]
-    pub kind: String,
-
-    /// MiniLM model directory (config.json, tokenizer.json, model.safetensors)
-    /// [default: .data/models/all-MiniLM-L6-v2, in the working directory or else the source tree]
-    #[arg(long = "model-dir", env = "HONCHO_MODEL_DIR")]
-    pub model_dir: Option<String>,
-
-    /// OpenAI-compatible base URL; `/embeddings` is appended.
-    #[arg(
-        long = "openai-base-url",
-        env = "HONCHO_OPENAI_BASE_URL",
-        default_value = crate::embed::DEFAULT_OPENAI_BASE_URL
-    )]
-    pub openai_base_url: String,
-
-    /// Embedding model name sent in requests.
-    #[arg(
-        long = "openai-model",
-        env = "HONCHO_OPENAI_MODEL",
-        default_value = crate::embed::DEFAULT_OPENAI_MODEL
-    )]
-    pub openai_model: String,
-
-    /// Bearer token of the embeddings endpoint (optional).
-    #[arg(
-        long = "openai-api-key",
-        env = "HONCHO_OPENAI_API_KEY",
-        hide_env_values = true
-    )]
-    pub openai_api_key: Option<String>,
-
-    /// Vector length [default: the model's, known for OpenAI's models (1536 for
-    /// text-embedding-3-small), else required]
-    #[arg(long = "openai-dims", env = "HONCHO_OPENAI_DIMS")]
-    pub openai_dims: Option<String>,
-
-    /// Timeout of one embeddings request, in seconds (may be fractional).
-    #[arg(
-        long = "openai-timeout-secs",
-        env = "HONCHO_OPENAI_TIMEOUT_SECS",
-        default_value = "30"
-    )]
-    pub openai_timeout_secs: String,
-
-    /// Retries after the first attempt on 429, 5xx, timeouts and connection errors (0..=10).
-    #[arg(
-        long = "openai-max-retries",
-        env = "HONCHO_OPENAI_MAX_RETRIES",
-        default_value = "3"
-    )]
-    pub openai_max_retries: String,
-}
-
-impl std::fmt::Debug for EmbedderConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The key is a secret; what the embedder is, is enough to tell configurations apart.
-        f.debug_struct("EmbedderConfig")
-            .field("kind", &self.kind)
-            .field("openai_model", &self.openai_model)
-            .finish_non_exhaustive()
-    }
-}
-
-impl EmbedderConfig {
-    /// The embedder's settings from the environment alone, with the same parser as the command
-    /// line (for the tests and the bench, which have no command line of their own).
-    pub fn from_env() -> Result<Self, clap::Error> {
-        #[derive(clap::Parser)]
-        struct Env {
-            #[command(flatten)]
-            embedder: EmbedderConfig,
-        }
-        Ok(<Env as clap::Parser>::try_parse_from(["honcho-graphql"])?.embedder)
-    }
+    pub embedder: crate::embed::EmbedArgs,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -269,16 +183,16 @@ pub struct ServeConfig {
     pub trusted_documents_admin: bool,
 
     #[command(flatten)]
-    pub reads: ReadConfig,
+    pub reads: crate::store::replicas::ReadArgs,
 
     #[command(flatten)]
-    pub auth: AuthConfig,
+    pub auth: crate::auth::AuthArgs,
 
     #[command(flatten)]
-    pub llm: LlmConfig,
+    pub llm: crate::llm::LlmArgs,
 
     #[command(flatten)]
-    pub deriver: DeriverConfig,
+    pub deriver: crate::deriver::DeriverArgs,
 }
 
 /// `honcho-graphql mcp`: MCP over stdio, with the server's configuration and the caller's key.
@@ -290,226 +204,6 @@ pub struct McpConfig {
 
     #[command(flatten)]
     pub stdio: crate::mcp::stdio::StdioArgs,
-}
-
-#[derive(Args, Clone)]
-pub struct AuthConfig {
-    /// Secret that signs API keys (HS256). Unset: auth is off and every request is an admin.
-    #[arg(
-        long = "auth-secret",
-        env = "HONCHO_AUTH_SECRET",
-        hide_env_values = true
-    )]
-    pub secret: Option<String>,
-}
-
-impl std::fmt::Debug for AuthConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let secret = self.secret.as_ref().map(|_| "***");
-        f.debug_struct("AuthConfig")
-            .field("secret", &secret)
-            .finish()
-    }
-}
-
-impl AuthConfig {
-    pub fn auth(&self) -> Result<crate::auth::Auth, crate::auth::EmptySecret> {
-        crate::auth::Auth::from_secret(self.secret.as_deref())
-    }
-}
-
-/// Which LLM the deriver asks (`HONCHO_LLM`).
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum LlmKind {
-    /// No LLM: nothing is queued for derivation and no worker runs.
-    #[default]
-    None,
-    /// Any OpenAI-compatible `POST {base}/chat/completions` (OpenAI, llama.cpp, vLLM, Ollama).
-    Openai,
-}
-
-#[derive(Args, Clone)]
-pub struct LlmConfig {
-    /// `none` (default: no derivation) or `openai` (any OpenAI-compatible chat endpoint).
-    #[arg(long = "llm", env = "HONCHO_LLM", value_enum, default_value_t = LlmKind::None)]
-    pub kind: LlmKind,
-
-    /// Base URL up to and including the version; `/chat/completions` is appended.
-    #[arg(
-        long = "llm-base-url",
-        env = "HONCHO_LLM_BASE_URL",
-        default_value = "https://api.openai.com/v1"
-    )]
-    pub base_url: String,
-
-    /// Model name sent in requests.
-    #[arg(
-        long = "llm-model",
-        env = "HONCHO_LLM_MODEL",
-        default_value = "gpt-4o-mini"
-    )]
-    pub model: String,
-
-    /// Bearer token (optional: local servers need none).
-    #[arg(
-        long = "llm-api-key",
-        env = "HONCHO_LLM_API_KEY",
-        hide_env_values = true
-    )]
-    pub api_key: Option<String>,
-
-    /// Timeout of one attempt, in seconds. Local models on a CPU are slow: be generous.
-    #[arg(
-        long = "llm-timeout-secs",
-        env = "HONCHO_LLM_TIMEOUT_SECS",
-        default_value_t = 120.0
-    )]
-    pub timeout_secs: f64,
-
-    /// Retries after the first attempt on 408, 429, 5xx, timeouts and connection errors.
-    #[arg(long = "llm-max-retries", env = "HONCHO_LLM_MAX_RETRIES", default_value_t = 3,
-          value_parser = clap::value_parser!(u32).range(0..=10))]
-    pub max_retries: u32,
-
-    /// Most requests in flight at once from this process.
-    #[arg(long = "llm-concurrency", env = "HONCHO_LLM_CONCURRENCY", default_value_t = 4,
-          value_parser = clap::value_parser!(u32).range(1..=256))]
-    pub concurrency: u32,
-}
-
-impl std::fmt::Debug for LlmConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LlmConfig")
-            .field("kind", &self.kind)
-            .field("base_url", &self.base_url)
-            .field("model", &self.model)
-            .field("api_key", &self.api_key.as_ref().map(|_| "***"))
-            .field("timeout_secs", &self.timeout_secs)
-            .field("max_retries", &self.max_retries)
-            .field("concurrency", &self.concurrency)
-            .finish()
-    }
-}
-
-/// Read replicas (docs/scale-out.md).
-#[derive(Args, Clone, Debug)]
-pub struct ReadConfig {
-    /// Streaming replicas of DATABASE_URL that answer the reads of queries, separated by commas.
-    #[arg(long, env = "HONCHO_READ_DATABASE_URL", value_delimiter = ',')]
-    pub read_database_url: Vec<String>,
-
-    /// A replica further behind the primary than this (milliseconds) takes no reads.
-    #[arg(long, env = "HONCHO_MAX_REPLICA_LAG_MS", default_value_t = 1_000)]
-    pub max_replica_lag_ms: u64,
-
-    /// Longest a read with `x-honcho-after` waits for a replica to replay that position before
-    /// the primary answers it (milliseconds).
-    #[arg(long, env = "HONCHO_REPLICA_WAIT_MS", default_value_t = 50)]
-    pub replica_wait_ms: u64,
-}
-
-impl ReadConfig {
-    /// The replica URLs given (blanks between commas ignored).
-    pub fn urls(&self) -> Vec<String> {
-        self.read_database_url
-            .iter()
-            .map(|u| u.trim().to_owned())
-            .filter(|u| !u.is_empty())
-            .collect()
-    }
-}
-
-/// The deriver's queue and workers.
-#[derive(Args, Clone, Debug)]
-pub struct DeriverConfig {
-    /// Deriver workers inside this process (0 = none; `honcho-graphql deriver` runs them alone).
-    /// Without an LLM (HONCHO_LLM=none) none run.
-    #[arg(
-        long = "deriver-workers",
-        env = "HONCHO_DERIVER_WORKERS",
-        default_value_t = 1
-    )]
-    pub workers: u32,
-
-    /// A work unit is ready once its pending messages hold this many tokens...
-    #[arg(
-        long = "deriver-batch-tokens",
-        env = "HONCHO_DERIVER_BATCH_TOKENS",
-        default_value_t = 1024
-    )]
-    pub batch_tokens: i64,
-
-    /// ...or once its oldest pending message has waited this long (seconds).
-    #[arg(
-        long = "deriver-batch-secs",
-        env = "HONCHO_DERIVER_BATCH_SECS",
-        default_value_t = 10.0
-    )]
-    pub batch_secs: f64,
-
-    /// Most tokens of messages one LLM call reads (the batch is cut to fit).
-    #[arg(
-        long = "deriver-max-input-tokens",
-        env = "HONCHO_DERIVER_MAX_INPUT_TOKENS",
-        default_value_t = 4096
-    )]
-    pub max_input_tokens: i64,
-
-    /// How long a claimed unit stays a worker's; a crashed worker's unit is claimed again after
-    /// it (seconds). Must exceed the time one batch takes (two LLM calls with retries).
-    #[arg(
-        long = "deriver-lease-secs",
-        env = "HONCHO_DERIVER_LEASE_SECS",
-        default_value_t = 600.0
-    )]
-    pub lease_secs: f64,
-
-    /// How often an idle worker looks for ready work (milliseconds).
-    #[arg(
-        long = "deriver-poll-ms",
-        env = "HONCHO_DERIVER_POLL_MS",
-        default_value_t = 500
-    )]
-    pub poll_ms: u64,
-
-    /// A new explicit fact at least this similar (cosine) to a live explicit conclusion of the
-    /// same observer and observed reinforces it instead of being stored again.
-    #[arg(
-        long = "deriver-dedup-similarity",
-        env = "HONCHO_DERIVER_DEDUP_SIMILARITY",
-        default_value_t = 0.92
-    )]
-    pub dedup_similarity: f64,
-}
-
-impl Default for DeriverConfig {
-    fn default() -> Self {
-        DeriverConfig {
-            workers: 1,
-            batch_tokens: 1024,
-            batch_secs: 10.0,
-            max_input_tokens: 4096,
-            lease_secs: 600.0,
-            poll_ms: 500,
-            dedup_similarity: 0.92,
-        }
-    }
-}
-
-/// The embedder's settings from `flags` alone: the environment of the test run is not read.
-#[cfg(test)]
-pub(crate) fn embedder_from_flags(flags: &[&str]) -> EmbedderConfig {
-    use clap::{CommandFactory as _, FromArgMatches as _};
-    #[derive(clap::Parser)]
-    struct Cli {
-        #[command(flatten)]
-        embedder: EmbedderConfig,
-    }
-    let matches = Cli::command()
-        .mut_args(|a| a.env(None::<&'static str>))
-        .try_get_matches_from(std::iter::once("honcho-graphql").chain(flags.iter().copied()))
-        .unwrap();
-    Cli::from_arg_matches(&matches).unwrap().embedder
 }
 
 #[cfg(test)]
@@ -562,14 +256,5 @@ mod tests {
                 "{var} is in --help, not in docs/configuration.md"
             );
         }
-    }
-
-    #[test]
-    fn every_embedder_variable_is_a_flag_too_and_a_blank_value_is_unset() {
-        let settings = embedder_from_flags(&["--embedder=none", "--openai-dims= "]);
-        assert_eq!(settings.kind, "none");
-        let cfg = crate::embed::EmbedConfig::from_settings(&settings).unwrap();
-        assert_eq!(cfg.kind, crate::embed::EmbedderKind::None);
-        assert_eq!(cfg.openai_dims, 1536, "blank dims: the default model's");
     }
 }

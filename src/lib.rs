@@ -9,6 +9,7 @@ pub mod deriver;
 pub mod dialectic;
 pub mod embed;
 pub mod entity;
+mod flags;
 pub mod graphql;
 pub mod http;
 pub mod llm;
@@ -326,8 +327,8 @@ pub async fn serve_mcp_stdio(cfg: config::McpConfig) -> Result<(), StartError> {
 /// out separately from serving. Queued messages come from servers with an LLM configured.
 pub async fn derive(
     db: config::DbConfig,
-    llm_cfg: config::LlmConfig,
-    cfg: config::DeriverConfig,
+    llm_cfg: llm::LlmArgs,
+    cfg: deriver::DeriverArgs,
 ) -> Result<(), StartError> {
     let Some(llm) = llm::build(&llm_cfg)? else {
         return Err(StartError::NoLlm);
@@ -353,9 +354,9 @@ pub async fn derive(
 /// The configured embedder (HONCHO_EMBEDDER), None for `none`. Migrations that create the vector
 /// columns afterwards give them its dimension (the default's without an embedder).
 pub fn configured_embedder(
-    settings: &config::EmbedderConfig,
+    settings: &embed::EmbedArgs,
 ) -> Result<Option<std::sync::Arc<dyn embed::Embedder>>, StartError> {
-    let embedder = embed::build(&embed::EmbedConfig::from_settings(settings)?)?;
+    let embedder = embed::build(&embed::EmbedConfig::from_args(settings)?)?;
     match &embedder {
         Some(e) => {
             migration::set_embedding_dims(e.dims() as u32);
@@ -385,7 +386,7 @@ pub async fn open_store(db: &config::DbConfig) -> Result<Store, StartError> {
 /// that is down at start does not stop the server: reads go to the primary until it is up.
 pub async fn open_read_pool(
     db: &config::DbConfig,
-    reads: &config::ReadConfig,
+    reads: &store::replicas::ReadArgs,
 ) -> Result<Option<std::sync::Arc<store::ReadPool>>, StartError> {
     let urls = reads.urls();
     if urls.is_empty() {

@@ -1,10 +1,10 @@
 use clap::{Parser, Subcommand};
 use migration::{Migrator, MigratorTrait};
 
-use honcho_graphql::auth::{KeySpec, parse_duration};
-use honcho_graphql::config::{
-    AuthConfig, DbConfig, DeriverConfig, LlmConfig, McpConfig, ServeConfig,
-};
+use honcho_graphql::auth::{AuthArgs, KeySpec, parse_duration};
+use honcho_graphql::config::{DbConfig, McpConfig, ServeConfig};
+use honcho_graphql::deriver::DeriverArgs;
+use honcho_graphql::llm::LlmArgs;
 use honcho_graphql::store::Store;
 use honcho_graphql::store::embedding::ReembedProgress;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -33,9 +33,9 @@ enum Command {
         #[command(flatten)]
         db: DbConfig,
         #[command(flatten)]
-        llm: LlmConfig,
+        llm: LlmArgs,
         #[command(flatten)]
-        deriver: DeriverConfig,
+        deriver: DeriverArgs,
     },
     /// Apply or revert schema migrations.
     Migrate {
@@ -64,7 +64,7 @@ enum Command {
         #[arg(long, value_parser = parse_duration)]
         expires_in: Option<chrono::Duration>,
         #[command(flatten)]
-        auth: AuthConfig,
+        auth: AuthArgs,
     },
     /// Fill in missing embeddings of messages and conclusions with the configured embedder.
     Reembed {

@@ -11,9 +11,9 @@ use anyhow::Context as _;
 use axum::Json;
 use axum::routing::post;
 use clap::Parser;
-use honcho_graphql::config::{DeriverConfig, LlmConfig, LlmKind};
-use honcho_graphql::deriver::{BatchReport, Deriver};
+use honcho_graphql::deriver::{BatchReport, Deriver, DeriverArgs};
 use honcho_graphql::embed::EmbedConfig;
+use honcho_graphql::llm::{LlmArgs, LlmKind};
 use honcho_graphql::store::Store;
 use honcho_graphql::store::message::NewMessage;
 use migration::{Migrator, MigratorTrait};
@@ -155,7 +155,7 @@ async fn measure(args: &Args, url: &str) -> anyhow::Result<()> {
     );
 
     let calls = Arc::new(AtomicU64::new(0));
-    let llm_cfg = LlmConfig {
+    let llm_cfg = LlmArgs {
         kind: LlmKind::Openai,
         base_url: fake_llm(calls.clone()).await?,
         model: "fake".into(),
@@ -168,10 +168,10 @@ async fn measure(args: &Args, url: &str) -> anyhow::Result<()> {
     let deriver = Arc::new(Deriver::new(
         queued.clone(),
         llm,
-        DeriverConfig {
+        DeriverArgs {
             batch_secs: 0.0,
             max_input_tokens: args.batch_tokens,
-            ..DeriverConfig::default()
+            ..DeriverArgs::default()
         },
     ));
     let started = Instant::now();

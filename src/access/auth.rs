@@ -17,6 +17,31 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 
+/// Auth's flag: the secret keys are signed with.
+#[derive(clap::Args, Clone)]
+pub struct AuthArgs {
+    /// Secret that signs API keys (HS256). Unset: auth is off and every request is an admin.
+    #[arg(
+        long = "auth-secret",
+        env = "HONCHO_AUTH_SECRET",
+        hide_env_values = true
+    )]
+    pub secret: Option<String>,
+}
+
+impl fmt::Debug for AuthArgs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secret = self.secret.as_ref().map(|_| "***");
+        f.debug_struct("AuthArgs").field("secret", &secret).finish()
+    }
+}
+
+impl AuthArgs {
+    pub fn auth(&self) -> Result<Auth, EmptySecret> {
+        Auth::from_secret(self.secret.as_deref())
+    }
+}
+
 /// Who is calling, as far as authorization is concerned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Principal {

@@ -17,6 +17,7 @@
 //! client's retries and output-mode fallbacks) fails the batch: the unit stops, the error is in
 //! `deriverStatus`, the metrics and the log, and `retryFailedDerivations` resumes it.
 
+mod args;
 pub mod metrics;
 mod prompt;
 
@@ -26,13 +27,13 @@ use std::time::{Duration, Instant};
 use sea_orm::ActiveEnum;
 use tokio::sync::watch;
 
-use crate::config::DeriverConfig;
 use crate::embed::conclusion_text;
 use crate::llm::{JsonReply, JsonRequest, Llm, LlmError};
 use crate::store::conclusion::{Conclusion, Level, conclusion_content};
 use crate::store::message::{Message, SeqRange};
 use crate::store::queue::{BatchOutcome, Claim, ClaimRules, NewDerived, NewFact, Premise};
 use crate::store::{Store, StoreError};
+pub use args::DeriverArgs;
 use metrics::metrics;
 
 /// Messages shown before the batch as context (within the token budget).
@@ -75,11 +76,11 @@ pub enum BatchReport {
 pub struct Deriver {
     store: Store,
     llm: Arc<dyn Llm>,
-    cfg: DeriverConfig,
+    cfg: DeriverArgs,
 }
 
 impl Deriver {
-    pub fn new(store: Store, llm: Arc<dyn Llm>, cfg: DeriverConfig) -> Self {
+    pub fn new(store: Store, llm: Arc<dyn Llm>, cfg: DeriverArgs) -> Self {
         Deriver { store, llm, cfg }
     }
 

@@ -17,18 +17,17 @@
 //! (`[CLS] [SEP]`, a fixed unit vector, the same as sentence-transformers returns) and never a zero vector
 //! (which has no cosine); an HTTP provider forwards the text and may reject it (OpenAI answers 400).
 //!
-//! Configuration is part of the server's (`crate::config::EmbedderConfig`, every variable in
-//! `--help`), checked by [`EmbedConfig::from_settings`].
+//! Its flags are [`EmbedArgs`] (every variable in `--help`), checked by [`EmbedConfig::from_args`].
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::EmbedderConfig;
-
+mod args;
 mod minilm;
 mod openai;
 
+pub use args::EmbedArgs;
 pub use minilm::{
     MINILM_BATCH_SIZE, MINILM_MAX_SEQ_LEN, MINILM_MODEL_ID, MiniLm, MiniLmModel,
     settle_thread_count,
@@ -209,15 +208,16 @@ fn known_openai_dims(model: &str) -> Option<usize> {
 
 impl EmbedConfig {
     /// The settings of the environment's variables (`HONCHO_EMBEDDER` and the others of
-    /// [`EmbedderConfig`], listed by `honcho-graphql serve --help`), checked.
+    /// [`EmbedArgs`], listed by `honcho-graphql serve --help`), checked.
     pub fn from_env() -> Result<Self, EmbedError> {
-        let settings = EmbedderConfig::from_env().map_err(|e| EmbedError::Config(e.to_string()))?;
-        Self::from_settings(&settings)
+        let args =
+            crate::flags::from_env::<EmbedArgs>().map_err(|e| EmbedError::Config(e.to_string()))?;
+        Self::from_args(&args)
     }
 
     /// Checks the configured settings. Blank values count as unset; files are not checked here,
     /// [`build`] does that.
-    pub fn from_settings(settings: &EmbedderConfig) -> Result<Self, EmbedError> {
+    pub fn from_args(settings: &EmbedArgs) -> Result<Self, EmbedError> {
         let given = |v: &str| Some(v.trim().to_owned()).filter(|v| !v.is_empty());
         let optional = |v: &Option<String>| v.as_deref().and_then(given);
         let mut cfg = Self {
@@ -378,7 +378,7 @@ mod tests {
             })
             .collect();
         let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-        EmbedConfig::from_settings(&crate::config::embedder_from_flags(&flags))
+        EmbedConfig::from_args(&crate::flags::given(&flags).unwrap())
     }
 
     #[test]
@@ -436,6 +436,13 @@ mod tests {
                 "{vars:?} accepted"
             );
         }
+    }
+
+    #[test]
+    fn every_embedder_variable_is_a_flag_too_and_a_blank_value_is_unset() {
+        let c = cfg(&[("HONCHO_EMBEDDER", "none"), ("HONCHO_OPENAI_DIMS", " ")]).unwrap();
+        assert_eq!(c.kind, EmbedderKind::None);
+        assert_eq!(c.openai_dims, 1536, "blank dims: the default model's");
     }
 
     #[test]

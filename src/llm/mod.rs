@@ -13,16 +13,16 @@
 //!
 //! `HONCHO_LLM=none` (the default) builds no LLM: [`build`] returns `None`.
 
+mod args;
 mod extract;
 mod openai;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use args::{LlmArgs, LlmKind};
 pub use extract::{conforms, json_object_in};
 pub use openai::OpenAiChat;
-
-use crate::config::{LlmConfig, LlmKind};
 
 /// The most bytes of one answer's HTTP body that are read (the server-sent events of a streamed
 /// one counted together). The longest answer asked for, 8,192 tokens, streamed one token per
@@ -150,7 +150,7 @@ pub trait Llm: Send + Sync {
 }
 
 /// Builds the configured LLM client; `Ok(None)` for `HONCHO_LLM=none`. No request is made.
-pub fn build(cfg: &LlmConfig) -> Result<Option<Arc<dyn Llm>>, LlmError> {
+pub fn build(cfg: &LlmArgs) -> Result<Option<Arc<dyn Llm>>, LlmError> {
     Ok(match cfg.kind {
         LlmKind::None => None,
         LlmKind::Openai => Some(Arc::new(OpenAiChat::new(cfg)?)),

@@ -23,10 +23,9 @@ use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{
-    JsonReply, JsonRequest, Llm, LlmError, MAX_ANSWER_BYTES, OutputMode, TextRequest, TextStream,
-    conforms, json_object_in,
+    JsonReply, JsonRequest, Llm, LlmArgs, LlmError, MAX_ANSWER_BYTES, OutputMode, TextRequest,
+    TextStream, conforms, json_object_in,
 };
-use crate::config::LlmConfig;
 use crate::retry::{Endpoint, Failure, PostError, post_for_stream, post_json, read_capped};
 
 /// Client for one OpenAI-compatible chat endpoint; see the module docs.
@@ -63,7 +62,7 @@ enum StepError {
 
 impl OpenAiChat {
     /// Checks the settings and prepares the HTTP client; no request is made.
-    pub fn new(cfg: &LlmConfig) -> Result<Self, LlmError> {
+    pub fn new(cfg: &LlmArgs) -> Result<Self, LlmError> {
         let base = cfg.base_url.trim().trim_end_matches('/');
         let url = format!("{base}/chat/completions");
         match reqwest::Url::parse(&url) {

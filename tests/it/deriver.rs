@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use honcho_graphql::auth::KeySpec;
-use honcho_graphql::config::DeriverConfig;
+use honcho_graphql::deriver::DeriverArgs;
 use honcho_graphql::deriver::{BatchReport, Deriver};
 use honcho_graphql::graphql::{self, Limits};
 use honcho_graphql::store::StoreError;
@@ -84,10 +84,10 @@ fn id_of(user: &str, content: &str) -> String {
         .0
 }
 
-fn config() -> DeriverConfig {
-    DeriverConfig {
+fn config() -> DeriverArgs {
+    DeriverArgs {
         batch_secs: 0.0,
-        ..DeriverConfig::default()
+        ..DeriverArgs::default()
     }
 }
 

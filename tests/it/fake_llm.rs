@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use honcho_graphql::config::{LlmConfig, LlmKind};
+use honcho_graphql::llm::{LlmArgs, LlmKind};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
@@ -110,8 +110,8 @@ impl FakeLlm {
     }
 
     /// A client configuration pointing here (fast retries, short timeout).
-    pub fn config(&self) -> LlmConfig {
-        LlmConfig {
+    pub fn config(&self) -> LlmArgs {
+        LlmArgs {
             kind: LlmKind::Openai,
             base_url: self.url.clone(),
             model: "fake-model".into(),

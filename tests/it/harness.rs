@@ -215,7 +215,7 @@ impl TestApp {
     }
 
     /// This server (its store and embedder) with chats answered by the LLM of `cfg`.
-    pub fn with_llm(mut self, cfg: &honcho_graphql::config::LlmConfig) -> Self {
+    pub fn with_llm(mut self, cfg: &honcho_graphql::llm::LlmArgs) -> Self {
         let llm = honcho_graphql::llm::build(cfg).unwrap().unwrap();
         self.schema = graphql::build_schema_with(
             self.store.clone(),

@@ -900,7 +900,7 @@ async fn with_llm(fake: &FakeLlm) -> Rest {
 }
 
 /// A REST server whose chats are answered by the LLM of `cfg`.
-async fn with_llm_config(cfg: &honcho_graphql::config::LlmConfig) -> Rest {
+async fn with_llm_config(cfg: &honcho_graphql::llm::LlmArgs) -> Rest {
     Rest::serve(TestApp::with_embedder().await.with_llm(cfg)).await
 }
 

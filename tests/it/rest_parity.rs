@@ -12,9 +12,9 @@ use axum::http::Request;
 use chrono::{Duration, Utc};
 use futures::future::join_all;
 use honcho_graphql::auth::KeySpec;
-use honcho_graphql::config::LlmConfig;
 use honcho_graphql::dialectic::Dialectic;
 use honcho_graphql::graphql::{self, Limits};
+use honcho_graphql::llm::LlmArgs;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -462,7 +462,7 @@ const NOT_WIDENING: &[(&str, &str)] = &[
 // Running it.
 
 /// An app with auth on, the embedder (`queryConclusions` needs one) and chats answered by `llm`.
-async fn app(llm: &LlmConfig) -> TestApp {
+async fn app(llm: &LlmArgs) -> TestApp {
     let mut app = TestApp::with_embedder().await;
     let llm = honcho_graphql::llm::build(llm).unwrap().unwrap();
     app.schema = graphql::build_schema_with(
@@ -593,7 +593,7 @@ fn pick(value: &Value, pick: Pick) -> Vec<String> {
 
 /// Runs the whole matrix as one key, REST and GraphQL each on a database of its own seeded
 /// alike; returns the mismatches.
-async fn run_for(who: usize, llm: &LlmConfig) -> Vec<String> {
+async fn run_for(who: usize, llm: &LlmArgs) -> Vec<String> {
     let (rest, gql) = futures::join!(app(llm), app(llm));
     let (rest_fx, gql_fx) = (seed(&rest).await, seed(&gql).await);
     let router =

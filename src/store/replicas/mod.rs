@@ -11,6 +11,7 @@
 //! - A health check every [`CHECK_EVERY`] reads each replica's state and replay position, and the
 //!   primary's WAL position, from which each replica's lag follows ([`lag`]).
 
+mod args;
 mod lag;
 mod lsn;
 mod metrics;
@@ -22,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectOptions, ConnectionTrait, DatabaseConnection, DbErr};
 
+pub use args::ReadArgs;
 pub use lsn::{BadLsn, Lsn};
 pub use reader::Reader;
 
