@@ -22,6 +22,100 @@ const RETRY_AFTER_MAX: Duration = Duration::from_secs(10);
 /// What is read of a failed response's body: enough for any provider's error message.
 pub(crate) const ERROR_BODY_BYTES: usize = 64 * 1024;
 
+/// An OpenAI-compatible endpoint, its settings checked alike for the embedder and the LLM client:
+/// the URL, the model, the key, the timeout of one attempt, and the client that sends them.
+pub(crate) struct Target {
+    pub client: reqwest::Client,
+    pub url: String,
+    /// The model name sent in requests.
+    pub model: String,
+    /// `openai:<model>`, for logs and next to what the model made.
+    pub model_id: String,
+    pub api_key: Option<String>,
+    pub timeout: Duration,
+    pub max_retries: u32,
+}
+
+/// What a [`Target`] is made of, as configured; each `*_var` names the variable that sets the
+/// value, for the message that refuses it.
+pub(crate) struct TargetSettings<'a> {
+    /// Up to and including the version (`https://api.openai.com/v1`); `path` is appended.
+    pub base_url: &'a str,
+    pub base_url_var: &'static str,
+    /// `/embeddings`, `/chat/completions`.
+    pub path: &'static str,
+    pub model: &'a str,
+    pub model_var: &'static str,
+    /// Sent as `Authorization: Bearer …` unless blank.
+    pub api_key: Option<&'a str>,
+    pub timeout_secs: f64,
+    pub timeout_var: &'static str,
+    /// Connecting may take this long at most (else the whole attempt's timeout).
+    pub connect_timeout: Option<Duration>,
+    pub max_retries: u32,
+}
+
+/// `secs` as a duration, when it is a positive number of seconds.
+pub(crate) fn positive_secs(secs: f64) -> Option<Duration> {
+    (secs.is_finite() && secs > 0.0).then(|| Duration::from_secs_f64(secs))
+}
+
+impl Target {
+    /// Checks the settings and prepares the HTTP client; no request is made. The refusal names
+    /// the variable at fault.
+    pub fn new(s: &TargetSettings<'_>) -> Result<Target, String> {
+        let url = format!("{}{}", s.base_url.trim().trim_end_matches('/'), s.path);
+        match reqwest::Url::parse(&url) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") => {}
+            _ => {
+                return Err(format!(
+                    "{}={:?} is not an http(s) URL",
+                    s.base_url_var, s.base_url
+                ));
+            }
+        }
+        let model = s.model.trim();
+        if model.is_empty() {
+            return Err(format!("{} is empty", s.model_var));
+        }
+        let timeout = positive_secs(s.timeout_secs).ok_or_else(|| {
+            format!(
+                "{}={} is not a positive number of seconds",
+                s.timeout_var, s.timeout_secs
+            )
+        })?;
+        let client = crate::outbound::client_builder()
+            .connect_timeout(s.connect_timeout.map_or(timeout, |c| c.min(timeout)))
+            .user_agent(concat!("honcho-graphql/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        Ok(Target {
+            client,
+            url,
+            model: model.to_owned(),
+            model_id: format!("openai:{model}"),
+            api_key: s
+                .api_key
+                .filter(|k| !k.trim().is_empty())
+                .map(str::to_owned),
+            timeout,
+            max_retries: s.max_retries,
+        })
+    }
+
+    /// Where to POST, reading answers of up to `max_answer_bytes`.
+    pub fn endpoint(&self, max_answer_bytes: usize) -> Endpoint<'_> {
+        Endpoint {
+            client: &self.client,
+            url: &self.url,
+            api_key: self.api_key.as_deref(),
+            timeout: self.timeout,
+            max_retries: self.max_retries,
+            max_answer_bytes,
+        }
+    }
+}
+
 /// Where and how to POST.
 pub(crate) struct Endpoint<'a> {
     pub client: &'a reqwest::Client,
@@ -244,6 +338,45 @@ fn error_message(body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_target_is_checked_once_and_names_the_variable_it_refuses() {
+        let settings = |base_url, model, timeout_secs| TargetSettings {
+            base_url,
+            base_url_var: "HONCHO_X_BASE_URL",
+            path: "/embeddings",
+            model,
+            model_var: "HONCHO_X_MODEL",
+            api_key: Some("  "),
+            timeout_secs,
+            timeout_var: "HONCHO_X_TIMEOUT_SECS",
+            connect_timeout: None,
+            max_retries: 1,
+        };
+        let refused = |s| Target::new(&s).err().unwrap();
+        assert_eq!(
+            refused(settings("ftp://x", "m", 1.0)),
+            "HONCHO_X_BASE_URL=\"ftp://x\" is not an http(s) URL"
+        );
+        assert_eq!(
+            refused(settings("http://x", " ", 1.0)),
+            "HONCHO_X_MODEL is empty"
+        );
+        for secs in [0.0, -1.0, f64::NAN] {
+            assert_eq!(
+                refused(settings("http://x", "m", secs)),
+                format!("HONCHO_X_TIMEOUT_SECS={secs} is not a positive number of seconds")
+            );
+        }
+        let target = Target::new(&settings(" http://x/v1/ ", " m ", 2.5)).unwrap();
+        assert_eq!(target.url, "http://x/v1/embeddings");
+        assert_eq!(
+            (target.model.as_str(), target.model_id.as_str()),
+            ("m", "openai:m")
+        );
+        assert_eq!(target.api_key, None, "a blank key is none");
+        assert_eq!(target.timeout, Duration::from_millis(2500));
+    }
 
     #[test]
     fn backoff_grows_is_jittered_and_capped() {

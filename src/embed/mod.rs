@@ -257,8 +257,7 @@ impl EmbedConfig {
             cfg.timeout = secs
                 .parse::<f64>()
                 .ok()
-                .filter(|s| s.is_finite() && *s > 0.0)
-                .map(Duration::from_secs_f64)
+                .and_then(crate::retry::positive_secs)
                 .ok_or_else(|| {
                     EmbedError::Config(format!(
                         "HONCHO_OPENAI_TIMEOUT_SECS={secs:?} is not a positive number of seconds"

@@ -16,7 +16,6 @@
 //! error, found before it is read whole.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -24,7 +23,7 @@ use reqwest::StatusCode;
 use serde::Deserialize;
 
 use super::{EmbedConfig, EmbedError, Embedder, l2_normalize};
-use crate::retry::{Endpoint, Failure, PostError, post_json};
+use crate::retry::{Failure, PostError, Target, TargetSettings, post_json};
 
 /// Most texts sent in one HTTP request.
 pub const OPENAI_MAX_INPUTS_PER_REQUEST: usize = 96;
@@ -38,14 +37,8 @@ pub fn max_answer_bytes(inputs: usize, dims: usize) -> usize {
 
 /// Embedder for an OpenAI-compatible HTTP API; see the module docs.
 pub struct OpenAiEmbedder {
-    client: reqwest::Client,
-    url: String,
-    model: String,
-    model_id: String,
-    api_key: Option<String>,
+    target: Target,
     dims: usize,
-    timeout: Duration,
-    max_retries: u32,
     /// Set once the endpoint has refused `encoding_format: "base64"`.
     floats_only: AtomicBool,
 }
@@ -53,8 +46,8 @@ pub struct OpenAiEmbedder {
 impl std::fmt::Debug for OpenAiEmbedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpenAiEmbedder")
-            .field("url", &self.url)
-            .field("model", &self.model)
+            .field("url", &self.target.url)
+            .field("model", &self.target.model)
             .field("dims", &self.dims)
             .finish_non_exhaustive()
     }
@@ -126,20 +119,19 @@ fn may_refuse_base64(e: &PostError) -> bool {
 impl OpenAiEmbedder {
     /// Checks the settings and prepares the HTTP client; no request is made.
     pub fn new(cfg: &EmbedConfig) -> Result<Self, EmbedError> {
-        let base = cfg.openai_base_url.trim().trim_end_matches('/');
-        let url = format!("{base}/embeddings");
-        match reqwest::Url::parse(&url) {
-            Ok(u) if matches!(u.scheme(), "http" | "https") => {}
-            _ => {
-                return Err(EmbedError::Config(format!(
-                    "HONCHO_OPENAI_BASE_URL={:?} is not an http(s) URL",
-                    cfg.openai_base_url
-                )));
-            }
-        }
-        if cfg.openai_model.trim().is_empty() {
-            return Err(EmbedError::Config("HONCHO_OPENAI_MODEL is empty".into()));
-        }
+        let target = Target::new(&TargetSettings {
+            base_url: &cfg.openai_base_url,
+            base_url_var: "HONCHO_OPENAI_BASE_URL",
+            path: "/embeddings",
+            model: &cfg.openai_model,
+            model_var: "HONCHO_OPENAI_MODEL",
+            api_key: cfg.openai_api_key.as_deref(),
+            timeout_secs: cfg.timeout.as_secs_f64(),
+            timeout_var: "HONCHO_OPENAI_TIMEOUT_SECS",
+            connect_timeout: None,
+            max_retries: cfg.max_retries,
+        })
+        .map_err(EmbedError::Config)?;
         if cfg.openai_dims == 0 {
             return Err(EmbedError::Config(
                 "HONCHO_OPENAI_DIMS must be positive".into(),
@@ -147,45 +139,24 @@ impl OpenAiEmbedder {
         }
         migration::check_embedding_dims(u32::try_from(cfg.openai_dims).unwrap_or(u32::MAX))
             .map_err(EmbedError::Config)?;
-        if cfg.timeout.is_zero() {
-            return Err(EmbedError::Config(
-                "the embedding timeout must be positive".into(),
-            ));
-        }
-        let client = crate::outbound::client_builder()
-            .connect_timeout(cfg.timeout)
-            .user_agent(concat!("honcho-graphql/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| EmbedError::Config(format!("cannot build the HTTP client: {e}")))?;
         Ok(Self {
-            client,
-            url,
-            model: cfg.openai_model.clone(),
-            model_id: format!("openai:{}", cfg.openai_model),
-            api_key: cfg.openai_api_key.clone().filter(|k| !k.is_empty()),
+            target,
             dims: cfg.openai_dims,
-            timeout: cfg.timeout,
-            max_retries: cfg.max_retries,
             floats_only: AtomicBool::new(false),
         })
     }
 
     /// One request for `texts` (at most [`OPENAI_MAX_INPUTS_PER_REQUEST`]), with retries.
     async fn request(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let endpoint = Endpoint {
-            client: &self.client,
-            url: &self.url,
-            api_key: self.api_key.as_deref(),
-            timeout: self.timeout,
-            max_retries: self.max_retries,
-            max_answer_bytes: max_answer_bytes(texts.len(), self.dims),
-        };
+        let endpoint = self
+            .target
+            .endpoint(max_answer_bytes(texts.len(), self.dims));
         let mut base64 = !self.floats_only.load(Ordering::Relaxed);
         loop {
             let body = if base64 {
-                serde_json::json!({ "model": self.model, "input": texts, "encoding_format": "base64" })
+                serde_json::json!({ "model": self.target.model, "input": texts, "encoding_format": "base64" })
             } else {
-                serde_json::json!({ "model": self.model, "input": texts })
+                serde_json::json!({ "model": self.target.model, "input": texts })
             };
             match post_json(&endpoint, &body).await {
                 Ok(bytes) => {
@@ -208,7 +179,7 @@ impl OpenAiEmbedder {
         match e.failure {
             Failure::Timeout => EmbedError::Timeout {
                 attempts,
-                timeout: self.timeout,
+                timeout: self.target.timeout,
             },
             Failure::Transport(message) => EmbedError::Http {
                 status: None,
@@ -275,7 +246,7 @@ impl Embedder for OpenAiEmbedder {
     }
 
     fn model_id(&self) -> &str {
-        &self.model_id
+        &self.target.model_id
     }
 
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
@@ -299,6 +270,7 @@ mod tests {
     use serde_json::{Value, json};
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::{Arc, Mutex};
+    use std::time::Duration;
 
     /// What the stub answers to request number `n` (1-based).
     type Script = dyn Fn(u32, &Value) -> Reply + Send + Sync;

@@ -26,17 +26,13 @@ use super::{
     JsonReply, JsonRequest, Llm, LlmArgs, LlmError, MAX_ANSWER_BYTES, OutputMode, TextRequest,
     TextStream, conforms, json_object_in,
 };
-use crate::retry::{Endpoint, Failure, PostError, post_for_stream, post_json, read_capped};
+use crate::retry::{
+    Endpoint, Failure, PostError, Target, TargetSettings, post_for_stream, post_json, read_capped,
+};
 
 /// Client for one OpenAI-compatible chat endpoint; see the module docs.
 pub struct OpenAiChat {
-    client: reqwest::Client,
-    url: String,
-    model: String,
-    model_id: String,
-    api_key: Option<String>,
-    timeout: Duration,
-    max_retries: u32,
+    target: Target,
     permits: Arc<Semaphore>,
     /// The [`OutputMode`] that last worked here (its index); only ever moves down.
     mode: AtomicU8,
@@ -45,8 +41,8 @@ pub struct OpenAiChat {
 impl std::fmt::Debug for OpenAiChat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpenAiChat")
-            .field("url", &self.url)
-            .field("model", &self.model)
+            .field("url", &self.target.url)
+            .field("model", &self.target.model)
             .field("mode", &self.mode())
             .finish_non_exhaustive()
     }
@@ -63,40 +59,21 @@ enum StepError {
 impl OpenAiChat {
     /// Checks the settings and prepares the HTTP client; no request is made.
     pub fn new(cfg: &LlmArgs) -> Result<Self, LlmError> {
-        let base = cfg.base_url.trim().trim_end_matches('/');
-        let url = format!("{base}/chat/completions");
-        match reqwest::Url::parse(&url) {
-            Ok(u) if matches!(u.scheme(), "http" | "https") => {}
-            _ => {
-                return Err(LlmError::Config(format!(
-                    "HONCHO_LLM_BASE_URL={:?} is not an http(s) URL",
-                    cfg.base_url
-                )));
-            }
-        }
-        if cfg.model.trim().is_empty() {
-            return Err(LlmError::Config("HONCHO_LLM_MODEL is empty".into()));
-        }
-        if !(cfg.timeout_secs.is_finite() && cfg.timeout_secs > 0.0) {
-            return Err(LlmError::Config(format!(
-                "HONCHO_LLM_TIMEOUT_SECS={} is not a positive number of seconds",
-                cfg.timeout_secs
-            )));
-        }
-        let timeout = Duration::from_secs_f64(cfg.timeout_secs);
-        let client = crate::outbound::client_builder()
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .user_agent(concat!("honcho-graphql/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| LlmError::Config(format!("cannot build the HTTP client: {e}")))?;
-        Ok(OpenAiChat {
-            client,
-            url,
-            model: cfg.model.trim().to_owned(),
-            model_id: format!("openai:{}", cfg.model.trim()),
-            api_key: cfg.api_key.clone().filter(|k| !k.trim().is_empty()),
-            timeout,
+        let target = Target::new(&TargetSettings {
+            base_url: &cfg.base_url,
+            base_url_var: "HONCHO_LLM_BASE_URL",
+            path: "/chat/completions",
+            model: &cfg.model,
+            model_var: "HONCHO_LLM_MODEL",
+            api_key: cfg.api_key.as_deref(),
+            timeout_secs: cfg.timeout_secs,
+            timeout_var: "HONCHO_LLM_TIMEOUT_SECS",
+            connect_timeout: Some(Duration::from_secs(10)),
             max_retries: cfg.max_retries,
+        })
+        .map_err(LlmError::Config)?;
+        Ok(OpenAiChat {
+            target,
             permits: Arc::new(Semaphore::new(cfg.concurrency.max(1) as usize)),
             mode: AtomicU8::new(OutputMode::JsonSchema.index()),
         })
@@ -122,7 +99,7 @@ impl OpenAiChat {
             ),
         };
         let mut body = json!({
-            "model": self.model,
+            "model": self.target.model,
             "messages": [
                 {"role": "system", "content": system},
                 {"role": "user", "content": req.user},
@@ -164,7 +141,7 @@ impl OpenAiChat {
 
     fn text_body(&self, req: &TextRequest) -> Value {
         json!({
-            "model": self.model,
+            "model": self.target.model,
             "messages": [
                 {"role": "system", "content": req.system},
                 {"role": "user", "content": req.user},
@@ -174,14 +151,7 @@ impl OpenAiChat {
     }
 
     fn endpoint(&self) -> Endpoint<'_> {
-        Endpoint {
-            client: &self.client,
-            url: &self.url,
-            api_key: self.api_key.as_deref(),
-            timeout: self.timeout,
-            max_retries: self.max_retries,
-            max_answer_bytes: MAX_ANSWER_BYTES,
-        }
+        self.target.endpoint(MAX_ANSWER_BYTES)
     }
 
     async fn step(&self, req: &JsonRequest, mode: OutputMode) -> Result<JsonReply, StepError> {
@@ -218,7 +188,7 @@ impl OpenAiChat {
             Failure::Timeout => {
                 return StepError::Final(LlmError::Timeout {
                     attempts,
-                    timeout: self.timeout,
+                    timeout: self.target.timeout,
                 });
             }
             Failure::Transport(message) => {
@@ -280,7 +250,7 @@ fn answer_text(body: &[u8]) -> Result<(String, bool), LlmError> {
 #[async_trait::async_trait]
 impl Llm for OpenAiChat {
     fn model_id(&self) -> &str {
-        &self.model_id
+        &self.target.model_id
     }
 
     async fn complete_json(&self, req: &JsonRequest) -> Result<JsonReply, LlmError> {
@@ -294,7 +264,7 @@ impl Llm for OpenAiChat {
                         && self.mode.fetch_max(mode.index(), Ordering::Relaxed) < mode.index()
                     {
                         tracing::warn!(
-                            url = %self.url,
+                            url = %self.target.url,
                             from = start.as_str(),
                             to = mode.as_str(),
                             "the LLM endpoint did not honour structured output; using the \
@@ -328,7 +298,7 @@ impl Llm for OpenAiChat {
         let response = post_for_stream(&self.endpoint(), &body)
             .await
             .map_err(|e| self.request_error(e))?;
-        let timeout = self.timeout;
+        let timeout = self.target.timeout;
         let events = response
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
