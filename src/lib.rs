@@ -1,6 +1,7 @@
 //! honcho-graphql: Honcho's memory model over GraphQL, on PostgreSQL + pgvector.
 //!
-//! Layers depend one way: [`graphql`] → [`store`] → [`entity`].
+//! Layers depend one way: [`graphql`] → [`access`] → [`store`] → [`entity`], and no module imports
+//! the composition root (this file, [`config`], `start.rs`); docs/architecture.md has the rules.
 
 pub mod access;
 pub use access::auth;

@@ -2,6 +2,7 @@
 
 mod harness;
 
+mod architecture;
 mod auth;
 mod batching;
 mod conclusions;
