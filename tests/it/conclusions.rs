@@ -733,11 +733,15 @@ async fn deriving_again_reinforces_unless_the_earlier_row_is_deleted_or_about_so
     assert_eq!(again["timesDerived"], 2);
     assert_eq!(again["sourceIds"], json!([a, b]), "old first, then new");
     assert_eq!(again["level"], "DEDUCTIVE", "the first level stays");
-    // Citing itself while reinforcing adds nothing.
+    // Citing itself while reinforcing is the shortest cycle: refused, as the deriver refuses it.
     let own = first["id"].as_str().unwrap();
-    let self_cite = derive(&app, "x", &[own]).await;
-    assert_eq!(self_cite["timesDerived"], 3);
-    assert_eq!(self_cite["sourceIds"], json!([a, b]));
+    let (code, msg) = app
+        .err(
+            DERIVE,
+            json!({"i": derived_input("x", "DEDUCTIVE", &[own])}),
+        )
+        .await;
+    assert_eq!(code, "BAD_USER_INPUT", "{msg}");
     // Same content about another observed peer: a new row.
     let other = app
         .ok(
@@ -919,13 +923,20 @@ async fn deriving_a_conclusion_from_its_own_consequence_is_refused() {
     // Reinforcing B from C (derived from B), or from D (two steps down), would close a cycle.
     for source in [&c, &d] {
         let (code, msg) = app
-            .err(DERIVE, json!({"i": derived_input("b", "DEDUCTIVE", &[source.as_str()])}))
+            .err(
+                DERIVE,
+                json!({"i": derived_input("b", "DEDUCTIVE", &[source.as_str()])}),
+            )
             .await;
         assert_eq!(code, "BAD_USER_INPUT", "{msg}");
         assert!(msg.contains("cycle"), "{msg}");
     }
     let t = tree(&app, &b, "SOURCES", 20).await;
-    assert_eq!(ids(&t["nodes"]), vec![b.as_str(), a.as_str()], "B unchanged");
+    assert_eq!(
+        ids(&t["nodes"]),
+        vec![b.as_str(), a.as_str()],
+        "B unchanged"
+    );
     // Reinforcing from an unrelated premise still works, and new content from C is no cycle.
     let e = create_one(&app, "e").await;
     let again = derive(&app, "b", &[&e]).await;
