@@ -14,7 +14,10 @@ use sea_orm::{
 };
 use serde::{Deserialize, Serialize};
 
+use super::Store;
 use super::error::{StoreError, StoreResult};
+use super::filter::{self, Resource};
+use crate::entity::{conclusion, peer, session, workspace};
 
 pub const DEFAULT_PAGE: u64 = 50;
 pub const MAX_PAGE: u64 = 100;
@@ -188,6 +191,41 @@ pub enum Rows {
     /// of a session created after a given time, in `seq` order, skip every older message that way
     /// (bench/README.md, "Reads: pages by time").
     Deferred,
+}
+
+/// A table the API lists by creation time, ties broken by id: workspaces, peers, sessions,
+/// conclusions. Its lists take the filter language of [`Listed::RESOURCE`].
+pub(crate) trait Listed: EntityTrait<Model: Send + Sync> {
+    const RESOURCE: Resource;
+    /// `created_at` and `id`, the list's ordering key.
+    const KEY: [Self::Column; 2];
+}
+
+macro_rules! listed {
+    ($($entity:ident: $resource:ident),*) => {$(
+        impl Listed for $entity::Entity {
+            const RESOURCE: Resource = Resource::$resource;
+            const KEY: [$entity::Column; 2] = [$entity::Column::CreatedAt, $entity::Column::Id];
+        }
+    )*};
+}
+
+listed!(workspace: Workspace, peer: Peer, session: Session, conclusion: Conclusion);
+
+impl Store {
+    /// The page of `select`'s rows that match `filters` (JSON of `E`'s filter language), in
+    /// `E`'s list order.
+    pub(crate) async fn list<E: Listed>(
+        &self,
+        select: Select<E>,
+        filters: &serde_json::Value,
+        order: Order,
+        slice: Slice,
+    ) -> StoreResult<Page<E::Model>> {
+        let filter = filter::parse(E::RESOURCE, filters)?;
+        let select = select.filter(filter.condition(E::default().table_name()));
+        fetch(self.reader(), select, order, &E::KEY, slice, Rows::Whole).await
+    }
 }
 
 /// Runs `select`, ordered by `keys` (all in one direction, the last breaking ties), for the

@@ -1,8 +1,7 @@
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect, QueryTrait};
 use serde_json::Value;
 
-use super::filter::{self, Resource};
-use super::page::{self, Order, Page, Slice};
+use super::page::{Order, Page, Slice};
 use super::workspace::ensure_workspace;
 use super::{Store, StoreError, StoreResult, TxOptions, keys, new_id, stmt, validate};
 use crate::entity::{peer, session, session_peer};
@@ -113,19 +112,8 @@ impl Store {
         order: Order,
         slice: Slice,
     ) -> StoreResult<Page<Peer>> {
-        let filter = filter::parse(Resource::Peer, filters)?;
-        let select = peer::Entity::find()
-            .filter(peer::Column::WorkspaceName.eq(workspace))
-            .filter(filter.condition("peers"));
-        page::fetch(
-            self.reader(),
-            select,
-            order,
-            &[peer::Column::CreatedAt, peer::Column::Id],
-            slice,
-            page::Rows::Whole,
-        )
-        .await
+        let select = peer::Entity::find().filter(peer::Column::WorkspaceName.eq(workspace));
+        self.list(select, filters, order, slice).await
     }
 
     /// What `observer` keeps about `observed` as a list of short facts (its peer card), None
@@ -183,7 +171,6 @@ impl Store {
         order: Order,
         slice: Slice,
     ) -> StoreResult<Page<session::Model>> {
-        let filter = filter::parse(Resource::Session, filters)?;
         let member_of = session_peer::Entity::find()
             .select_only()
             .column(session_peer::Column::SessionName)
@@ -193,17 +180,8 @@ impl Store {
             .to_owned();
         let select = session::Entity::find()
             .filter(session::Column::WorkspaceName.eq(workspace))
-            .filter(session::Column::Name.in_subquery(member_of))
-            .filter(filter.condition("sessions"));
-        page::fetch(
-            self.reader(),
-            select,
-            order,
-            &[session::Column::CreatedAt, session::Column::Id],
-            slice,
-            page::Rows::Whole,
-        )
-        .await
+            .filter(session::Column::Name.in_subquery(member_of));
+        self.list(select, filters, order, slice).await
     }
 }
 

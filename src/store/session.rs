@@ -1,8 +1,7 @@
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
 
-use super::filter::{self, Resource};
-use super::page::{self, Order, Page, Slice};
+use super::page::{Order, Page, Slice};
 use super::peer::ensure_peers;
 use super::workspace::ensure_workspace;
 use super::{Store, StoreError, StoreResult, TxOptions, keys, new_id, stmt, validate};
@@ -354,19 +353,8 @@ impl Store {
         order: Order,
         slice: Slice,
     ) -> StoreResult<Page<Session>> {
-        let filter = filter::parse(Resource::Session, filters)?;
-        let select = session::Entity::find()
-            .filter(session::Column::WorkspaceName.eq(workspace))
-            .filter(filter.condition("sessions"));
-        page::fetch(
-            self.reader(),
-            select,
-            order,
-            &[session::Column::CreatedAt, session::Column::Id],
-            slice,
-            page::Rows::Whole,
-        )
-        .await
+        let select = session::Entity::find().filter(session::Column::WorkspaceName.eq(workspace));
+        self.list(select, filters, order, slice).await
     }
 }
 

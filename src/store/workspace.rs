@@ -1,8 +1,7 @@
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use serde_json::Value;
 
-use super::filter::{self, Resource};
-use super::page::{self, Order, Page, Slice};
+use super::page::{Order, Page, Slice};
 use super::{Store, StoreError, StoreResult, TxOptions, new_id, stmt, validate};
 use crate::entity::{session, workspace};
 
@@ -91,17 +90,8 @@ impl Store {
         order: Order,
         slice: Slice,
     ) -> StoreResult<Page<Workspace>> {
-        let filter = filter::parse(Resource::Workspace, filters)?;
-        let select = workspace::Entity::find().filter(filter.condition("workspaces"));
-        page::fetch(
-            self.reader(),
-            select,
-            order,
-            &[workspace::Column::CreatedAt, workspace::Column::Id],
-            slice,
-            page::Rows::Whole,
-        )
-        .await
+        self.list(workspace::Entity::find(), filters, order, slice)
+            .await
     }
 }
 

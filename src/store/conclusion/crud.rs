@@ -21,7 +21,7 @@ use crate::entity::conclusion;
 use crate::store::embedding::set_embeddings;
 use crate::store::events::{self, Notice};
 use crate::store::filter::{self, Resource};
-use crate::store::page::{self, Order, Page, Slice};
+use crate::store::page::{Order, Page, Slice};
 use crate::store::{
     IterativeScan, Store, StoreError, StoreResult, TxOptions, new_id, search, stmt, validate,
 };
@@ -209,23 +209,13 @@ impl Store {
         order: Order,
         slice: Slice,
     ) -> StoreResult<Page<Conclusion>> {
-        let filter = filter::parse(Resource::Conclusion, filters)?;
         let mut select = conclusion::Entity::find()
             .filter(conclusion::Column::WorkspaceName.eq(workspace))
-            .filter(conclusion::Column::DeletedAt.is_null())
-            .filter(filter.condition("conclusions"));
+            .filter(conclusion::Column::DeletedAt.is_null());
         if let Some(observer) = observer {
             select = select.filter(conclusion::Column::Observer.eq(observer));
         }
-        page::fetch(
-            self.reader(),
-            select,
-            order,
-            &[conclusion::Column::CreatedAt, conclusion::Column::Id],
-            slice,
-            page::Rows::Whole,
-        )
-        .await
+        self.list(select, filters, order, slice).await
     }
 
     /// The `top_k` live conclusions that best answer `query`, among those matching `filters`:
