@@ -253,14 +253,7 @@ impl ReadPool {
         let mut replicas = Vec::with_capacity(replica_urls.len());
         for url in replica_urls {
             let name = display_name(url);
-            let mut opts = ConnectOptions::new(url.to_owned());
-            opts.max_connections(settings.pool.max(1))
-                .min_connections(0)
-                .connect_lazy(true)
-                .connect_timeout(Duration::from_secs(1))
-                .acquire_timeout(Duration::from_secs(2))
-                .test_before_acquire_if_idle_for(super::PING_IF_IDLE_FOR)
-                .sqlx_logging(false);
+            let mut opts = lazy_options(url, settings.pool.max(1));
             if let Some(t) = settings.statement_timeout {
                 opts.statement_timeout(t);
             }
@@ -274,18 +267,10 @@ impl ReadPool {
                 name,
             }));
         }
-        let mut opts = ConnectOptions::new(primary_url.to_owned());
-        opts.max_connections(1)
-            .min_connections(0)
-            .connect_lazy(true)
-            .connect_timeout(Duration::from_secs(1))
-            .acquire_timeout(Duration::from_secs(2))
-            .test_before_acquire_if_idle_for(super::PING_IF_IDLE_FOR)
-            .sqlx_logging(false);
         let pool = Arc::new(ReadPool {
             replicas,
             settings,
-            primary: sea_orm::Database::connect(opts).await?,
+            primary: sea_orm::Database::connect(lazy_options(primary_url, 1)).await?,
             samples: Mutex::default(),
             next: AtomicUsize::new(0),
             metrics,
@@ -458,6 +443,21 @@ async fn check_forever(pool: Weak<ReadPool>) {
         };
         pool.check().await;
     }
+}
+
+/// How the pool connects to a replica, or to the primary for the checks: lazily (a server that
+/// is down at start is only marked so), with short timeouts so that a check or a read fails fast,
+/// at most `max` connections.
+fn lazy_options(url: &str, max: u32) -> ConnectOptions {
+    let mut opts = ConnectOptions::new(url.to_owned());
+    opts.max_connections(max)
+        .min_connections(0)
+        .connect_lazy(true)
+        .connect_timeout(Duration::from_secs(1))
+        .acquire_timeout(Duration::from_secs(2))
+        .test_before_acquire_if_idle_for(super::PING_IF_IDLE_FOR)
+        .sqlx_logging(false);
+    opts
 }
 
 /// `host:port/database` of a connection URL: no user, no password, no parameters.
