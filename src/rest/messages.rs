@@ -236,12 +236,11 @@ async fn list(
     Ok(params.respond(page))
 }
 
-/// Looks a message of the path's session up; the rule is checked on that session.
+/// Looks the message of a `(workspace_id, session_id, message_id)` path up, in that session
+/// only; the rule is checked on the session.
 async fn message_of(
     gate: &Gate,
-    workspace_id: &str,
-    session_id: &str,
-    message_id: &str,
+    (workspace_id, session_id, message_id): &(String, String, String),
     field: crate::access::Field,
 ) -> RestResult<(crate::store::message::Message, Store)> {
     let access = gate
@@ -251,7 +250,7 @@ async fn message_of(
     let found = store
         .message(workspace_id, message_id)
         .await?
-        .filter(|m| m.session_name == session_id)
+        .filter(|m| m.session_name == *session_id)
         .ok_or_else(|| RestError::not_found(format!("Message with ID {message_id} not found")))?;
     Ok((found, store))
 }
@@ -260,18 +259,8 @@ async fn message_of(
 #[utoipa::path(get,
     path = "/v3/workspaces/{workspace_id}/sessions/{session_id}/messages/{message_id}",
     responses((status = 200, body = Message), (status = 404)))]
-async fn get(
-    gate: Gate,
-    Path((workspace_id, session_id, message_id)): Path<(String, String, String)>,
-) -> RestResult<Json<Message>> {
-    let (found, _) = message_of(
-        &gate,
-        &workspace_id,
-        &session_id,
-        &message_id,
-        rule!(Workspace.message),
-    )
-    .await?;
+async fn get(gate: Gate, Path(path): Path<(String, String, String)>) -> RestResult<Json<Message>> {
+    let (found, _) = message_of(&gate, &path, rule!(Workspace.message)).await?;
     Ok(Json(found.into()))
 }
 
@@ -281,19 +270,13 @@ async fn get(
     request_body = MessageUpdate, responses((status = 200, body = Message), (status = 404)))]
 async fn update(
     gate: Gate,
-    Path((workspace_id, session_id, message_id)): Path<(String, String, String)>,
+    Path(path): Path<(String, String, String)>,
     Body(body): Body<MessageUpdate>,
 ) -> RestResult<Json<Message>> {
-    let (_, store) = message_of(
-        &gate,
-        &workspace_id,
-        &session_id,
-        &message_id,
-        rule!(MutationRoot.updateMessage),
-    )
-    .await?;
+    let (_, store) = message_of(&gate, &path, rule!(MutationRoot.updateMessage)).await?;
+    let (workspace_id, _, message_id) = &path;
     let updated = store
-        .update_message(&workspace_id, &message_id, body.metadata)
+        .update_message(workspace_id, message_id, body.metadata)
         .await?;
     Ok(Json(updated.into()))
 }
