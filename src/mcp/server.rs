@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
+use rmcp::handler::server::common::FromContextPart;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
@@ -83,6 +84,13 @@ impl Memory {
     }
 }
 
+/// A tool takes its call's gate as it takes its parameters.
+impl FromContextPart<ToolCallContext<'_, Memory>> for Gate {
+    fn from_context_part(call: &mut ToolCallContext<'_, Memory>) -> Result<Self, ErrorData> {
+        Ok(call.service.gate(&call.request_context))
+    }
+}
+
 #[tool_router]
 impl Memory {
     #[tool(
@@ -94,12 +102,8 @@ impl Memory {
         you need to understand a match.",
         annotations(read_only_hint = true)
     )]
-    async fn search(
-        &self,
-        Parameters(a): Parameters<SearchArgs>,
-        ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        respond(search::search(&self.gate(&ctx), a).await)
+    async fn search(Parameters(a): Parameters<SearchArgs>, gate: Gate) -> CallToolResult {
+        respond(search::search(&gate, a).await)
     }
 
     #[tool(
@@ -109,12 +113,8 @@ impl Memory {
         memory holds nothing relevant.",
         annotations(read_only_hint = true)
     )]
-    async fn chat(
-        &self,
-        Parameters(a): Parameters<ChatArgs>,
-        ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        respond(memory::chat(&self.gate(&ctx), a).await)
+    async fn chat(Parameters(a): Parameters<ChatArgs>, gate: Gate) -> CallToolResult {
+        respond(memory::chat(&gate, a).await)
     }
 
     #[tool(
@@ -122,12 +122,8 @@ impl Memory {
         peer_id holds about target_peer_id). Use it for a quick summary of who someone is.",
         annotations(read_only_hint = true)
     )]
-    async fn get_peer_card(
-        &self,
-        Parameters(a): Parameters<PeerArgs>,
-        ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        respond(memory::get_peer_card(&self.gate(&ctx), a).await)
+    async fn get_peer_card(Parameters(a): Parameters<PeerArgs>, gate: Gate) -> CallToolResult {
+        respond(memory::get_peer_card(&gate, a).await)
     }
 
     #[tool(
@@ -135,11 +131,10 @@ impl Memory {
         what is known about a peer at a glance."
     )]
     async fn set_peer_card(
-        &self,
         Parameters(a): Parameters<SetPeerCardArgs>,
-        ctx: RequestContext<RoleServer>,
+        gate: Gate,
     ) -> CallToolResult {
-        respond(memory::set_peer_card(&self.gate(&ctx), a).await)
+        respond(memory::set_peer_card(&gate, a).await)
     }
 
     #[tool(
@@ -149,11 +144,10 @@ impl Memory {
         annotations(read_only_hint = true)
     )]
     async fn get_peer_context(
-        &self,
         Parameters(a): Parameters<RepresentationArgs>,
-        ctx: RequestContext<RoleServer>,
+        gate: Gate,
     ) -> CallToolResult {
-        respond(memory::get_peer_context(&self.gate(&ctx), a).await)
+        respond(memory::get_peer_context(&gate, a).await)
     }
 
     #[tool(
@@ -162,23 +156,18 @@ impl Memory {
         annotations(read_only_hint = true)
     )]
     async fn get_representation(
-        &self,
         Parameters(a): Parameters<RepresentationArgs>,
-        ctx: RequestContext<RoleServer>,
+        gate: Gate,
     ) -> CallToolResult {
-        respond(memory::get_representation(&self.gate(&ctx), a).await)
+        respond(memory::get_representation(&gate, a).await)
     }
 
     #[tool(
         description = "Get or create a session by id. Use it before adding peers or messages to \
         a new conversation."
     )]
-    async fn create_session(
-        &self,
-        Parameters(a): Parameters<SessionArgs>,
-        ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        respond(sessions::create_session(&self.gate(&ctx), a).await)
+    async fn create_session(Parameters(a): Parameters<SessionArgs>, gate: Gate) -> CallToolResult {
+        respond(sessions::create_session(&gate, a).await)
     }
 
     #[tool(
@@ -186,12 +175,8 @@ impl Memory {
         when you do not know its id.",
         annotations(read_only_hint = true)
     )]
-    async fn list_sessions(
-        &self,
-        Parameters(a): Parameters<ListArgs>,
-        ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        respond(sessions::list_sessions(&self.gate(&ctx), a).await)
+    async fn list_sessions(Parameters(a): Parameters<ListArgs>, gate: Gate) -> CallToolResult {
+        respond(sessions::list_sessions(&gate, a).await)
     }
 
     #[tool(
@@ -199,11 +184,10 @@ impl Memory {
         Use it to bring participants into a conversation."
     )]
     async fn add_peers_to_session(
-        &self,
         Parameters(a): Parameters<AddPeersArgs>,
-        ctx: RequestContext<RoleServer>,
+        gate: Gate,
     ) -> CallToolResult {
-        respond(sessions::add_peers_to_session(&self.gate(&ctx), a).await)
+        respond(sessions::add_peers_to_session(&gate, a).await)
     }
 
     #[tool(
@@ -212,11 +196,10 @@ impl Memory {
         exchange worth remembering; what is recorded is searchable at once and feeds the deriver."
     )]
     async fn add_messages_to_session(
-        &self,
         Parameters(a): Parameters<AddMessagesArgs>,
-        ctx: RequestContext<RoleServer>,
+        gate: Gate,
     ) -> CallToolResult {
-        respond(sessions::add_messages_to_session(&self.gate(&ctx), a).await)
+        respond(sessions::add_messages_to_session(&gate, a).await)
     }
 
     #[tool(
@@ -225,11 +208,10 @@ impl Memory {
         annotations(read_only_hint = true)
     )]
     async fn get_session_messages(
-        &self,
         Parameters(a): Parameters<SessionMessagesArgs>,
-        ctx: RequestContext<RoleServer>,
+        gate: Gate,
     ) -> CallToolResult {
-        respond(sessions::get_session_messages(&self.gate(&ctx), a).await)
+        respond(sessions::get_session_messages(&gate, a).await)
     }
 
     #[tool(
@@ -238,11 +220,10 @@ impl Memory {
         annotations(read_only_hint = true)
     )]
     async fn get_session_context(
-        &self,
         Parameters(a): Parameters<SessionContextArgs>,
-        ctx: RequestContext<RoleServer>,
+        gate: Gate,
     ) -> CallToolResult {
-        respond(sessions::get_session_context(&self.gate(&ctx), a).await)
+        respond(sessions::get_session_context(&gate, a).await)
     }
 
     #[tool(
@@ -252,11 +233,10 @@ impl Memory {
         annotations(read_only_hint = true)
     )]
     async fn message_range(
-        &self,
         Parameters(a): Parameters<MessageRangeArgs>,
-        ctx: RequestContext<RoleServer>,
+        gate: Gate,
     ) -> CallToolResult {
-        respond(sessions::message_range(&self.gate(&ctx), a).await)
+        respond(sessions::message_range(&gate, a).await)
     }
 
     #[tool(
@@ -266,11 +246,10 @@ impl Memory {
         annotations(read_only_hint = true)
     )]
     async fn list_conclusions(
-        &self,
         Parameters(a): Parameters<ListConclusionsArgs>,
-        ctx: RequestContext<RoleServer>,
+        gate: Gate,
     ) -> CallToolResult {
-        respond(conclusions::list_conclusions(&self.gate(&ctx), a).await)
+        respond(conclusions::list_conclusions(&gate, a).await)
     }
 
     #[tool(
@@ -280,11 +259,10 @@ impl Memory {
         annotations(read_only_hint = true)
     )]
     async fn query_conclusions(
-        &self,
         Parameters(a): Parameters<QueryConclusionsArgs>,
-        ctx: RequestContext<RoleServer>,
+        gate: Gate,
     ) -> CallToolResult {
-        respond(conclusions::query_conclusions(&self.gate(&ctx), a).await)
+        respond(conclusions::query_conclusions(&gate, a).await)
     }
 
     #[tool(
@@ -292,11 +270,10 @@ impl Memory {
         all-or-nothing batch. Use it to store knowledge that did not come from a conversation."
     )]
     async fn create_conclusions(
-        &self,
         Parameters(a): Parameters<CreateConclusionsArgs>,
-        ctx: RequestContext<RoleServer>,
+        gate: Gate,
     ) -> CallToolResult {
-        respond(conclusions::create_conclusions(&self.gate(&ctx), a).await)
+        respond(conclusions::create_conclusions(&gate, a).await)
     }
 
     #[tool(
@@ -305,11 +282,10 @@ impl Memory {
         annotations(destructive_hint = true)
     )]
     async fn delete_conclusion(
-        &self,
         Parameters(a): Parameters<DeleteConclusionArgs>,
-        ctx: RequestContext<RoleServer>,
+        gate: Gate,
     ) -> CallToolResult {
-        respond(conclusions::delete_conclusion(&self.gate(&ctx), a).await)
+        respond(conclusions::delete_conclusion(&gate, a).await)
     }
 
     #[tool(
@@ -320,11 +296,10 @@ impl Memory {
         annotations(read_only_hint = true)
     )]
     async fn reasoning_tree(
-        &self,
         Parameters(a): Parameters<ReasoningTreeArgs>,
-        ctx: RequestContext<RoleServer>,
+        gate: Gate,
     ) -> CallToolResult {
-        respond(conclusions::reasoning_tree(&self.gate(&ctx), a).await)
+        respond(conclusions::reasoning_tree(&gate, a).await)
     }
 
     #[tool(
@@ -333,11 +308,10 @@ impl Memory {
         annotations(read_only_hint = true)
     )]
     async fn get_queue_status(
-        &self,
         Parameters(a): Parameters<InWorkspace>,
-        ctx: RequestContext<RoleServer>,
+        gate: Gate,
     ) -> CallToolResult {
-        respond(memory::get_queue_status(&self.gate(&ctx), a).await)
+        respond(memory::get_queue_status(&gate, a).await)
     }
 }
 
