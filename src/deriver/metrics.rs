@@ -18,6 +18,16 @@ pub(crate) struct Metrics {
     pub unknown_sources: IntCounterVec,
 }
 
+impl Metrics {
+    /// A batch that ended as `outcome` (ok or failed) with its `messages` queued messages.
+    pub fn batch_ended(&self, outcome: &str, messages: usize) {
+        self.batches.with_label_values(&[outcome]).inc();
+        self.messages
+            .with_label_values(&[outcome])
+            .inc_by(messages as u64);
+    }
+}
+
 pub(crate) fn metrics() -> &'static Metrics {
     static METRICS: OnceLock<Metrics> = OnceLock::new();
     METRICS.get_or_init(|| {

@@ -115,10 +115,7 @@ impl Deriver {
         };
         match result {
             Ok(outcome) => {
-                m.batches.with_label_values(&["ok"]).inc();
-                m.messages
-                    .with_label_values(&["ok"])
-                    .inc_by(claim.item_ids.len() as u64);
+                m.batch_ended("ok", claim.item_ids.len());
                 count_outcome(&outcome);
                 tracing::info!(
                     unit = claim.unit_id,
@@ -151,10 +148,7 @@ impl Deriver {
             }
             Err(DeriverError::Llm { pass, source }) => {
                 let error = format!("{pass} pass: {source}");
-                m.batches.with_label_values(&["failed"]).inc();
-                m.messages
-                    .with_label_values(&["failed"])
-                    .inc_by(claim.item_ids.len() as u64);
+                m.batch_ended("failed", claim.item_ids.len());
                 tracing::error!(
                     unit = claim.unit_id,
                     workspace = %claim.workspace,
