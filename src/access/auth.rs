@@ -1,4 +1,4 @@
-//! API keys: Honcho's JWTs (docs/security.md). HS256, the key is the secret's bytes; claims `ad` (admin),
+//! API keys: Honcho v3.0.12's JWTs (docs/security.md). HS256, the key is the secret's bytes; claims `ad` (admin),
 //! `w` (workspace), `p` (peer), `s` (session), `t` (creation time, informational) and `exp`
 //! (expiry, seconds since the epoch). A key decodes to a [`Principal`]; what a principal may reach
 //! is decided by the rules of [`crate::access`].
@@ -8,7 +8,7 @@
 //! scope at all is refused instead of passing the self-authorising routes.
 //!
 //! Auth is off when no secret is configured (`HONCHO_AUTH_SECRET` unset): every request is then
-//! an admin, as in Honcho with `AUTH_USE_AUTH=false`.
+//! an admin, as in Honcho v3.0.12 with `AUTH_USE_AUTH=false`.
 
 use std::fmt;
 use std::sync::Arc;
@@ -119,7 +119,7 @@ pub enum MintError {
     Signing,
 }
 
-/// The claims of a key, as Honcho names them. Absent claims are omitted when minting; other
+/// The claims of a key, as Honcho v3.0.12 names them. Absent claims are omitted when minting; other
 /// claims (`iat`, ...) are ignored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claims {
@@ -140,13 +140,13 @@ pub struct Claims {
 }
 
 impl Claims {
-    /// The principal these claims name. `s` wins over `p` (Honcho: a session key reaches only
+    /// The principal these claims name. `s` wins over `p` (Honcho v3.0.12: a session key reaches only
     /// its session, even when the token also names a peer).
     pub fn principal(&self) -> Result<Principal, AuthError> {
         if self.ad == Some(true) {
             return Ok(Principal::Admin);
         }
-        // Honcho treats empty strings as absent.
+        // Honcho v3.0.12 treats empty strings as absent.
         let some = |v: &Option<String>| v.clone().filter(|x| !x.is_empty());
         match (some(&self.w), some(&self.p), some(&self.s)) {
             (None, None, None) => Err(AuthError::NoScope),
@@ -169,7 +169,7 @@ pub struct KeySpec {
 }
 
 impl KeySpec {
-    /// The claims of this key, refused as Honcho's `/keys` does: a scope is needed, and a peer
+    /// The claims of this key, refused as Honcho v3.0.12's `/keys` does: a scope is needed, and a peer
     /// or session needs its workspace.
     pub fn claims(&self, now: DateTime<Utc>) -> Result<Claims, MintError> {
         let some = |v: &Option<String>| v.clone().filter(|x| !x.is_empty());
@@ -276,7 +276,7 @@ impl Auth {
             return Err(EmptySecret);
         };
         let mut validation = Validation::new(Algorithm::HS256);
-        // Honcho's keys usually carry no `exp`; when present it is checked, to the second.
+        // Honcho v3.0.12's keys usually carry no `exp`; when present it is checked, to the second.
         validation.required_spec_claims.clear();
         validation.validate_exp = true;
         validation.leeway = 0;
@@ -435,7 +435,7 @@ mod tests {
             Err(AuthError::NoScope)
         );
         assert_eq!(p(json!({"ad": false, "w": ""})), Err(AuthError::NoScope));
-        // Honcho's ISO `exp` never worked there; here it is an invalid token, not a crash.
+        // Honcho v3.0.12's ISO `exp` never worked there; here it is an invalid token, not a crash.
         assert_eq!(
             p(json!({"w": "a", "exp": "2099-01-01T00:00:00Z"})),
             Err(AuthError::Invalid)

@@ -3,7 +3,7 @@
 //! of, so the three APIs answer to one table. `rule!(Type.field)` looks a row up at compile time:
 //! a field missing from the table does not build.
 //!
-//! The rules are Honcho's (docs/security.md's key table): W = a key of the workspace, P = the
+//! The rules are Honcho v3.0.12's (docs/security.md's key table): W = a key of the workspace, P = the
 //! peer's own key, S = the session's key, M = a peer key whose peer is an *active* member of the
 //! session (member read), self = the get-or-create routes that compare the key's claims with the
 //! ids.
@@ -18,7 +18,7 @@ pub enum Rule {
     Admin,
     /// W: the workspace's key.
     Workspace,
-    /// Any key of the workspace (W, or a P or S key whose `w` is it): Honcho's "self" on
+    /// Any key of the workspace (W, or a P or S key whose `w` is it): Honcho v3.0.12's "self" on
     /// workspaces.
     InWorkspace,
     /// W, or the peer's own key (P).

@@ -1,6 +1,6 @@
 //! The dialectic: a question about a peer answered by the LLM from what memory holds.
 //!
-//! Honcho's dialectic is an agent that calls search tools in a loop. Here the material is gathered
+//! Honcho v3.0.12's dialectic is an agent that calls search tools in a loop. Here the material is gathered
 //! up front, in a few statements, and the model is asked once: the observer's cards, its
 //! representation of the observed peer (newest conclusions by level), the conclusions nearest the
 //! question, the observed peer's messages that match it, and, when a session is named, that
@@ -22,7 +22,7 @@ use crate::store::page::{Order, Slice};
 use crate::store::search::check_query;
 use crate::store::{Store, StoreError};
 
-/// Longest question accepted (characters; Honcho's).
+/// Longest question accepted (characters; Honcho v3.0.12's).
 pub const MAX_QUERY_CHARS: usize = 10_000;
 /// Conclusions nearest the question that are shown besides the representation.
 const RELEVANT_CONCLUSIONS: u64 = 10;
@@ -75,7 +75,7 @@ pub struct Question {
     pub observed: String,
     /// A session whose latest turns are shown and whose messages are searched.
     pub session: Option<String>,
-    /// The only sessions whose conclusions and messages may be used (Honcho's `session_id`
+    /// The only sessions whose conclusions and messages may be used (Honcho v3.0.12's `session_id`
     /// filter), none for all.
     pub sessions: Option<Vec<String>>,
     pub query: String,
@@ -265,7 +265,7 @@ fn check(q: &Question) -> Result<(), DialecticError> {
     Ok(())
 }
 
-/// Honcho's chat `filters`: only `session_id`, as one id, a list of ids or `{"in": [...]}`.
+/// Honcho v3.0.12's chat `filters`: only `session_id`, as one id, a list of ids or `{"in": [...]}`.
 /// None (all sessions) for no filter.
 pub fn session_allowlist(filters: Option<&Value>) -> Result<Option<Vec<String>>, DialecticError> {
     let invalid = || {

@@ -1,5 +1,5 @@
 //! A peer's representation: what an observer holds about an observed peer, written out from the
-//! stored conclusions the way Honcho lays it out (one block per level, numbered, dated). The REST
+//! stored conclusions the way Honcho v3.0.12 lays it out (one block per level, numbered, dated). The REST
 //! memory routes return it, and the dialectic shows it to the model.
 
 use sea_orm::{ActiveEnum, Iterable};
@@ -9,7 +9,7 @@ use crate::store::conclusion::Level;
 use crate::store::page::{MAX_PAGE, Order, Slice};
 use crate::store::{Store, StoreError, StoreResult};
 
-/// Most conclusions a representation shows by default (Honcho's).
+/// Most conclusions a representation shows by default (Honcho v3.0.12's).
 pub const DEFAULT_MAX_CONCLUSIONS: u64 = 25;
 
 /// `observer`'s representation of `observed`: its newest `max` live conclusions (among those

@@ -1,6 +1,6 @@
 use sea_orm::entity::prelude::*;
 
-/// Honcho's `documents`: a fact, inference or observation one peer holds about another.
+/// Honcho v3.0.12's `documents`: a fact, inference or observation one peer holds about another.
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
 #[sea_orm(table_name = "conclusions")]
 pub struct Model {
@@ -21,7 +21,7 @@ pub struct Model {
     pub deleted_at: Option<DateTimeUtc>,
 }
 
-/// How a conclusion came to be. Stored as lowercase text, as Honcho stores it.
+/// How a conclusion came to be. Stored as lowercase text, as Honcho v3.0.12 stores it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum)]
 #[sea_orm(rs_type = "String", db_type = "String(StringLen::None)")]
 pub enum Level {

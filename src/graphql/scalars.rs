@@ -1,4 +1,4 @@
-//! `DateTime`: RFC 3339 in, RFC 3339 in UTC with a `Z` suffix out (as Honcho renders times).
+//! `DateTime`: RFC 3339 in, RFC 3339 in UTC with a `Z` suffix out (as Honcho v3.0.12 renders times).
 
 use async_graphql::{InputValueError, InputValueResult, Scalar, ScalarType, Value};
 use chrono::{SecondsFormat, Utc};

@@ -1,5 +1,5 @@
 //! The tools' arguments: typed structs whose JSON Schema (schemars) is each tool's input schema.
-//! Names are those of Honcho's own MCP server where it has the tool, so that prompts written for
+//! Names are those of Honcho v3.0.12's own MCP server where it has the tool, so that prompts written for
 //! it work unchanged; each doc comment is the argument's description.
 
 use schemars::JsonSchema;

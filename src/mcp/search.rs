@@ -99,7 +99,7 @@ pub async fn search(gate: &Gate, a: SearchArgs) -> ToolResult<Reply> {
     };
 
     // A peer's conclusions about itself, where the key may query conclusions and there is an
-    // embedder to query with (else null, as Honcho's server leaves them out).
+    // embedder to query with (else null, as Honcho v3.0.12's server leaves them out).
     let conclusions = match &a.peer_id {
         Some(peer) if store.embedder().is_some() => {
             match gate

@@ -17,7 +17,7 @@ use crate::store::message::{MessageScope, SeqRange};
 use crate::store::page::{Cursor, MAX_PAGE, Order, Page, Slice};
 use crate::store::session::MemberConfig;
 
-/// A session context's largest token budget, and its default (Honcho's).
+/// A session context's largest token budget, and its default (Honcho v3.0.12's).
 const MAX_CONTEXT_TOKENS: i64 = 100_000;
 
 impl Paging {
@@ -44,7 +44,7 @@ impl Paging {
         })
     }
 
-    /// `{items_key: items, total, page, size, pages}`, as Honcho's MCP server pages.
+    /// `{items_key: items, total, page, size, pages}`, as Honcho v3.0.12's MCP server pages.
     pub fn page<T, U: serde::Serialize + From<T>>(&self, key: &str, page: Page<T>) -> Value {
         let size = self.size.unwrap_or(50);
         let total = page.total.unwrap_or(0);

@@ -1,4 +1,4 @@
-//! REST error bodies: `{"detail": "..."}` with Honcho's status codes. Store, dialectic and access
+//! REST error bodies: `{"detail": "..."}` with Honcho v3.0.12's status codes. Store, dialectic and access
 //! errors reach here as the access layer's [`Failure`] (its one mapping of errors to codes); this
 //! module only turns each code into a status.
 
@@ -43,8 +43,8 @@ impl RestError {
     }
 }
 
-/// The status of each error code (Honcho's: 422 for bad input, 404, 409, 401; FORBIDDEN is 403,
-/// where Honcho answers 401 for a valid key out of scope too).
+/// The status of each error code (Honcho v3.0.12's: 422 for bad input, 404, 409, 401; FORBIDDEN is 403,
+/// where Honcho v3.0.12 answers 401 for a valid key out of scope too).
 fn status(code: Code) -> StatusCode {
     const TABLE: &[(Code, StatusCode)] = &[
         (Code::BadUserInput, StatusCode::UNPROCESSABLE_ENTITY),

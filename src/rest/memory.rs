@@ -1,5 +1,5 @@
-//! The reads Honcho fills by LLM, served from what is stored: a peer's representation (its
-//! conclusions, by level, as Honcho formats them), peer cards, peer and session context,
+//! The reads Honcho v3.0.12 fills by LLM, served from what is stored: a peer's representation (its
+//! conclusions, by level, as Honcho v3.0.12 formats them), peer cards, peer and session context,
 //! session summaries (none are written here: null), and the deriver's queue status.
 
 use axum::Json;
@@ -28,7 +28,7 @@ pub fn routes() -> OpenApiRouter<RestState> {
         .routes(routes!(queue_status))
 }
 
-/// A session context's token budget when none is asked for, and the largest one (Honcho's).
+/// A session context's token budget when none is asked for, and the largest one (Honcho v3.0.12's).
 const MAX_CONTEXT_TOKENS: i64 = 100_000;
 
 /// `observer`'s representation of `observed` (of `session`'s conclusions only, when given).

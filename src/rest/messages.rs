@@ -163,7 +163,7 @@ async fn upload(
                 text = Some(String::from_utf8_lossy(&bytes).into_owned());
             }
             "peer_id" => peer = Some(field.text().await.map_err(bad)?),
-            // As Honcho: a value that does not parse is left out.
+            // As Honcho v3.0.12: a value that does not parse is left out.
             "metadata" => metadata = serde_json::from_str(&field.text().await.map_err(bad)?).ok(),
             "created_at" => created_at = field.text().await.map_err(bad)?.parse().ok(),
             _ => {}

@@ -75,7 +75,7 @@ pub fn router(state: RestState) -> axum::Router {
             "/v3/openapi.json",
             axum::routing::get(move || async move { Json(doc) }),
         )
-        // Where Honcho serves its API docs (and its SDK's tests look for a live server).
+        // Where Honcho v3.0.12 serves its API docs (and its SDK's tests look for a live server).
         .route(
             "/docs",
             axum::routing::get(|| async {
@@ -141,7 +141,7 @@ impl FromRequestParts<RestState> for Gate {
 /// A JSON body; an empty body reads as `null` (so `Body<Option<T>>` is an optional body). A body
 /// that does not fit is 422, as FastAPI answers. The body must be `application/json`: any other
 /// content type, or a body with none, is 415 before it is read, so that what a cross-site form or
-/// a `no-cors` fetch can send never reaches a route (an empty body may come without one: Honcho's
+/// a `no-cors` fetch can send never reaches a route (an empty body may come without one: Honcho v3.0.12's
 /// SDKs send `application/json` even then, but curl does not).
 pub struct Body<T>(pub T);
 
@@ -347,7 +347,7 @@ pub fn created_or_found<T: Serialize>(created: bool, body: T) -> Response {
     (status, Json(body)).into_response()
 }
 
-/// `{"message": ...}`, answered by Honcho's deletions.
+/// `{"message": ...}`, answered by Honcho v3.0.12's deletions.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MessageBody {
     pub message: String,

@@ -53,7 +53,7 @@ impl From<crate::store::session::Session> for Session {
     fn from(s: crate::store::session::Session) -> Self {
         Session {
             id: s.name,
-            // Honcho's soft-delete flag; here a deleted session is gone at once.
+            // Honcho v3.0.12's soft-delete flag; here a deleted session is gone at once.
             is_active: true,
             workspace_id: s.workspace_name,
             metadata: object(s.metadata),

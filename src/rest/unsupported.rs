@@ -1,5 +1,5 @@
-//! Honcho routes this server does not serve: scopes and webhooks (no data model here yet) answer
-//! 501. Each says so in its body, so an SDK call fails with a reason instead of a bare 404.
+//! Honcho's routes this server does not serve, webhooks (Honcho v3.0.12) and scopes (Honcho's main
+//! after v3.0.12), for want of a data model here yet, answer 501. Each says so in its body, so an SDK call fails with a reason instead of a bare 404.
 
 use axum::http::StatusCode;
 use utoipa_axum::router::OpenApiRouter;

@@ -104,7 +104,7 @@ impl Store {
     }
 
     /// Appends messages to a session, creating workspace, session and authors as needed and
-    /// (re)joining authors as members (as Honcho does). Everything happens in one transaction: a batch
+    /// (re)joining authors as members (as Honcho v3.0.12 does). Everything happens in one transaction: a batch
     /// with one bad message writes nothing.
     ///
     /// `seq_in_session` is assigned under the session's lock ([`lock_session`]), taken before
@@ -286,7 +286,7 @@ impl Store {
     }
 
     /// The session's newest messages whose token counts add up to at most `budget`, oldest
-    /// first (Honcho's session context), read back a page at a time for at most
+    /// first (Honcho v3.0.12's session context), read back a page at a time for at most
     /// [`MAX_BUDGET_PAGES`] pages.
     #[tracing::instrument(name = "store.newest_messages_within", level = "debug", skip_all)]
     pub async fn newest_messages_within(

@@ -25,7 +25,7 @@ impl Store {
     }
 
     /// Creates the peer (and its workspace) or, when it exists and `reach` allows, replaces the
-    /// metadata and configuration that were given (Honcho's get-or-create). With [`PeerReach::CreateOnly`] an
+    /// metadata and configuration that were given (Honcho v3.0.12's get-or-create). With [`PeerReach::CreateOnly`] an
     /// existing peer is FORBIDDEN: neither read nor changed.
     #[tracing::instrument(name = "store.get_or_create_peer", level = "debug", skip_all)]
     pub async fn get_or_create_peer(
@@ -161,7 +161,7 @@ impl Store {
         Ok(card)
     }
 
-    /// Sessions the peer has ever been a member of, including ones it left (as Honcho).
+    /// Sessions the peer has ever been a member of, including ones it left (as Honcho v3.0.12).
     #[tracing::instrument(name = "store.list_peer_sessions", level = "debug", skip_all)]
     pub async fn list_peer_sessions(
         &self,

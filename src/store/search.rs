@@ -70,13 +70,13 @@
 //! scan go on instead of returning too few rows; the `MATERIALIZED` CTE and the `ROW_NUMBER` over
 //! `dist` put the relaxed order right again.
 //!
-//! Decisions (beyond Honcho):
+//! Decisions (beyond Honcho v3.0.12):
 //! - A blank query (empty or whitespace only, after NUL bytes are stripped) is allowed and finds
-//!   nothing: it runs no SQL (nor does a filter that can match nothing). Honcho answers 200 too,
+//!   nothing: it runs no SQL (nor does a filter that can match nothing). Honcho v3.0.12 answers 200 too,
 //!   but its `ILIKE '%%'` makes it list the newest messages; that list is `messages(order: DESC)`
 //!   here. A query with no lexeme (only stop words and punctuation: "What is it?", "?!") finds
 //!   nothing either, in both legs: it names nothing to look for.
-//! - Punctuation does not turn the text leg into a substring match only (Honcho's rule): a
+//! - Punctuation does not turn the text leg into a substring match only (Honcho v3.0.12's rule): a
 //!   question ends with "?", and its words must count. A query holding a symbol (neither
 //!   letter, digit, space nor sentence punctuation) is also matched as a substring, so
 //!   `user@example.com`, `e_c` or `100%` find what they found before; words alone are not

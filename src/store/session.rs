@@ -10,7 +10,7 @@ use crate::entity::{message, session, session_peer};
 pub type Session = session::Model;
 pub type SessionPeer = session_peer::Model;
 
-/// More peers than this observing others in one session is refused (Honcho's
+/// More peers than this observing others in one session is refused (Honcho v3.0.12's
 /// SESSION_OBSERVERS_LIMIT).
 pub const MAX_OBSERVERS: i64 = 10;
 
@@ -188,7 +188,7 @@ impl Store {
             .ok_or_else(|| StoreError::not_found("session", name))
     }
 
-    /// Deletes the session with its messages and memberships at once. Honcho marks the session
+    /// Deletes the session with its messages and memberships at once. Honcho v3.0.12 marks the session
     /// inactive and lets a queue worker delete later; we have no worker, and a synchronous delete
     /// in one transaction leaves nothing half-deleted. Conclusions drawn in the session stay, with
     /// their session cleared.
@@ -213,8 +213,8 @@ impl Store {
     }
 
     /// Copies a session under a fresh nanoid name: metadata, configuration, memberships (all
-    /// rejoined now, as Honcho) and the messages up to and including `up_to_message` with their
-    /// seqs, token counts, timestamps and embeddings. Honcho zeroes token counts and drops
+    /// rejoined now, as Honcho v3.0.12) and the messages up to and including `up_to_message` with their
+    /// seqs, token counts, timestamps and embeddings. Honcho v3.0.12 zeroes token counts and drops
     /// embeddings of copies, and looks the cutoff up by session name across workspaces; both are
     /// fixed here.
     #[tracing::instrument(name = "store.clone_session", level = "debug", skip_all)]

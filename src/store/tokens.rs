@@ -1,4 +1,4 @@
-//! Token counts as Honcho reports them: tiktoken's o200k_base, compiled in (no download).
+//! Token counts as Honcho v3.0.12 reports them: tiktoken's o200k_base, compiled in (no download).
 
 use std::sync::OnceLock;
 use tiktoken_rs::CoreBPE;

@@ -81,7 +81,7 @@ pub fn configuration(field: &str, value: Value) -> StoreResult<Value> {
     }
 }
 
-/// Message content: at most 25,000 characters, checked before NUL bytes are stripped (as Honcho).
+/// Message content: at most 25,000 characters, checked before NUL bytes are stripped (as Honcho v3.0.12).
 pub fn message_content(index: usize, content: &str) -> StoreResult<String> {
     let len = content.chars().count();
     if len > MAX_MESSAGE_CHARS {
@@ -101,7 +101,7 @@ pub fn batch_len(field: &str, len: usize) -> StoreResult<()> {
     Ok(())
 }
 
-/// Depth counting only objects, top level = 1 (Honcho does not descend into lists).
+/// Depth counting only objects, top level = 1 (Honcho v3.0.12 does not descend into lists).
 fn object_depth(map: &Map<String, Value>) -> usize {
     1 + map
         .values()

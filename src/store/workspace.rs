@@ -16,7 +16,7 @@ impl Store {
             .await?)
     }
 
-    /// Returns the existing workspace unchanged, or creates it (Honcho's get-or-create).
+    /// Returns the existing workspace unchanged, or creates it (Honcho v3.0.12's get-or-create).
     #[tracing::instrument(name = "store.get_or_create_workspace", level = "debug", skip_all)]
     pub async fn get_or_create_workspace(
         &self,
@@ -29,7 +29,7 @@ impl Store {
         ensure_workspace(self.db(), name, metadata, configuration).await
     }
 
-    /// Replaces metadata, shallow-merges configuration, as Honcho does. Absent fields stay.
+    /// Replaces metadata, shallow-merges configuration, as Honcho v3.0.12 does. Absent fields stay.
     #[tracing::instrument(name = "store.update_workspace", level = "debug", skip_all)]
     pub async fn update_workspace(
         &self,
@@ -51,7 +51,7 @@ impl Store {
     }
 
     /// Deletes the workspace and everything in it. Refused while it has sessions, so a
-    /// workspace in use is never dropped by accident (Honcho answers 409 likewise).
+    /// workspace in use is never dropped by accident (Honcho v3.0.12 answers 409 likewise).
     #[tracing::instrument(name = "store.delete_workspace", level = "debug", skip_all)]
     pub async fn delete_workspace(&self, name: &str) -> StoreResult<()> {
         self.transaction(TxOptions::default(), |txn| async move {

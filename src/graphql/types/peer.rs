@@ -170,7 +170,7 @@ impl Peer {
         last: Option<i32>,
         before: Option<String>,
     ) -> ApiResult<Conn<Conclusion>> {
-        // Conclusions are workspace-key data (Honcho's conclusions router), also a peer's own.
+        // Conclusions are workspace-key data (Honcho v3.0.12's conclusions router), also a peer's own.
         let on = On::workspace(&self.0.workspace_name);
         let access = guard::require(ctx, rule!(Peer.conclusions), on).await?;
         let slice = slice(ctx, first, after, last, before)?;

@@ -60,7 +60,7 @@ impl Store {
 
     /// Stores 1 to 100 explicit conclusions in one transaction: all or nothing. Observer, observed
     /// and session (if given) must exist in the workspace (NOT_FOUND names the first missing one;
-    /// Honcho does not create them here). Contents are embedded before the transaction opens.
+    /// Honcho v3.0.12 does not create them here). Contents are embedded before the transaction opens.
     /// Returns the rows in input order; a batch's rows are 1 µs apart in `created_at`, in input
     /// order, so time order is input order.
     #[tracing::instrument(name = "store.create_conclusions", level = "debug", skip_all)]
@@ -199,7 +199,7 @@ impl Store {
     }
 
     /// Live conclusions of the workspace (of one observer when given). `Order::Desc` is newest
-    /// first (Honcho's default for conclusions); ties broken by id.
+    /// first (Honcho v3.0.12's default for conclusions); ties broken by id.
     #[tracing::instrument(name = "store.list_conclusions", level = "debug", skip_all)]
     pub async fn list_conclusions(
         &self,

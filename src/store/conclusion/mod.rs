@@ -32,7 +32,7 @@ pub type Conclusion = conclusion::Model;
 
 pub use crate::entity::conclusion::Level;
 
-/// Most tokens (o200k_base) a conclusion's content or a semantic query may have (Honcho's
+/// Most tokens (o200k_base) a conclusion's content or a semantic query may have (Honcho v3.0.12's
 /// EMBEDDING_MAX_INPUT_TOKENS).
 pub const MAX_EMBEDDING_TOKENS: i32 = 8192;
 
@@ -52,8 +52,8 @@ pub struct NewConclusion {
     pub metadata: Option<Value>,
 }
 
-/// Content rules (Honcho's): 1..65535 characters counted before NUL bytes are stripped (as
-/// Honcho), not empty after stripping, at most 8192 tokens.
+/// Content rules (Honcho v3.0.12's): 1..65535 characters counted before NUL bytes are stripped (as
+/// Honcho v3.0.12), not empty after stripping, at most 8192 tokens.
 pub(crate) fn conclusion_content(field: &str, content: &str) -> StoreResult<String> {
     let len = content.chars().count();
     if len == 0 || len > validate::MAX_CONCLUSION_CHARS {

@@ -216,7 +216,7 @@ fn parse_offset(s: &str) -> Option<i64> {
     (hours <= 23 && minutes <= 59).then_some(sign * (hours * 3600 + minutes * 60))
 }
 
-/// A conclusion level in Honcho's lowercase or the GraphQL enum spelling (any ASCII case).
+/// A conclusion level in Honcho v3.0.12's lowercase or the GraphQL enum spelling (any ASCII case).
 pub(crate) fn level(s: &str) -> Option<Level> {
     Level::iter().find(|l| l.to_value().eq_ignore_ascii_case(s))
 }
