@@ -76,6 +76,9 @@ test: model playground
 	fi
 	# The npm graphql-ws client for the subscription test (offline after the first install).
 	scripts/setup-node-ws.sh
+	# The official MCP client SDKs (npm and PyPI, pinned) for tests/it/mcp_clients.rs. Without them
+	# those tests say SKIPPED, and under CI=true they fail.
+	scripts/setup-mcp-clients.sh || echo "make test: the MCP client SDKs are not installed" >&2
 	$(CARGO) test --workspace --all-targets $(TEST_ARGS)
 	if [ "$(PLAYGROUND_TEST)" = 1 ]; then $(MAKE) --no-print-directory playground-test; fi
 

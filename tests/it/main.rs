@@ -20,6 +20,7 @@ mod http;
 mod limits;
 mod llm;
 mod mcp;
+mod mcp_clients;
 mod messages;
 mod migrations;
 mod paging;
