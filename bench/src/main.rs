@@ -3,6 +3,7 @@
 
 mod admission;
 mod common;
+mod mcp;
 mod mixed;
 mod plot;
 mod rest;
@@ -336,6 +337,9 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
     let extra = sitting_and_mixed(&b, &mut rng, db_url, &mut reads, &mut throughput).await?;
     if args.runs(10) {
         rest::run(&b.http, &b.url, args.requests / 3).await?;
+    }
+    if args.runs(12) {
+        mcp::run(&b.http, &b.url_plain, args.requests).await?;
     }
 
     let total = started.elapsed();
