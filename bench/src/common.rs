@@ -137,6 +137,11 @@ pub async fn connect(url: &str, max: u32) -> anyhow::Result<DatabaseConnection> 
     Ok(Database::connect(opts).await?)
 }
 
+/// Sends the request and reads its JSON body, failing on an error status.
+pub async fn send_json(req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
+    Ok(req.send().await?.error_for_status()?.json().await?)
+}
+
 /// One GraphQL request; the whole response, or an error when it has `errors`.
 pub async fn graphql(
     http: &reqwest::Client,
@@ -144,14 +149,10 @@ pub async fn graphql(
     query: &str,
     variables: &Value,
 ) -> anyhow::Result<Value> {
-    let resp: Value = http
+    let req = http
         .post(url)
-        .json(&json!({"query": query, "variables": variables}))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
+        .json(&json!({"query": query, "variables": variables}));
+    let resp = send_json(req).await?;
     if let Some(errs) = resp.get("errors") {
         bail!("GraphQL errors: {errs}");
     }

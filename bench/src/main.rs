@@ -666,17 +666,9 @@ async fn writers(
         );
         tasks.push(tokio::spawn(async move {
             for i in 0..per_writer {
-                let body = json!({"query": M_CREATE, "variables": {"w": wsn, "s": s,
-                    "m": [{"peerId": peer, "content": texts[w * per_writer + i]}]}});
-                let resp: Value = http
-                    .post(&url)
-                    .json(&body)
-                    .send()
-                    .await?
-                    .error_for_status()?
-                    .json()
-                    .await?;
-                anyhow::ensure!(resp.get("errors").is_none(), "{resp}");
+                let vars = json!({"w": wsn, "s": s,
+                    "m": [{"peerId": peer, "content": texts[w * per_writer + i]}]});
+                common::graphql(&http, &url, M_CREATE, &vars).await?;
                 pb.inc(1);
             }
             anyhow::Ok(())

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use crate::common::{graphql, stats};
+use crate::common::{graphql, send_json, stats};
 
 const WS: &str = "mcp-vs-graphql";
 const SESSION: &str = "s";
@@ -56,18 +56,14 @@ async fn call_tool(
             },
         },
     });
-    let resp: Value = http
+    let req = http
         .post(url)
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", "tools/call")
         .header("mcp-name", tool)
-        .json(&body)
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
+        .json(&body);
+    let resp = send_json(req).await?;
     let result = &resp["result"];
     if result["isError"] != json!(false) {
         bail!("{tool}: {resp}");
