@@ -2,6 +2,25 @@
 
 pub use sea_orm_migration::prelude::*;
 
+/// A migration that is SQL alone: `up` and `down` each run their statements in order.
+macro_rules! sql_migration {
+    (up: $up:expr, down: $down:expr $(,)?) => {
+        #[derive(DeriveMigrationName)]
+        pub struct Migration;
+
+        #[async_trait::async_trait]
+        impl MigrationTrait for Migration {
+            async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+                $crate::run_sql(manager, $up).await
+            }
+
+            async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+                $crate::run_sql(manager, $down).await
+            }
+        }
+    };
+}
+
 mod m20261130_000001_initial;
 mod m20261130_000002_conclusion_public_metadata;
 mod m20261201_000010_search_term_stats;
@@ -15,6 +34,18 @@ mod m20261201_000080_session_list_indexes;
 mod m20261202_000090_lighter_message_graph;
 
 use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Runs each statement in order on the migration's connection: most migrations are SQL alone.
+pub(crate) async fn run_sql<S: AsRef<str>>(
+    manager: &SchemaManager<'_>,
+    statements: &[S],
+) -> Result<(), DbErr> {
+    let db = manager.get_connection();
+    for sql in statements {
+        db.execute_unprepared(sql.as_ref()).await?;
+    }
+    Ok(())
+}
 
 /// Dimension of the `vector` columns created by the initial migration. The server sets it from its
 /// embedder before migrating; the migration records it in `honcho_meta` so later starts can check it.

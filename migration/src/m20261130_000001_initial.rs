@@ -4,6 +4,8 @@
 
 use sea_orm_migration::prelude::*;
 
+use crate::run_sql;
+
 #[derive(DeriveMigrationName)]
 pub struct Migration;
 
@@ -145,21 +147,11 @@ impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         let dims = crate::embedding_dims();
         crate::check_embedding_dims(dims).map_err(DbErr::Custom)?;
-        let db = manager.get_connection();
-        for sql in schema_sql(dims) {
-            db.execute_unprepared(&sql).await?;
-        }
-        Ok(())
+        run_sql(manager, &schema_sql(dims)).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         // Extensions stay: other databases' objects or a later `up` may use them.
-        manager
-            .get_connection()
-            .execute_unprepared(
-                "DROP TABLE IF EXISTS conclusions, messages, session_peers, sessions, peers, workspaces, honcho_meta",
-            )
-            .await?;
-        Ok(())
+        run_sql(manager, &["DROP TABLE IF EXISTS conclusions, messages, session_peers, sessions, peers, workspaces, honcho_meta",]).await
     }
 }

@@ -4,6 +4,8 @@
 
 use sea_orm_migration::prelude::*;
 
+use crate::run_sql;
+
 #[derive(DeriveMigrationName)]
 pub struct Migration;
 
@@ -14,37 +16,35 @@ impl MigrationTrait for Migration {
     }
 
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let db = manager.get_connection();
-        // NOT NULL with a constant default is a catalog-only change on PostgreSQL >= 11: existing
-        // rows read '{}' without a table rewrite.
-        db.execute_unprepared(
-            "ALTER TABLE conclusions ADD COLUMN IF NOT EXISTS metadata JSONB NOT NULL DEFAULT '{}'::jsonb",
+        run_sql(
+            manager,
+            &[
+                // NOT NULL with a constant default is a catalog-only change on PostgreSQL >= 11:
+                // existing rows read '{}' without a table rewrite.
+                "ALTER TABLE conclusions ADD COLUMN IF NOT EXISTS metadata JSONB NOT NULL DEFAULT '{}'::jsonb",
+                // A failed concurrent build leaves an INVALID index behind; drop it so a rerun
+                // rebuilds it.
+                "DO $$ BEGIN
+                   IF EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+                              WHERE c.relname = 'ix_conclusions_metadata_gin' AND NOT i.indisvalid) THEN
+                     DROP INDEX ix_conclusions_metadata_gin;
+                   END IF;
+                 END $$",
+                "CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_conclusions_metadata_gin \
+                 ON conclusions USING gin (metadata)",
+            ],
         )
-        .await?;
-        // A failed concurrent build leaves an INVALID index behind; drop it so a rerun rebuilds it.
-        db.execute_unprepared(
-            "DO $$ BEGIN
-               IF EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-                          WHERE c.relname = 'ix_conclusions_metadata_gin' AND NOT i.indisvalid) THEN
-                 DROP INDEX ix_conclusions_metadata_gin;
-               END IF;
-             END $$",
-        )
-        .await?;
-        db.execute_unprepared(
-            "CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_conclusions_metadata_gin \
-             ON conclusions USING gin (metadata)",
-        )
-        .await?;
-        Ok(())
+        .await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let db = manager.get_connection();
-        db.execute_unprepared("DROP INDEX CONCURRENTLY IF EXISTS ix_conclusions_metadata_gin")
-            .await?;
-        db.execute_unprepared("ALTER TABLE conclusions DROP COLUMN IF EXISTS metadata")
-            .await?;
-        Ok(())
+        run_sql(
+            manager,
+            &[
+                "DROP INDEX CONCURRENTLY IF EXISTS ix_conclusions_metadata_gin",
+                "ALTER TABLE conclusions DROP COLUMN IF EXISTS metadata",
+            ],
+        )
+        .await
     }
 }

@@ -9,9 +9,6 @@
 
 use sea_orm_migration::prelude::*;
 
-#[derive(DeriveMigrationName)]
-pub struct Migration;
-
 /// The statistics of the current `content_tsv` of every message (also run again by a later
 /// migration that changes what `content_tsv` holds).
 pub const BACKFILL: &[&str] = &[
@@ -71,26 +68,12 @@ const UP: &[&str] = &[
        REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION search_stats_remove()",
 ];
 
-#[async_trait::async_trait]
-impl MigrationTrait for Migration {
-    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let db = manager.get_connection();
-        for sql in UP.iter().chain(BACKFILL) {
-            db.execute_unprepared(sql).await?;
-        }
-        Ok(())
-    }
-
-    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .get_connection()
-            .execute_unprepared(
-                "DROP TRIGGER IF EXISTS messages_search_stats_add ON messages;
-                 DROP TRIGGER IF EXISTS messages_search_stats_remove ON messages;
-                 DROP FUNCTION IF EXISTS search_stats_add(), search_stats_remove();
-                 DROP TABLE IF EXISTS search_terms, search_corpus",
-            )
-            .await?;
-        Ok(())
-    }
-}
+sql_migration!(
+    up: &[UP, BACKFILL].concat(),
+    down: &[
+        "DROP TRIGGER IF EXISTS messages_search_stats_add ON messages;
+         DROP TRIGGER IF EXISTS messages_search_stats_remove ON messages;
+         DROP FUNCTION IF EXISTS search_stats_add(), search_stats_remove();
+         DROP TABLE IF EXISTS search_terms, search_corpus",
+    ],
+);

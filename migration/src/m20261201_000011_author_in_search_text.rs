@@ -5,6 +5,8 @@
 
 use sea_orm_migration::prelude::*;
 
+use crate::run_sql;
+
 use crate::m20261201_000010_search_term_stats::BACKFILL;
 
 #[derive(DeriveMigrationName)]
@@ -25,19 +27,11 @@ fn with_text(expression: &str) -> Vec<String> {
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let db = manager.get_connection();
-        for sql in with_text("to_tsvector('english', content) || to_tsvector('english', peer_name)")
-        {
-            db.execute_unprepared(&sql).await?;
-        }
-        Ok(())
+        let text = "to_tsvector('english', content) || to_tsvector('english', peer_name)";
+        run_sql(manager, &with_text(text)).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let db = manager.get_connection();
-        for sql in with_text("to_tsvector('english', content)") {
-            db.execute_unprepared(&sql).await?;
-        }
-        Ok(())
+        run_sql(manager, &with_text("to_tsvector('english', content)")).await
     }
 }

@@ -7,9 +7,6 @@
 
 use sea_orm_migration::prelude::*;
 
-#[derive(DeriveMigrationName)]
-pub struct Migration;
-
 const UP: &[&str] = &[
     "CREATE TABLE deriver_units (
        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -53,23 +50,7 @@ const UP: &[&str] = &[
     "CREATE INDEX ix_conclusion_messages_message ON conclusion_messages (message_id)",
 ];
 
-#[async_trait::async_trait]
-impl MigrationTrait for Migration {
-    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let db = manager.get_connection();
-        for sql in UP {
-            db.execute_unprepared(sql).await?;
-        }
-        Ok(())
-    }
-
-    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .get_connection()
-            .execute_unprepared(
-                "DROP TABLE IF EXISTS conclusion_messages, deriver_items, deriver_units",
-            )
-            .await?;
-        Ok(())
-    }
-}
+sql_migration!(
+    up: UP,
+    down: &["DROP TABLE IF EXISTS conclusion_messages, deriver_items, deriver_units"],
+);

@@ -4,26 +4,7 @@
 
 use sea_orm_migration::prelude::*;
 
-#[derive(DeriveMigrationName)]
-pub struct Migration;
-
-#[async_trait::async_trait]
-impl MigrationTrait for Migration {
-    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .get_connection()
-            .execute_unprepared("ALTER TABLE sessions DROP COLUMN is_active")
-            .await?;
-        Ok(())
-    }
-
-    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .get_connection()
-            .execute_unprepared(
-                "ALTER TABLE sessions ADD COLUMN is_active BOOLEAN NOT NULL DEFAULT true",
-            )
-            .await?;
-        Ok(())
-    }
-}
+sql_migration!(
+    up: &["ALTER TABLE sessions DROP COLUMN is_active"],
+    down: &["ALTER TABLE sessions ADD COLUMN is_active BOOLEAN NOT NULL DEFAULT true"],
+);

@@ -4,31 +4,12 @@
 
 use sea_orm_migration::prelude::*;
 
-#[derive(DeriveMigrationName)]
-pub struct Migration;
-
-#[async_trait::async_trait]
-impl MigrationTrait for Migration {
-    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let db = manager.get_connection();
-        db.execute_unprepared(
-            "ALTER TABLE conclusions ADD COLUMN content_tsv TSVECTOR GENERATED ALWAYS AS \
-             (to_tsvector('english', content) || to_tsvector('english', observer) \
-              || to_tsvector('english', observed)) STORED",
-        )
-        .await?;
-        db.execute_unprepared(
-            "CREATE INDEX ix_conclusions_content_tsv ON conclusions USING gin (content_tsv)",
-        )
-        .await?;
-        Ok(())
-    }
-
-    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .get_connection()
-            .execute_unprepared("ALTER TABLE conclusions DROP COLUMN content_tsv")
-            .await?;
-        Ok(())
-    }
-}
+sql_migration!(
+    up: &[
+        "ALTER TABLE conclusions ADD COLUMN content_tsv TSVECTOR GENERATED ALWAYS AS \
+         (to_tsvector('english', content) || to_tsvector('english', observer) \
+          || to_tsvector('english', observed)) STORED",
+        "CREATE INDEX ix_conclusions_content_tsv ON conclusions USING gin (content_tsv)",
+    ],
+    down: &["ALTER TABLE conclusions DROP COLUMN content_tsv"],
+);

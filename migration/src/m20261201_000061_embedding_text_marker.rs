@@ -6,31 +6,12 @@
 
 use sea_orm_migration::prelude::*;
 
-#[derive(DeriveMigrationName)]
-pub struct Migration;
-
-#[async_trait::async_trait]
-impl MigrationTrait for Migration {
-    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .get_connection()
-            .execute_unprepared(
-                "INSERT INTO honcho_meta (key, value)
-                 SELECT 'embedding_text',
-                        CASE WHEN EXISTS (SELECT 1 FROM messages WHERE embedding IS NOT NULL)
-                               OR EXISTS (SELECT 1 FROM conclusions WHERE embedding IS NOT NULL)
-                             THEN 'plain' ELSE 'contextual' END
-                 ON CONFLICT (key) DO NOTHING",
-            )
-            .await?;
-        Ok(())
-    }
-
-    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .get_connection()
-            .execute_unprepared("DELETE FROM honcho_meta WHERE key = 'embedding_text'")
-            .await?;
-        Ok(())
-    }
-}
+sql_migration!(
+    up: &["INSERT INTO honcho_meta (key, value)
+         SELECT 'embedding_text',
+                CASE WHEN EXISTS (SELECT 1 FROM messages WHERE embedding IS NOT NULL)
+                       OR EXISTS (SELECT 1 FROM conclusions WHERE embedding IS NOT NULL)
+                     THEN 'plain' ELSE 'contextual' END
+         ON CONFLICT (key) DO NOTHING"],
+    down: &["DELETE FROM honcho_meta WHERE key = 'embedding_text'"],
+);

@@ -7,9 +7,10 @@
 //! full-precision index: the deriver writes them off any client's path.
 
 use sea_orm_migration::prelude::*;
+
 use sea_orm_migration::sea_orm::{ConnectionTrait, Statement};
 
-use crate::{message_vector_index_shaped, vector_index};
+use crate::{message_vector_index_shaped, run_sql, vector_index};
 
 #[derive(DeriveMigrationName)]
 pub struct Migration;
@@ -35,25 +36,14 @@ pub(crate) async fn current_dims(manager: &SchemaManager<'_>) -> Result<u32, DbE
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         let dims = current_dims(manager).await?;
-        let db = manager.get_connection();
-        db.execute_unprepared("DROP INDEX IF EXISTS ix_messages_embedding_hnsw")
-            .await?;
-        db.execute_unprepared(&message_vector_index_shaped(
-            "ix_messages_embedding_hnsw",
-            dims,
-            16,
-            64,
-        ))
-        .await?;
-        Ok(())
+        let index = message_vector_index_shaped("ix_messages_embedding_hnsw", dims, 16, 64);
+        run_sql(manager, &[DROP_INDEX.to_owned(), index]).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let db = manager.get_connection();
-        db.execute_unprepared("DROP INDEX IF EXISTS ix_messages_embedding_hnsw")
-            .await?;
-        db.execute_unprepared(&vector_index("messages", current_dims(manager).await?))
-            .await?;
-        Ok(())
+        let index = vector_index("messages", current_dims(manager).await?);
+        run_sql(manager, &[DROP_INDEX.to_owned(), index]).await
     }
 }
+
+const DROP_INDEX: &str = "DROP INDEX IF EXISTS ix_messages_embedding_hnsw";

@@ -13,40 +13,19 @@
 
 use sea_orm_migration::prelude::*;
 
-#[derive(DeriveMigrationName)]
-pub struct Migration;
-
-#[async_trait::async_trait]
-impl MigrationTrait for Migration {
-    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let db = manager.get_connection();
-        db.execute_unprepared(
-            "CREATE INDEX IF NOT EXISTS ix_messages_session_peer \
-             ON messages (workspace_name, session_name, peer_name)",
-        )
-        .await?;
-        db.execute_unprepared(
-            "CREATE INDEX IF NOT EXISTS ix_messages_session_created_at \
-             ON messages (workspace_name, session_name, created_at)",
-        )
-        .await?;
-        db.execute_unprepared(
-            "CREATE INDEX IF NOT EXISTS ix_messages_session_seq_covering \
-             ON messages (workspace_name, session_name, seq_in_session) \
-             INCLUDE (id, peer_name, created_at)",
-        )
-        .await?;
-        Ok(())
-    }
-
-    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let db = manager.get_connection();
-        db.execute_unprepared("DROP INDEX IF EXISTS ix_messages_session_seq_covering")
-            .await?;
-        db.execute_unprepared("DROP INDEX IF EXISTS ix_messages_session_created_at")
-            .await?;
-        db.execute_unprepared("DROP INDEX IF EXISTS ix_messages_session_peer")
-            .await?;
-        Ok(())
-    }
-}
+sql_migration!(
+    up: &[
+        "CREATE INDEX IF NOT EXISTS ix_messages_session_peer \
+         ON messages (workspace_name, session_name, peer_name)",
+        "CREATE INDEX IF NOT EXISTS ix_messages_session_created_at \
+         ON messages (workspace_name, session_name, created_at)",
+        "CREATE INDEX IF NOT EXISTS ix_messages_session_seq_covering \
+         ON messages (workspace_name, session_name, seq_in_session) \
+         INCLUDE (id, peer_name, created_at)",
+    ],
+    down: &[
+        "DROP INDEX IF EXISTS ix_messages_session_seq_covering",
+        "DROP INDEX IF EXISTS ix_messages_session_created_at",
+        "DROP INDEX IF EXISTS ix_messages_session_peer",
+    ],
+);
