@@ -11,6 +11,13 @@ use crate::harness::TestApp;
 const FIELDS: &str =
     "id content observerId observedId sessionId metadata level timesDerived sourceIds createdAt";
 
+/// A new app holding what `setup` makes.
+async fn seeded() -> TestApp {
+    let app = TestApp::new().await;
+    setup(&app).await;
+    app
+}
+
 /// Workspace `ws` with peers alice, bob, carol and session `s`.
 async fn setup(app: &TestApp) {
     for p in ["alice", "bob", "carol"] {
@@ -127,8 +134,7 @@ async fn list(app: &TestApp, filters: Value) -> Vec<String> {
 
 #[tokio::test]
 async fn create_with_metadata_is_explicit_derived_once_without_sources() {
-    let app = TestApp::new().await;
-    setup(&app).await;
+    let app = seeded().await;
     let created = create(
         &app,
         json!([
@@ -182,8 +188,7 @@ async fn create_with_metadata_is_explicit_derived_once_without_sources() {
 
 #[tokio::test]
 async fn update_conclusion_replaces_metadata_and_null_keeps_it() {
-    let app = TestApp::new().await;
-    setup(&app).await;
+    let app = seeded().await;
     let created = create(
         &app,
         json!([{"content": "c", "observerId": "alice", "observedId": "bob",
@@ -233,8 +238,7 @@ async fn update_conclusion_replaces_metadata_and_null_keeps_it() {
 
 #[tokio::test]
 async fn deleted_or_unknown_conclusions_are_not_found() {
-    let app = TestApp::new().await;
-    setup(&app).await;
+    let app = seeded().await;
     let id = create_one(&app, "soon gone").await;
     const DELETE: &str = "mutation($id: ID!) { deleteConclusion(workspaceId: \"ws\", id: $id) }";
     const UPDATE: &str = "mutation($id: ID!) { updateConclusion(workspaceId: \"ws\", id: $id, metadata: {a: 1}) { id } }";
@@ -284,8 +288,7 @@ async fn deleted_or_unknown_conclusions_are_not_found() {
 
 #[tokio::test]
 async fn read_only_fields_cannot_be_set() {
-    let app = TestApp::new().await;
-    setup(&app).await;
+    let app = seeded().await;
     // In a variable and as a literal: an unknown input field is a GraphQL validation error.
     for (field, value) in [
         ("level", json!("INDUCTIVE")),
@@ -330,8 +333,7 @@ async fn read_only_fields_cannot_be_set() {
 
 #[tokio::test]
 async fn list_includes_the_new_fields() {
-    let app = TestApp::new().await;
-    setup(&app).await;
+    let app = seeded().await;
     let a = create(
         &app,
         json!([{"content": "a", "observerId": "alice", "observedId": "bob", "metadata": {"k": "v"}}]),
@@ -370,8 +372,7 @@ async fn list_includes_the_new_fields() {
 
 #[tokio::test]
 async fn create_with_unknown_peer_or_session_is_not_found_and_writes_nothing() {
-    let app = TestApp::new().await;
-    setup(&app).await;
+    let app = seeded().await;
     for (bad, names) in [
         (
             json!({"content": "x", "observerId": "nobody", "observedId": "bob"}),
@@ -415,8 +416,7 @@ async fn create_with_unknown_peer_or_session_is_not_found_and_writes_nothing() {
 
 #[tokio::test]
 async fn empty_batches_and_bad_content_are_bad_user_input() {
-    let app = TestApp::new().await;
-    setup(&app).await;
+    let app = seeded().await;
     for bad in [
         json!([]),
         Value::Array((0..101).map(|i| item(&i.to_string())).collect()),
@@ -451,8 +451,7 @@ async fn empty_batches_and_bad_content_are_bad_user_input() {
 
 #[tokio::test]
 async fn conclusions_are_newest_first_by_default_and_oldest_first_with_asc() {
-    let app = TestApp::new().await;
-    setup(&app).await;
+    let app = seeded().await;
     let c1 = create_one(&app, "one").await;
     let c2 = create_one(&app, "two").await;
     // A batch keeps its input order in time.
@@ -639,8 +638,7 @@ async fn query_conclusions_finds_conclusions_about_a_peer_by_its_id() {
 
 #[tokio::test]
 async fn query_conclusions_without_an_embedder_is_bad_user_input() {
-    let app = TestApp::new().await;
-    setup(&app).await;
+    let app = seeded().await;
     create_one(&app, "My favorite color is blue").await;
     let (code, msg) = app.err(QUERY, json!({"q": "colors"})).await;
     assert_eq!(code, "BAD_USER_INPUT");
@@ -652,8 +650,7 @@ async fn query_conclusions_without_an_embedder_is_bad_user_input() {
 
 #[tokio::test]
 async fn record_derived_conclusion_validates_level_and_sources() {
-    let app = TestApp::new().await;
-    setup(&app).await;
+    let app = seeded().await;
     let a = create_one(&app, "a").await;
     let d = app
         .ok(
@@ -717,8 +714,7 @@ async fn record_derived_conclusion_validates_level_and_sources() {
 
 #[tokio::test]
 async fn deriving_again_reinforces_unless_the_earlier_row_is_deleted_or_about_someone_else() {
-    let app = TestApp::new().await;
-    setup(&app).await;
+    let app = seeded().await;
     let a = create_one(&app, "a").await;
     let b = create_one(&app, "b").await;
     let first = derive(&app, "x", &[&a]).await;
@@ -768,8 +764,7 @@ async fn deriving_again_reinforces_unless_the_earlier_row_is_deleted_or_about_so
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_identical_derivations_reinforce_one_row() {
-    let app = TestApp::new().await;
-    setup(&app).await;
+    let app = seeded().await;
     let sources: Vec<String> = create(
         &app,
         Value::Array((0..17).map(|i| item(&format!("premise {i}"))).collect()),
@@ -848,8 +843,7 @@ async fn diamond(app: &TestApp) -> [String; 4] {
 
 #[tokio::test]
 async fn a_diamond_gives_each_node_once_with_every_edge() {
-    let app = TestApp::new().await;
-    setup(&app).await;
+    let app = seeded().await;
     let [a, b, c, d] = diamond(&app).await;
 
     let t = tree(&app, &d, "SOURCES", 5).await;
@@ -914,8 +908,7 @@ async fn a_diamond_gives_each_node_once_with_every_edge() {
 
 #[tokio::test]
 async fn deriving_a_conclusion_from_its_own_consequence_is_refused() {
-    let app = TestApp::new().await;
-    setup(&app).await;
+    let app = seeded().await;
     let a = create_one(&app, "a").await;
     let b = derive_id(&app, "b", &[&a]).await;
     let c = derive_id(&app, "c", &[&b]).await;
@@ -948,8 +941,7 @@ async fn deriving_a_conclusion_from_its_own_consequence_is_refused() {
 
 #[tokio::test]
 async fn trees_terminate_on_cycles() {
-    let app = TestApp::new().await;
-    setup(&app).await;
+    let app = seeded().await;
     // The API refuses cycles, but rows written before it did, or by hand, may hold one:
     // B cites A and C, while C cites B.
     let a = create_one(&app, "a").await;
@@ -1021,8 +1013,7 @@ async fn trees_terminate_on_cycles() {
 
 #[tokio::test]
 async fn truncated_is_true_only_when_max_depth_cuts() {
-    let app = TestApp::new().await;
-    setup(&app).await;
+    let app = seeded().await;
     // A ← B ← C ← D
     let a = create_one(&app, "a").await;
     let b = derive_id(&app, "b", &[&a]).await;
@@ -1070,8 +1061,7 @@ async fn truncated_is_true_only_when_max_depth_cuts() {
 
 #[tokio::test]
 async fn max_nodes_keeps_the_nearest_nodes_and_sets_truncated() {
-    let app = TestApp::new().await;
-    setup(&app).await;
+    let app = seeded().await;
     // A is cited by B1..B4; each Bi by one Ci: 9 nodes in all.
     let a = create_one(&app, "a").await;
     let mut bs = Vec::new();
@@ -1108,8 +1098,7 @@ async fn max_nodes_keeps_the_nearest_nodes_and_sets_truncated() {
 
 #[tokio::test]
 async fn soft_deleted_conclusions_are_absent_from_trees_sources_and_derived() {
-    let app = TestApp::new().await;
-    setup(&app).await;
+    let app = seeded().await;
     let [a, b, c, d] = diamond(&app).await;
     app.ok(
         "mutation($id: ID!) { deleteConclusion(workspaceId: \"ws\", id: $id) }",
@@ -1168,8 +1157,7 @@ async fn soft_deleted_conclusions_are_absent_from_trees_sources_and_derived() {
 
 #[tokio::test]
 async fn derived_comes_a_page_at_a_time_oldest_first() {
-    let app = TestApp::new().await;
-    setup(&app).await;
+    let app = seeded().await;
     let premise = create_one(&app, "the premise").await;
     let mut derived = Vec::new();
     for k in 0..25 {
@@ -1226,8 +1214,7 @@ async fn derived_comes_a_page_at_a_time_oldest_first() {
 
 #[tokio::test]
 async fn derived_on_fifty_conclusions_is_one_statement() {
-    let app = TestApp::new().await;
-    setup(&app).await;
+    let app = seeded().await;
     // 50 explicit conclusions held by alice; 10 derived ones held by bob, each citing 5 of them.
     let premises: Vec<String> = create(
         &app,

@@ -252,10 +252,7 @@ const REPRESENTATION: (Pick, &str) = (
 );
 
 /// The session context's representation of another peer: the conclusions `Peer.conclusions` reads.
-const PEER_REPRESENTATION: (Pick, &str) = (
-    Mentions("/peer_representation"),
-    "/workspace/peer/conclusions/nodes/*/content",
-);
+const PEER_REPRESENTATION: (Pick, &str) = (Mentions("/peer_representation"), REPRESENTATION.1);
 
 /// Reads first, then writes, destructive ones last (each key runs on databases of its own).
 #[rustfmt::skip]
