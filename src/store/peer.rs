@@ -58,13 +58,7 @@ impl Store {
                          VALUES ($1, $2, $3, COALESCE($4, '{{}}'::jsonb), COALESCE($5, '{{}}'::jsonb)) \
                          ON CONFLICT (name, workspace_name) {on_conflict} RETURNING *"
                     ),
-                    [
-                        new_id().into(),
-                        name.into(),
-                        workspace.into(),
-                        metadata.clone().into(),
-                        configuration.clone().into(),
-                    ],
+                    upsert_values(name, workspace, metadata, configuration),
                 ))
                 .one(&*txn)
                 .await?
@@ -86,22 +80,9 @@ impl Store {
         metadata: Option<Value>,
         configuration: Option<Value>,
     ) -> StoreResult<Peer> {
-        let (metadata, configuration) = validate::attributes(metadata, configuration)?;
-        peer::Entity::find()
-            .from_raw_sql(stmt(
-                "UPDATE peers SET metadata = COALESCE($3, metadata), \
-                 configuration = COALESCE($4, configuration) \
-                 WHERE workspace_name = $1 AND name = $2 RETURNING *",
-                [
-                    workspace.into(),
-                    name.into(),
-                    metadata.into(),
-                    configuration.into(),
-                ],
-            ))
-            .one(self.db())
-            .await?
-            .ok_or_else(|| StoreError::not_found("peer", name))
+        let replace = "COALESCE($4, configuration)";
+        let attributes = validate::attributes(metadata, configuration)?;
+        update_named::<peer::Entity>(self.db(), "peer", replace, workspace, name, attributes).await
     }
 
     #[tracing::instrument(name = "store.list_peers", level = "debug", skip_all)]
@@ -207,4 +188,53 @@ pub(crate) async fn ensure_peers<C: ConnectionTrait>(
     ))
     .await?;
     Ok(())
+}
+
+/// Updates the workspace's peer or session (`what`, of the table `{what}s`) with validated
+/// attributes: metadata replaced where given, configuration set to `configuration_sql` (the given
+/// one is `$4`). NOT_FOUND when missing.
+pub(super) async fn update_named<E>(
+    db: &impl ConnectionTrait,
+    what: &'static str,
+    configuration_sql: &str,
+    workspace: &str,
+    name: &str,
+    (metadata, configuration): (Option<Value>, Option<Value>),
+) -> StoreResult<E::Model>
+where
+    E: EntityTrait,
+    E::Model: sea_orm::FromQueryResult,
+{
+    let sql = format!(
+        "UPDATE {what}s SET metadata = COALESCE($3, metadata), configuration = {configuration_sql} \
+         WHERE workspace_name = $1 AND name = $2 RETURNING *"
+    );
+    let values = [
+        workspace.into(),
+        name.into(),
+        metadata.into(),
+        configuration.into(),
+    ];
+    E::find()
+        .from_raw_sql(stmt(&sql, values))
+        .one(db)
+        .await?
+        .ok_or_else(|| StoreError::not_found(what, name))
+}
+
+/// A peer's or session's upsert's values: `$1` a new public id, `$2` its name, `$3` its workspace,
+/// `$4` and `$5` its metadata and configuration.
+pub(super) fn upsert_values(
+    name: &str,
+    workspace: &str,
+    metadata: &Option<Value>,
+    configuration: &Option<Value>,
+) -> [sea_orm::Value; 5] {
+    [
+        new_id().into(),
+        name.into(),
+        workspace.into(),
+        metadata.clone().into(),
+        configuration.clone().into(),
+    ]
 }

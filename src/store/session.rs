@@ -2,7 +2,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
 
 use super::page::{Order, Page, Slice};
-use super::peer::ensure_peers;
+use super::peer::{ensure_peers, update_named, upsert_values};
 use super::workspace::ensure_workspace;
 use super::{Store, StoreError, StoreResult, TxOptions, keys, new_id, stmt, validate};
 use crate::entity::{message, session, session_peer};
@@ -145,13 +145,7 @@ impl Store {
                        metadata = COALESCE($4, sessions.metadata), \
                        configuration = sessions.configuration || COALESCE($5, '{}'::jsonb) \
                      RETURNING *",
-                    [
-                        new_id().into(),
-                        name.into(),
-                        workspace.into(),
-                        metadata.clone().into(),
-                        configuration.clone().into(),
-                    ],
+                    upsert_values(name, workspace, metadata, configuration),
                 ))
                 .one(&*txn)
                 .await?
@@ -170,22 +164,10 @@ impl Store {
         metadata: Option<Value>,
         configuration: Option<Value>,
     ) -> StoreResult<Session> {
-        let (metadata, configuration) = validate::attributes(metadata, configuration)?;
-        session::Entity::find()
-            .from_raw_sql(stmt(
-                "UPDATE sessions SET metadata = COALESCE($3, metadata), \
-                 configuration = configuration || COALESCE($4, '{}'::jsonb) \
-                 WHERE workspace_name = $1 AND name = $2 RETURNING *",
-                [
-                    workspace.into(),
-                    name.into(),
-                    metadata.into(),
-                    configuration.into(),
-                ],
-            ))
-            .one(self.db())
-            .await?
-            .ok_or_else(|| StoreError::not_found("session", name))
+        let merge = "configuration || COALESCE($4, '{}'::jsonb)";
+        let attributes = validate::attributes(metadata, configuration)?;
+        update_named::<session::Entity>(self.db(), "session", merge, workspace, name, attributes)
+            .await
     }
 
     /// Deletes the session with its messages and memberships at once. Honcho v3.0.12 marks the session
