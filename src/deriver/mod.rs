@@ -101,7 +101,15 @@ impl Deriver {
         self.process(&claim).await.map(Some)
     }
 
-    /// Runs one claimed batch to its end: written, failed, or lost to another worker.
+    /// Runs one claimed batch to its end: written, failed, or lost to another worker. Its log
+    /// lines carry the claim's unit, session and peers through the span.
+    #[tracing::instrument(name = "deriver.batch", skip_all, fields(
+        unit = claim.unit_id,
+        workspace = %claim.workspace,
+        session = %claim.session,
+        observer = %claim.observer,
+        observed = %claim.observed,
+    ))]
     pub async fn process(&self, claim: &Claim) -> Result<BatchReport, StoreError> {
         let started = Instant::now();
         let m = metrics();
@@ -118,11 +126,6 @@ impl Deriver {
                 m.batch_ended("ok", claim.item_ids.len());
                 count_outcome(&outcome);
                 tracing::info!(
-                    unit = claim.unit_id,
-                    workspace = %claim.workspace,
-                    session = %claim.session,
-                    observer = %claim.observer,
-                    observed = %claim.observed,
                     seqs = %format!("{}..={}", claim.first_seq, claim.last_seq),
                     messages = claim.item_ids.len(),
                     explicit_new = outcome.facts_created,
@@ -141,7 +144,7 @@ impl Deriver {
             }
             Err(DeriverError::Store(StoreError::Conflict(msg))) => {
                 m.batches.with_label_values(&["lease_lost"]).inc();
-                tracing::warn!(unit = claim.unit_id, "deriver: {msg}; nothing written");
+                tracing::warn!("deriver: {msg}; nothing written");
                 Ok(BatchReport::LeaseLost {
                     unit: claim.unit_id,
                 })
@@ -150,11 +153,6 @@ impl Deriver {
                 let error = format!("{pass} pass: {source}");
                 m.batch_ended("failed", claim.item_ids.len());
                 tracing::error!(
-                    unit = claim.unit_id,
-                    workspace = %claim.workspace,
-                    session = %claim.session,
-                    observer = %claim.observer,
-                    observed = %claim.observed,
                     error = %error,
                     "deriver: batch failed; the unit waits for retryFailedDerivations"
                 );
