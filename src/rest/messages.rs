@@ -16,7 +16,7 @@ use super::RestState;
 use super::{
     Body, Form, Gate, ListBody, Page, PageParams, RestError, RestResult, SearchBody, object,
 };
-use crate::access::{On, rule};
+use crate::access::{Access, On, rule};
 use crate::store::Store;
 use crate::store::message::{MessageScope, NewMessage};
 use crate::store::validate::{MAX_BATCH, MAX_MESSAGE_CHARS};
@@ -97,12 +97,7 @@ async fn create(
     Path((workspace_id, session_id)): Path<(String, String)>,
     Body(body): Body<MessageBatch>,
 ) -> RestResult<Response> {
-    let access = gate
-        .require(
-            rule!(MutationRoot.createMessages),
-            On::session(&workspace_id, &session_id),
-        )
-        .await?;
+    let access = may_add(&gate, &workspace_id, &session_id).await?;
     let batch = body
         .messages
         .into_iter()
@@ -132,12 +127,7 @@ async fn upload(
     Path((workspace_id, session_id)): Path<(String, String)>,
     Form(mut form): Form,
 ) -> RestResult<Response> {
-    let access = gate
-        .require(
-            rule!(MutationRoot.createMessages),
-            On::session(&workspace_id, &session_id),
-        )
-        .await?;
+    let access = may_add(&gate, &workspace_id, &session_id).await?;
     let (mut text, mut peer, mut metadata, mut created_at) = (None, None, None, None);
     let bad = |e: axum::extract::multipart::MultipartError| match e.status() {
         StatusCode::PAYLOAD_TOO_LARGE => RestError::new(
@@ -192,6 +182,19 @@ async fn upload(
         })
         .collect();
     insert(access.store(), &workspace_id, &session_id, batch).await
+}
+
+/// The check both ways of adding messages pass first: an upload is not read before it.
+async fn may_add<'a>(
+    gate: &'a Gate,
+    workspace_id: &str,
+    session_id: &str,
+) -> RestResult<Access<'a>> {
+    gate.require(
+        rule!(MutationRoot.createMessages),
+        On::session(workspace_id, session_id),
+    )
+    .await
 }
 
 /// Creates the batch; 201 with the messages.
