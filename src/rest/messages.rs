@@ -13,6 +13,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::RestState;
+use super::workspaces::UpdateBody;
 use super::{
     Body, Form, Gate, ListBody, Page, PageParams, RestError, RestResult, SearchBody, object,
 };
@@ -66,13 +67,10 @@ impl From<crate::store::message::Message> for Message {
 pub struct MessageCreate {
     pub peer_id: String,
     pub content: String,
-    #[schema(value_type = Option<Object>)]
-    #[serde(default)]
-    pub metadata: Option<Value>,
-    /// Accepted and ignored: derivation is configured per workspace and session.
-    #[schema(value_type = Option<Object>)]
-    #[serde(default)]
-    pub configuration: Option<Value>,
+    /// Metadata, and a configuration that is accepted and ignored: derivation is configured per
+    /// workspace and session.
+    #[serde(flatten)]
+    pub attributes: UpdateBody,
     #[serde(default)]
     pub created_at: Option<DateTime<Utc>>,
 }
@@ -104,7 +102,7 @@ async fn create(
         .map(|m| NewMessage {
             peer: m.peer_id,
             content: m.content,
-            metadata: m.metadata,
+            metadata: m.attributes.metadata,
             created_at: m.created_at,
         })
         .collect();
