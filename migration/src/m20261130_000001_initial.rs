@@ -15,8 +15,28 @@ const NAME_CHECK: &str = "CHECK (length(name) BETWEEN 1 AND 512 AND name ~ '^[A-
 /// Public ids: 21-char nanoids.
 const NANOID_CHECK: &str = "CHECK (length(id) = 21 AND id ~ '^[A-Za-z0-9_-]+$')";
 
+/// A table of things named within a workspace (peers, sessions): the columns they share, with
+/// `extra` after the workspace's, and the index a workspace's list of them reads.
+fn named_in_workspace(table: &str, extra: &str) -> [String; 2] {
+    [
+        format!(
+            "CREATE TABLE {table} (
+               id TEXT PRIMARY KEY {NANOID_CHECK},
+               name TEXT NOT NULL {NAME_CHECK},
+               workspace_name TEXT NOT NULL REFERENCES workspaces (name) ON DELETE CASCADE ON UPDATE CASCADE,{extra}
+               metadata JSONB NOT NULL DEFAULT '{{}}'::jsonb,
+               internal_metadata JSONB NOT NULL DEFAULT '{{}}'::jsonb,
+               configuration JSONB NOT NULL DEFAULT '{{}}'::jsonb,
+               created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+               CONSTRAINT uq_{table}_name_workspace UNIQUE (name, workspace_name)
+             )"
+        ),
+        format!("CREATE INDEX ix_{table}_workspace_created ON {table} (workspace_name, created_at, id)"),
+    ]
+}
+
 fn schema_sql(dims: u32) -> Vec<String> {
-    vec![
+    [
         "CREATE EXTENSION IF NOT EXISTS vector".into(),
         "CREATE EXTENSION IF NOT EXISTS pg_trgm".into(),
         // Facts the server checks at start-up: the embedding dimension and the model that filled
@@ -34,33 +54,14 @@ fn schema_sql(dims: u32) -> Vec<String> {
              )"
         ),
         "CREATE INDEX ix_workspaces_created_at ON workspaces (created_at, id)".into(),
-        format!(
-            "CREATE TABLE peers (
-               id TEXT PRIMARY KEY {NANOID_CHECK},
-               name TEXT NOT NULL {NAME_CHECK},
-               workspace_name TEXT NOT NULL REFERENCES workspaces (name) ON DELETE CASCADE ON UPDATE CASCADE,
-               metadata JSONB NOT NULL DEFAULT '{{}}'::jsonb,
-               internal_metadata JSONB NOT NULL DEFAULT '{{}}'::jsonb,
-               configuration JSONB NOT NULL DEFAULT '{{}}'::jsonb,
-               created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-               CONSTRAINT uq_peers_name_workspace UNIQUE (name, workspace_name)
-             )"
-        ),
-        "CREATE INDEX ix_peers_workspace_created ON peers (workspace_name, created_at, id)".into(),
-        format!(
-            "CREATE TABLE sessions (
-               id TEXT PRIMARY KEY {NANOID_CHECK},
-               name TEXT NOT NULL {NAME_CHECK},
-               workspace_name TEXT NOT NULL REFERENCES workspaces (name) ON DELETE CASCADE ON UPDATE CASCADE,
-               is_active BOOLEAN NOT NULL DEFAULT true,
-               metadata JSONB NOT NULL DEFAULT '{{}}'::jsonb,
-               internal_metadata JSONB NOT NULL DEFAULT '{{}}'::jsonb,
-               configuration JSONB NOT NULL DEFAULT '{{}}'::jsonb,
-               created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-               CONSTRAINT uq_sessions_name_workspace UNIQUE (name, workspace_name)
-             )"
-        ),
-        "CREATE INDEX ix_sessions_workspace_created ON sessions (workspace_name, created_at, id)".into(),
+    ]
+    .into_iter()
+    .chain(named_in_workspace("peers", ""))
+    .chain(named_in_workspace(
+        "sessions",
+        "\n               is_active BOOLEAN NOT NULL DEFAULT true,",
+    ))
+    .chain([
         "CREATE TABLE session_peers (
            workspace_name TEXT NOT NULL,
            session_name TEXT NOT NULL,
@@ -139,7 +140,8 @@ fn schema_sql(dims: u32) -> Vec<String> {
          (workspace_name, observer, observed, md5(content)) \
          WHERE deleted_at IS NULL AND level <> 'explicit'"
             .into(),
-    ]
+    ])
+    .collect()
 }
 
 #[async_trait::async_trait]
