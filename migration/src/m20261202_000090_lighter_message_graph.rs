@@ -4,7 +4,7 @@
 //! prunes each of their link lists again, which costs about `m²` distances per neighbour, after
 //! searching the graph with the construction beam. With the defaults that work grew with the
 //! graph until it was most of a `createMessages` batch: a batch of 100 into a session of 10,000
-//! took about twice as long as one into an empty one (bench/README.md, "Ingest: a lighter
+//! took about twice as long as one into an empty one (bench/history/2026-12.md, "Ingest: a lighter
 //! graph"). The looser graph finds a query's true neighbours a little less often; a search makes
 //! up for it with a scan beam as wide as the candidates it reads (`hnsw.ef_search`,
 //! src/store/tx.rs), and ranks those candidates by exact cosine anyway.

@@ -176,7 +176,7 @@ impl MiniLmModel {
 /// column by column, under the same shape. A linear layer computes `x · Wᵀ`, and candle hands `Wᵀ`
 /// to gemm, which reads a column-major operand where it lies but first copies ("packs") a row-major
 /// one, the whole matrix, on every product. For a query's few tokens that copy was a third of a
-/// forward pass; without it a query embeds about a fifth faster (bench/README.md, "MiniLM: the
+/// forward pass; without it a query embeds about a fifth faster (bench/history/2026-12.md, "MiniLM: the
 /// weights where gemm reads them"). The values, and so the vectors, are the same.
 fn with_linear_weights_transposed(
     tensors: HashMap<String, Tensor>,

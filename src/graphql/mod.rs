@@ -193,7 +193,7 @@ fn request_loader(store: &Store) -> RequestLoader {
     // resolvers of one level of a response all register their keys while the request's task is
     // being polled, and the batch's task cannot take them before that task yields. The window
     // only added its length to every level that loads: 2.0 ms instead of 0.7 for a message and
-    // its author at one connection (bench/README.md, "Reads: the dataloader's window").
+    // its author at one connection (bench/history/2026-12.md, "Reads: the dataloader's window").
     DataLoader::with_cache(
         Loaders::new(store.clone()),
         |batch| tokio::spawn(batch.in_current_span()),

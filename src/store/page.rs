@@ -189,7 +189,7 @@ pub enum Rows {
     /// holds the ordering key, the filtered columns and the primary key, the first step is an
     /// index-only scan, and the rows a filter skips are never read from the table: the messages
     /// of a session created after a given time, in `seq` order, skip every older message that way
-    /// (bench/README.md, "Reads: pages by time").
+    /// (bench/history/2026-12.md, "Reads: pages by time").
     Deferred,
 }
 

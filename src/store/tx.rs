@@ -34,7 +34,7 @@ pub enum IterativeScan {
 /// The HNSW scan's beam (`hnsw.ef_search`) for a scan that will read `candidates` rows, within
 /// pgvector's bounds (1-1000; its default, 40, is the floor here). A beam as wide as the rows
 /// wanted finds them in the first pass, nearer than iterative scanning's later passes do, at
-/// about the same cost (bench/README.md, "Ingest: a lighter graph").
+/// about the same cost (bench/history/2026-12.md, "Ingest: a lighter graph").
 fn ef_search_for(candidates: u64) -> u32 {
     candidates.clamp(40, 1000) as u32
 }
