@@ -1,8 +1,8 @@
 //! The commands' configuration, from flags and the environment (every variable is listed in
 //! docs/configuration.md). This is where the modules' flags meet: a module owns its own `Args`
 //! (`embed::EmbedArgs`, `llm::LlmArgs`, `deriver::DeriverArgs`, `auth::AuthArgs`,
-//! `store::replicas::ReadArgs`, `mcp::stdio::StdioArgs`), flattened into a command's here, and
-//! no module imports this one.
+//! `store::replicas::ReadArgs`, `store::search_keys::SearchKeyArgs`, `mcp::stdio::StdioArgs`),
+//! flattened into a command's here, and no module imports this one.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -45,6 +45,9 @@ pub struct ServeConfig {
     /// Do not run pending migrations on start.
     #[arg(long, env = "HONCHO_NO_MIGRATE", default_value_t = false)]
     pub no_migrate: bool,
+
+    #[command(flatten)]
+    pub search: crate::store::search_keys::SearchKeyArgs,
 
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "HONCHO_MAX_BODY_BYTES", default_value_t = 16 * 1024 * 1024)]

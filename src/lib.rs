@@ -207,6 +207,7 @@ async fn ready_store(cfg: &ServeConfig, derives: bool) -> Result<Store, StartErr
     let store = open_store(&cfg.db)
         .await?
         .with_derivation(derives)
+        .with_conclusion_keys(cfg.search.search_conclusion_keys)
         .with_read_pool(open_read_pool(&cfg.db, &cfg.reads).await?);
     if !cfg.no_migrate {
         Migrator::up(store.db(), None)

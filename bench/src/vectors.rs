@@ -21,6 +21,7 @@ use common::{Stats, stats};
 use honcho_graphql::embed::{EmbedError, Embedder};
 use honcho_graphql::store::Store;
 use honcho_graphql::store::search::SearchScope;
+use honcho_graphql::store::search_keys::SearchKeys;
 use migration::MigratorTrait;
 use sea_orm::{ConnectionTrait, DbBackend, Statement, TransactionTrait};
 use serde_json::Value;
@@ -349,7 +350,13 @@ async fn nearest(store: &Store, table: &str, i: usize) -> anyhow::Result<Vec<usi
             .collect()
     } else {
         store
-            .search(SearchScope::Workspace("w"), &q, &Value::Null, K)
+            .search(
+                SearchScope::Workspace("w"),
+                &q,
+                &Value::Null,
+                K,
+                SearchKeys::WithConclusions,
+            )
             .await?
             .into_iter()
             .map(|m| m.content)

@@ -4,6 +4,7 @@
 
 use super::{AccessError, Caller, Field, On, Principal, Sealed, check};
 use crate::store::Store;
+use crate::store::search_keys::SearchKeys;
 
 /// One request's caller and the store it may reach through [`Gate::require`].
 #[derive(Clone)]
@@ -43,6 +44,15 @@ impl Gate {
         self.caller
             .principal()
             .map_err(AccessError::Unauthenticated)
+    }
+
+    /// What this caller's message searches of `workspace` may rank by ([`super::search_keys`]);
+    /// the messages alone for a caller without a valid key.
+    pub async fn search_keys(&self, workspace: &str) -> SearchKeys {
+        match self.caller.principal() {
+            Ok(p) => super::search_keys(&p, workspace).await,
+            Err(_) => SearchKeys::Messages,
+        }
     }
 
     pub fn caller(&self) -> &Caller {

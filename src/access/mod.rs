@@ -33,6 +33,7 @@ pub use rules::{Field, RULES, Rule, find};
 pub use services::Services;
 
 use crate::store::peer::PeerReach;
+use crate::store::search_keys::SearchKeys;
 use crate::store::session::SessionReach;
 use crate::store::{Lsn, Store};
 
@@ -208,6 +209,19 @@ async fn allows<M: Members>(
         (CreateSession, K::Peer { .. }) => on.session.is_some(),
         (Admin | Workspace | Peer | Session | MessageWrite, _) => false,
     })
+}
+
+/// What a message search of `workspace` may rank by for this caller: the conclusions citing the
+/// messages only when the caller may read the workspace's conclusions (the rule of
+/// `Workspace.conclusions`), so that no search ranks by what its caller could not read
+/// (docs/search.md, "Conclusions as search keys"). Peer and session keys search by the messages
+/// alone.
+pub async fn search_keys(p: &Principal, workspace: &str) -> SearchKeys {
+    let rule = rule!(Workspace.conclusions).rule;
+    match allows::<Store>(None, p, rule, On::workspace(workspace)).await {
+        Ok(true) => SearchKeys::WithConclusions,
+        _ => SearchKeys::Messages,
+    }
 }
 
 /// Whether `peer` is an active member of the session.

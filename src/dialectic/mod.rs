@@ -20,6 +20,7 @@ use crate::store::conclusion::Conclusion;
 use crate::store::message::{Message, MessageScope};
 use crate::store::page::{Order, Slice};
 use crate::store::search::check_query;
+use crate::store::search_keys::SearchKeys;
 use crate::store::{Store, StoreError};
 
 /// Longest question accepted (characters; Honcho v3.0.12's).
@@ -356,8 +357,16 @@ async fn gather(store: &Store, q: &Question) -> Result<Material, DialecticError>
             Some(s) => MessageScope::Session(w, s),
             None => MessageScope::Peer(w, &q.observed),
         };
+        // The chat is for callers who may read the workspace's conclusions (`Peer.chat`'s
+        // rule), so the conclusions citing messages may rank them.
         store
-            .search(scope_of, &q.query, &scope, FOUND_MESSAGES)
+            .search(
+                scope_of,
+                &q.query,
+                &scope,
+                FOUND_MESSAGES,
+                SearchKeys::WithConclusions,
+            )
             .await?
     } else {
         Vec::new()

@@ -29,6 +29,7 @@ use crate::access::{
     self, Auth, AuthError, Caller, Failure, Field, Granted, Members, On, Principal, Sealed,
 };
 use crate::store::Store;
+use crate::store::search_keys::SearchKeys;
 
 /// The caller's principal: from the request's [`Caller`] (HTTP header, WebSocket
 /// `connection_init`); without one, admin when auth is off and UNAUTHENTICATED when it is on (or
@@ -44,6 +45,15 @@ fn principal_of(ctx: &Context<'_>) -> Result<Principal, AuthError> {
             Some(auth) if !auth.enabled() => Ok(Principal::Admin),
             _ => Err(AuthError::Missing),
         },
+    }
+}
+
+/// What the caller's message searches of `workspace` may rank by
+/// ([`access::search_keys`]); the messages alone for a caller without a valid key.
+pub async fn search_keys(ctx: &Context<'_>, workspace: &str) -> SearchKeys {
+    match principal_of(ctx) {
+        Ok(p) => access::search_keys(&p, workspace).await,
+        Err(_) => SearchKeys::Messages,
     }
 }
 

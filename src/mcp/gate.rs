@@ -10,6 +10,7 @@ use axum::http::header::AUTHORIZATION;
 use super::error::{ToolError, ToolResult};
 use crate::access::{self, Access, Field, On, Principal, Services};
 use crate::dialectic::Dialectic;
+use crate::store::search_keys::SearchKeys;
 
 /// Honcho's MCP header naming the workspace a connection works in, when a tool call names none.
 pub const WORKSPACE_HEADER: &str = "x-honcho-workspace-id";
@@ -63,6 +64,11 @@ impl Gate {
     /// The caller's principal (after [`Gate::require`] passed, for what the store decides by key).
     pub fn principal(&self) -> ToolResult<Principal> {
         Ok(self.gate.principal()?)
+    }
+
+    /// What the caller's message searches of `workspace` may rank by.
+    pub async fn search_keys(&self, workspace: &str) -> SearchKeys {
+        self.gate.search_keys(workspace).await
     }
 
     /// The workspace a call works in: the one it names, else the connection's.

@@ -52,12 +52,14 @@ pub async fn search(gate: &Gate, a: SearchArgs) -> ToolResult<Reply> {
     let window = a.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW);
     check_context_window(window)?;
     let store = access.store();
+    let keys = gate.search_keys(&ws).await;
     let results = store
         .search(
             scope,
             &a.query,
             &filters(a.message_filters),
             a.message_limit.unwrap_or(DEFAULT_SEARCH_LIMIT),
+            keys,
         )
         .await?;
 

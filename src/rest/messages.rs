@@ -284,12 +284,14 @@ async fn update(
 
 /// The messages of `scope` that match the search, best first.
 pub async fn search(
+    gate: &Gate,
     store: &Store,
     scope: MessageScope<'_>,
     body: &SearchBody,
 ) -> RestResult<Json<Vec<Message>>> {
+    let keys = gate.search_keys(scope.workspace()).await;
     let found = store
-        .search(scope, &body.query, &body.filters(), body.limit())
+        .search(scope, &body.query, &body.filters(), body.limit(), keys)
         .await?;
     Ok(Json(found.into_iter().map(Message::from).collect()))
 }

@@ -37,6 +37,7 @@ use utoipa_axum::router::OpenApiRouter;
 use crate::access::{self, Access, Auth, Field, On, Principal};
 use crate::dialectic::Dialectic;
 use crate::store::page::{MAX_PAGE, Order, Slice};
+use crate::store::search_keys::SearchKeys;
 pub use error::{RestError, RestResult};
 
 #[derive(OpenApi)]
@@ -111,6 +112,11 @@ impl Gate {
     /// The caller's principal (after [`Gate::require`] passed, for what the store decides by key).
     pub fn principal(&self) -> RestResult<Principal> {
         Ok(self.gate.principal()?)
+    }
+
+    /// What the caller's message searches of `workspace` may rank by.
+    pub async fn search_keys(&self, workspace: &str) -> SearchKeys {
+        self.gate.search_keys(workspace).await
     }
 
     pub fn auth(&self) -> Option<&Auth> {

@@ -173,6 +173,7 @@ async fn search(
         .require(rule!(Peer.search), On::peer(&workspace_id, &peer_id))
         .await?;
     super::messages::search(
+        &gate,
         access.store(),
         MessageScope::Peer(&workspace_id, &peer_id),
         &body,

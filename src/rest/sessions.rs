@@ -408,6 +408,7 @@ async fn search(
         )
         .await?;
     super::messages::search(
+        &gate,
         access.store(),
         MessageScope::Session(&workspace_id, &session_id),
         &body,

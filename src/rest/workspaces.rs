@@ -162,6 +162,7 @@ async fn search(
         .require(rule!(Workspace.search), On::workspace(&workspace_id))
         .await?;
     super::messages::search(
+        &gate,
         access.store(),
         MessageScope::Workspace(&workspace_id),
         &body,

@@ -31,6 +31,17 @@ pub enum MessageScope<'a> {
     Peer(&'a str, &'a str),
 }
 
+impl<'a> MessageScope<'a> {
+    /// The workspace the scope lies in.
+    pub fn workspace(&self) -> &'a str {
+        match *self {
+            MessageScope::Workspace(w) | MessageScope::Session(w, _) | MessageScope::Peer(w, _) => {
+                w
+            }
+        }
+    }
+}
+
 /// Most pages of messages [`Store::newest_messages_within`] reads back before its budget runs out.
 pub const MAX_BUDGET_PAGES: u64 = 10;
 

@@ -16,6 +16,7 @@ pub mod peer;
 pub mod queue;
 pub mod replicas;
 pub mod search;
+pub mod search_keys;
 pub mod session;
 pub mod statistics;
 pub mod tokens;
@@ -64,6 +65,8 @@ pub struct Store {
     /// `createMessages` queues work for the deriver (only when an LLM is configured: without
     /// one the queue would only grow).
     derive: bool,
+    /// Conclusions act as search keys of the messages they cite (docs/search.md).
+    conclusion_keys: bool,
 }
 
 impl Store {
@@ -74,6 +77,7 @@ impl Store {
             replicas: None,
             embedder: None,
             derive: false,
+            conclusion_keys: true,
         }
     }
 
@@ -126,6 +130,17 @@ impl Store {
 
     pub fn derives(&self) -> bool {
         self.derive
+    }
+
+    /// Whether live explicit conclusions raise the messages they cite in message search, for
+    /// callers who may read them (HONCHO_SEARCH_CONCLUSION_KEYS; on unless turned off).
+    pub fn with_conclusion_keys(mut self, on: bool) -> Self {
+        self.conclusion_keys = on;
+        self
+    }
+
+    pub fn conclusion_keys(&self) -> bool {
+        self.conclusion_keys
     }
 
     /// Messages and conclusions written through this store get embeddings; search gets a vector

@@ -53,6 +53,9 @@
 //! ORDER BY "f"."score" DESC, "m"."public_id" ASC LIMIT limit
 //! ```
 //!
+//! With conclusion keys ([`search_keys`]), a third leg joins `"ranked"`: the live explicit
+//! conclusions nearest the query, each standing for the messages of the scope it cites.
+//!
 //! What the full-text leg indexes is the message's content and its author's peer id
 //! (`content_tsv`), so a question naming a speaker finds that speaker's turns.
 //!
@@ -96,6 +99,7 @@ use serde_json::Value;
 
 use super::filter::{self, Filter, Resource, like_pattern};
 use super::message::{Message, MessageScope, SeqRange};
+use super::search_keys::{self, SearchKeys};
 use super::{IterativeScan, Store, StoreError, StoreResult, TxOptions};
 use crate::entity::message;
 
@@ -203,6 +207,8 @@ pub fn check_context_window(window: i64) -> StoreResult<()> {
 impl Store {
     /// The `limit` best messages of `scope` for `query` (and the filter DSL), best first.
     /// A workspace or session that does not exist has no messages: the result is empty.
+    /// `keys` says whether conclusions may raise the messages they cite (the caller may read
+    /// them; the server's setting has the last word, [`Store::with_conclusion_keys`]).
     #[tracing::instrument(name = "store.search", level = "debug", skip_all)]
     pub async fn search(
         &self,
@@ -210,6 +216,7 @@ impl Store {
         query: &str,
         filters: &Value,
         limit: u64,
+        keys: SearchKeys,
     ) -> StoreResult<Vec<Message>> {
         check_limit(limit)?;
         check_query(query)?;
@@ -220,8 +227,9 @@ impl Store {
         }
         let vector = self.embed_query(&text).await;
         let with_vector = vector.is_some();
-        let (sql, values) =
-            hybrid_query(scope, &text, vector, &filter, limit).build(PostgresQueryBuilder);
+        let conclusion_keys = keys == SearchKeys::WithConclusions && self.conclusion_keys();
+        let (sql, values) = hybrid_query(scope, &text, vector, &filter, limit, conclusion_keys)
+            .build(PostgresQueryBuilder);
         let statement = Statement::from_sql_and_values(DbBackend::Postgres, sql, values);
         let select = || message::Entity::find().from_raw_sql(statement.clone());
         if !with_vector {
@@ -329,24 +337,16 @@ pub fn assemble_snippets(
         .collect()
 }
 
-fn scope_workspace(scope: SearchScope<'_>) -> &str {
-    match scope {
-        MessageScope::Workspace(ws) | MessageScope::Session(ws, _) | MessageScope::Peer(ws, _) => {
-            ws
-        }
-    }
-}
-
-fn m() -> Alias {
+pub(super) fn m() -> Alias {
     Alias::new("m")
 }
 
-fn a(name: &str) -> Alias {
+pub(super) fn a(name: &str) -> Alias {
     Alias::new(name)
 }
 
 /// `FROM messages AS m WHERE <scope> AND <filters> AND <extra>`.
-fn leg(scope: SearchScope<'_>, filter: &Filter, extra: Condition) -> SelectStatement {
+pub(super) fn leg(scope: SearchScope<'_>, filter: &Filter, extra: Condition) -> SelectStatement {
     let mut cond = Condition::all();
     match scope {
         MessageScope::Workspace(ws) => {
@@ -369,7 +369,7 @@ fn leg(scope: SearchScope<'_>, filter: &Filter, extra: Condition) -> SelectState
     q
 }
 
-fn cte(name: &str, query: SelectStatement, materialized: bool) -> CommonTableExpression {
+pub(super) fn cte(name: &str, query: SelectStatement, materialized: bool) -> CommonTableExpression {
     let mut c = CommonTableExpression::new();
     c.table_name(a(name)).query(query);
     if materialized {
@@ -445,7 +445,7 @@ fn terms(workspace: &str, text: &str) -> SelectStatement {
 pub const COMMON_TERM_SHARE: f64 = 0.05;
 
 /// The query has at least one lexeme (a query of stop words and punctuation only finds nothing).
-const HAS_TERMS: &str = r#"EXISTS (SELECT 1 FROM "terms")"#;
+pub(super) const HAS_TERMS: &str = r#"EXISTS (SELECT 1 FROM "terms")"#;
 
 /// The query has a common lexeme (see [`COMMON_TERM_SHARE`]).
 const HAS_COMMON_TERMS: &str = r#"EXISTS (SELECT 1 FROM "terms" WHERE "common")"#;
@@ -536,7 +536,7 @@ fn bm25_per_message(with: &mut WithClause, name: &str, pairs: &str) {
 }
 
 /// A leg's hits from the CTE `hits`, ranked from 1 in `order`, with the leg's fusion weight.
-fn ranked(hits: &str, order: &str, weight: f64) -> SelectStatement {
+pub(super) fn ranked(hits: &str, order: &str, weight: f64) -> SelectStatement {
     let mut r = Query::select();
     r.column(a("id"))
         .expr_as(
@@ -563,12 +563,11 @@ fn vector_leg(
     with: &mut WithClause,
     scope: SearchScope<'_>,
     filter: &Filter,
-    v: Vec<f32>,
+    q: &SqlValue,
+    dims: usize,
     pool: u64,
     candidates: u64,
 ) -> SelectStatement {
-    let dims = v.len();
-    let q = SqlValue::from(pgvector::Vector::from(v));
     // Candidates from the index over the vectors' sign bits, in Hamming order (the expression
     // is the index's, so the planner can use it), then ranked by exact cosine.
     let mut near = leg(
@@ -594,7 +593,7 @@ fn vector_leg(
     let mut hits = Query::select();
     hits.column(a("id"))
         .expr_as(
-            Expr::cust_with_values(r#""embedding" <=> $1"#, [q]),
+            Expr::cust_with_values(r#""embedding" <=> $1"#, [q.clone()]),
             a("dist"),
         )
         .from(a("vec_near"))
@@ -709,30 +708,40 @@ fn full_text_leg(
     )
 }
 
-/// The whole search as one statement (see the module documentation for its shape).
+/// The whole search as one statement (see the module documentation for its shape). With
+/// `conclusion_keys`, the conclusions citing messages are a third leg ([`search_keys`]).
 pub fn hybrid_query(
     scope: SearchScope<'_>,
     text: &str,
     vector: Option<Vec<f32>>,
     filter: &Filter,
     limit: u64,
+    conclusion_keys: bool,
 ) -> WithQuery {
     let pool = limit * POOL_PER_RESULT;
     let mut with = WithClause::new();
     let mut leg_ranks: Vec<SelectStatement> = Vec::new();
-    with.cte(cte("terms", terms(scope_workspace(scope), text), true));
+    with.cte(cte("terms", terms(scope.workspace(), text), true));
 
-    if let Some(v) = vector {
+    let vector = vector.map(|v| (v.len(), SqlValue::from(pgvector::Vector::from(v))));
+    if let Some((dims, q)) = &vector {
         leg_ranks.push(vector_leg(
             &mut with,
             scope,
             filter,
-            v,
+            q,
+            *dims,
             pool,
             vector_candidates(limit),
         ));
     }
     leg_ranks.push(full_text_leg(&mut with, scope, text, filter, pool));
+    if conclusion_keys {
+        let vector = vector.as_ref().map(|(dims, q)| (q, *dims));
+        leg_ranks.push(search_keys::key_leg(
+            &mut with, scope, text, vector, filter, pool,
+        ));
+    }
 
     let mut legs = leg_ranks.into_iter();
     let mut union = legs.next().expect("the full-text leg is always there");
@@ -909,6 +918,7 @@ mod tests {
             Some(vec![0.5; 3]),
             &f,
             10,
+            false,
         )
         .build(PostgresQueryBuilder);
         let fusion = format!(r#"SUM("w" / ({RRF_K} + "rank"))"#);
@@ -943,15 +953,47 @@ mod tests {
             None,
             &f,
             10,
+            false,
         )
         .build(PostgresQueryBuilder);
         assert!(sql.contains(r#""m"."content" ILIKE $"#), "{sql}");
 
         // Without an embedder: the full-text leg alone.
-        let (sql, _) = hybrid_query(MessageScope::Workspace("ws"), "a.b", None, &f, 10)
+        let (sql, _) = hybrid_query(MessageScope::Workspace("ws"), "a.b", None, &f, 10, false)
             .build(PostgresQueryBuilder);
         assert!(
-            !sql.contains("vec_hits") && sql.contains("fts_hits"),
+            !sql.contains("vec_hits") && sql.contains("fts_hits") && !sql.contains("key_hits"),
+            "{sql}"
+        );
+    }
+
+    #[test]
+    fn conclusion_keys_are_a_third_leg_over_live_explicit_conclusions_in_scope() {
+        let f = filter::parse(Resource::Message, &Value::Null).unwrap();
+        let scope = MessageScope::Peer("ws", "alice");
+        let (sql, _) = hybrid_query(scope, "pottery", Some(vec![0.5; 3]), &f, 10, true)
+            .build(PostgresQueryBuilder);
+        for part in [
+            r#""key_near" AS  MATERIALIZED (SELECT"#,
+            r#""c"."deleted_at" IS NULL AND "c"."level" = 'explicit'"#,
+            r#""c"."embedding" <=> $"#,
+            r#""cm"."conclusion_id" = "c"."id""#,
+            r#""key_hits" AS  MATERIALIZED (SELECT"#,
+            r#""m"."peer_name" = $"#,
+            r#"min("k"."dist")"#,
+        ] {
+            assert!(sql.contains(part), "{part} missing from {sql}");
+        }
+        assert!(
+            !sql.contains("'alice'") && !sql.contains("pottery"),
+            "{sql}"
+        );
+        // Without a vector the conclusions are ranked by full text.
+        let (sql, _) =
+            hybrid_query(scope, "pottery", None, &f, 10, true).build(PostgresQueryBuilder);
+        assert!(
+            sql.contains(r#""c"."content_tsv" @@ replace(plainto_tsquery"#)
+                && !sql.contains(r#""c"."embedding""#),
             "{sql}"
         );
     }

@@ -32,6 +32,7 @@ mod rest;
 mod rest_parity;
 mod schema_file;
 mod search;
+mod search_keys;
 mod sessions;
 mod standby;
 mod statistics;

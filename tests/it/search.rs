@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use honcho_graphql::embed::{EmbedError, Embedder};
 use honcho_graphql::store::search::SearchScope;
+use honcho_graphql::store::search_keys::SearchKeys;
 use serde_json::{Value, json};
 
 use crate::harness::TestApp;
@@ -356,7 +357,13 @@ async fn a_semantic_only_match_with_the_real_model() {
     let text_only = app.store.clone().with_embedder(None);
     assert!(
         text_only
-            .search(SearchScope::Session("ws", "chat"), q, &Value::Null, 10)
+            .search(
+                SearchScope::Session("ws", "chat"),
+                q,
+                &Value::Null,
+                10,
+                SearchKeys::WithConclusions
+            )
             .await
             .unwrap()
             .is_empty()
@@ -660,7 +667,13 @@ async fn nonexistent_session_or_workspace_gives_empty_results() {
     ] {
         let results = app
             .store
-            .search(scope, "zebra", &Value::Null, 10)
+            .search(
+                scope,
+                "zebra",
+                &Value::Null,
+                10,
+                SearchKeys::WithConclusions,
+            )
             .await
             .unwrap();
         assert!(results.is_empty(), "{scope:?}");
@@ -720,6 +733,7 @@ async fn a_failing_query_embedding_falls_back_to_full_text() {
             "zebra",
             &Value::Null,
             10,
+            SearchKeys::WithConclusions,
         )
         .await
         .unwrap();
@@ -733,11 +747,21 @@ async fn a_failing_query_embedding_falls_back_to_full_text() {
 async fn hybrid_ranking_is_deterministic_and_keeps_full_text_hits() {
     let app = TestApp::with_embedder().await;
     conversation(&app, "chat", 30, &[3, 9, 17, 25]).await;
-    let run = || async {
+    let search = || async {
         app.store
-            .search(SearchScope::Workspace("ws"), "zebra", &Value::Null, 10)
+            .search(
+                SearchScope::Workspace("ws"),
+                "zebra",
+                &Value::Null,
+                10,
+                SearchKeys::WithConclusions,
+            )
             .await
             .unwrap()
+    };
+    let run = || async {
+        search()
+            .await
             .into_iter()
             .map(|m| m.public_id)
             .collect::<Vec<_>>()
@@ -748,14 +772,7 @@ async fn hybrid_ranking_is_deterministic_and_keeps_full_text_hits() {
         assert_eq!(run().await, first);
     }
     // Found by both legs, the zebra messages are all among the fused results, and one leads.
-    let top: Vec<i64> = app
-        .store
-        .search(SearchScope::Workspace("ws"), "zebra", &Value::Null, 10)
-        .await
-        .unwrap()
-        .iter()
-        .map(|m| m.seq_in_session)
-        .collect();
+    let top: Vec<i64> = search().await.iter().map(|m| m.seq_in_session).collect();
     assert!([3, 9, 17, 25].contains(&top[0]), "{top:?}");
     for seq in [3, 9, 17, 25] {
         assert!(top.contains(&seq), "{seq} missing from {top:?}");
@@ -869,6 +886,7 @@ async fn the_vector_leg_reads_candidates_from_the_bit_index() {
         Some(vec![0.05; 384]),
         &none,
         10,
+        true,
     )
     .build(PostgresQueryBuilder);
     let txn = app.store.db().begin().await.unwrap();
@@ -907,6 +925,7 @@ async fn the_full_text_leg_looks_each_lexeme_up_in_the_index() {
         None,
         &none,
         10,
+        true,
     )
     .build(PostgresQueryBuilder);
     let plan = crate::harness::explain(app.store.db(), &sql, values).await;
@@ -920,6 +939,7 @@ async fn the_full_text_leg_looks_each_lexeme_up_in_the_index() {
             "What about word7 and word9?",
             &Value::Null,
             20,
+            SearchKeys::WithConclusions,
         )
         .await
         .unwrap();
@@ -966,8 +986,15 @@ async fn a_question_naming_a_speaker_reads_only_the_turns_holding_its_rarer_word
     two_speakers_and_a_rare_word(&app, "pottery", 30).await;
     let question = "What did alice say about pottery?";
     let none = filter::parse(Resource::Message, &Value::Null).unwrap();
-    let (sql, values) = hybrid_query(SearchScope::Session("ws", "s"), question, None, &none, 10)
-        .build(PostgresQueryBuilder);
+    let (sql, values) = hybrid_query(
+        SearchScope::Session("ws", "s"),
+        question,
+        None,
+        &none,
+        10,
+        true,
+    )
+    .build(PostgresQueryBuilder);
     let plan = crate::harness::explain_with(
         app.store.db(),
         "ANALYZE, COSTS OFF, TIMING OFF",
@@ -986,7 +1013,13 @@ async fn a_question_naming_a_speaker_reads_only_the_turns_holding_its_rarer_word
     assert!(common_only.contains("never executed"), "plan:\n{plan}");
     let hits = app
         .store
-        .search(SearchScope::Session("ws", "s"), question, &Value::Null, 10)
+        .search(
+            SearchScope::Session("ws", "s"),
+            question,
+            &Value::Null,
+            10,
+            SearchKeys::WithConclusions,
+        )
         .await
         .unwrap();
     assert_eq!(hits.len(), 10);
@@ -1009,6 +1042,7 @@ async fn turns_holding_only_common_words_fill_the_results_when_rarer_words_are_t
             "alice kiln",
             &Value::Null,
             10,
+            SearchKeys::WithConclusions,
         )
         .await
         .unwrap();

@@ -11,6 +11,7 @@ use honcho_graphql::graphql::{self, AppSchema, Limits};
 use honcho_graphql::store::Store;
 use honcho_graphql::store::filter::{self, Resource};
 use honcho_graphql::store::search::{SearchScope, hybrid_query};
+use honcho_graphql::store::search_keys::SearchKeys;
 use sea_orm::sea_query::PostgresQueryBuilder;
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, TransactionTrait};
 use serde_json::Value;
@@ -108,7 +109,13 @@ async fn write_memory(schema: &AppSchema) {
 /// `honeybe`), so only the vector legs can find it.
 async fn search_finds_the_bees(store: &Store) {
     let found = store
-        .search(SearchScope::Workspace("ws"), "honeybees", &Value::Null, 3)
+        .search(
+            SearchScope::Workspace("ws"),
+            "honeybees",
+            &Value::Null,
+            3,
+            SearchKeys::WithConclusions,
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -150,10 +157,16 @@ async fn vector_legs_read_their_indexes(db: &DatabaseConnection, dims: usize) {
         Some(q.clone()),
         &none,
         10,
+        true,
     )
     .build(PostgresQueryBuilder);
     let plan = plan_without_sorts(db, &sql, values).await;
     assert!(plan.contains("ix_messages_embedding_hnsw"), "plan:\n{plan}");
+    // The conclusion keys' leg reads the conclusions' index too.
+    assert!(
+        plan.contains("ix_conclusions_embedding_hnsw"),
+        "plan:\n{plan}"
+    );
     let sql = format!(
         "SELECT id FROM conclusions WHERE workspace_name = 'ws' AND deleted_at IS NULL \
          AND embedding IS NOT NULL ORDER BY {} LIMIT 20",

@@ -116,9 +116,10 @@ pub async fn search(
     check_context_window(window)?;
     let include_context = args.include_context.unwrap_or(false);
     let filters = filter_json(args.filters, args.where_)?;
+    let keys = guard::search_keys(ctx, scope.workspace()).await;
     let results = access
         .store()
-        .search(scope, &args.query, &filters, limit)
+        .search(scope, &args.query, &filters, limit, keys)
         .await?;
 
     let look = ctx.look_ahead();
