@@ -51,6 +51,10 @@ pub struct Turn {
     /// 0 or 1: which of the conversation's two people speaks.
     pub speaker: usize,
     pub text: String,
+    /// What a deriver would conclude about the speaker from this turn and the one before it
+    /// (`--derive`): the facts told, replies in their context, topics mentioned; nothing from
+    /// chit-chat. Written from the conversation's words only, never from a question's.
+    pub fact: Option<String>,
 }
 
 pub struct Session {
@@ -85,6 +89,9 @@ pub struct Question {
 /// the evidence says it, `{q}` as a question says it (a synonym about half the time), `{P}` the
 /// person's name.
 struct Relation {
+    /// What a deriver concludes about `{P}` from a turn that tells of the fact, written from
+    /// the turn's own words (`{o}` in its evidence form, `my` as `their`), never from a question.
+    fact: &'static str,
     /// (evidence form, question form).
     objects: &'static [(&'static str, &'static str)],
     /// Turns that state the fact (with `{o}`).
@@ -101,6 +108,7 @@ struct Relation {
 
 const RELATIONS: &[Relation] = &[
     Relation {
+        fact: "{P} is learning {o}.",
         objects: &[
             ("pottery", "ceramics"),
             ("violin", "violin"),
@@ -146,6 +154,7 @@ const RELATIONS: &[Relation] = &[
         ],
     },
     Relation {
+        fact: "{P} has been researching {o}.",
         objects: &[
             ("adoption agencies", "adopting a child"),
             ("electric cars", "EVs"),
@@ -178,6 +187,7 @@ const RELATIONS: &[Relation] = &[
         )],
     },
     Relation {
+        fact: "{P} adopted {o}.",
         objects: &[
             ("a puppy", "a dog"),
             ("a kitten", "a cat"),
@@ -206,6 +216,7 @@ const RELATIONS: &[Relation] = &[
         )],
     },
     Relation {
+        fact: "{P} got a job as a {o}.",
         objects: &[
             ("nurse", "nurse"),
             ("graphic designer", "designer"),
@@ -238,6 +249,7 @@ const RELATIONS: &[Relation] = &[
         )],
     },
     Relation {
+        fact: "{P} traveled to {o}.",
         objects: &[
             ("Paris", "France"),
             ("Tokyo", "Japan"),
@@ -279,6 +291,7 @@ const RELATIONS: &[Relation] = &[
         ],
     },
     Relation {
+        fact: "{P} went to {o}.",
         objects: &[
             ("a 5K race", "a running race"),
             ("a charity run", "a fundraiser run"),
@@ -318,6 +331,7 @@ const RELATIONS: &[Relation] = &[
         ],
     },
     Relation {
+        fact: "{P} bought {o}.",
         objects: &[
             ("a new bike", "a bicycle"),
             ("a vintage camera", "a camera"),
@@ -344,6 +358,7 @@ const RELATIONS: &[Relation] = &[
         ask: &[("Have you used {o} yet?", "Has {P} tried out the {q} yet?")],
     },
     Relation {
+        fact: "{P} volunteers at {o}.",
         objects: &[
             ("the animal shelter", "a pet shelter"),
             ("a food bank", "a food pantry"),
@@ -371,6 +386,7 @@ const RELATIONS: &[Relation] = &[
         )],
     },
     Relation {
+        fact: "{P} had a visit from {o}.",
         objects: &[
             ("my mom", "mother"),
             ("my sister", "sister"),
@@ -398,6 +414,7 @@ const RELATIONS: &[Relation] = &[
         )],
     },
     Relation {
+        fact: "{P} wants to {o}.",
         objects: &[
             ("run a marathon", "a marathon"),
             ("go back to school", "studying again"),
@@ -427,6 +444,7 @@ const RELATIONS: &[Relation] = &[
         )],
     },
     Relation {
+        fact: "{P} {o}.",
         objects: &[
             ("sprained my ankle", "an ankle injury"),
             ("broke my wrist", "a broken wrist"),
@@ -451,6 +469,7 @@ const RELATIONS: &[Relation] = &[
         )],
     },
     Relation {
+        fact: "{P} made {o}.",
         objects: &[
             ("a painting of a sunset", "a sunset painting"),
             ("a quilt", "a blanket"),
@@ -478,6 +497,7 @@ const RELATIONS: &[Relation] = &[
         )],
     },
     Relation {
+        fact: "{P} read {o}.",
         objects: &[
             ("Becoming by Michelle Obama", "Becoming"),
             ("a book about mindfulness", "mindfulness"),
@@ -624,6 +644,12 @@ fn pick(rng: &mut Rng, xs: &[&'static str]) -> &'static str {
     rng.pick::<&'static str>(xs)
 }
 
+/// What a deriver concludes about `person` from a turn telling of `o` (the relation's `fact`, in
+/// the third person).
+fn concluded(rel: &Relation, o: &str, person: &str) -> String {
+    fill(rel.fact, &o.replace("my ", "their "), "", person)
+}
+
 /// Real turns mix topics: half the time a fact comes with small talk before or after it.
 fn chatty(rng: &mut Rng, fact: String) -> String {
     match rng.range(0, 3) {
@@ -635,7 +661,8 @@ fn chatty(rng: &mut Rng, fact: String) -> String {
 
 /// One fact episode planned for a session: the turns it adds and, once placed, its questions.
 struct Episode {
-    turns: Vec<(usize, String)>,
+    /// (speaker, text, what a deriver concludes from it).
+    turns: Vec<(usize, String, Option<String>)>,
     /// Which of `turns` are evidence.
     evidence: Vec<usize>,
 }
@@ -718,7 +745,10 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
                     };
                     let reaction = rng.pick(REACTIONS).to_string();
                     slots[session].push(Episode {
-                        turns: vec![(person, tell), (other, reaction)],
+                        turns: vec![
+                            (person, tell, Some(concluded(rel, o, name))),
+                            (other, reaction, None),
+                        ],
                         evidence: vec![0],
                     });
                     pending.push((category, text, vec![(session, slots[session].len() - 1)]));
@@ -736,7 +766,10 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
                         let tell = chatty(&mut rng, tell);
                         let reaction = rng.pick(REACTIONS).to_string();
                         slots[s].push(Episode {
-                            turns: vec![(person, tell), (other, reaction)],
+                            turns: vec![
+                                (person, tell, Some(concluded(rel, o, name))),
+                                (other, reaction, None),
+                            ],
                             evidence: vec![0],
                         });
                         refs.push((s, slots[s].len() - 1));
@@ -756,7 +789,12 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
                     let reply = rng.pick(replies).to_string();
                     let follow = rng.pick(SMALL_TALK).to_string();
                     slots[session].push(Episode {
-                        turns: vec![(other, asked), (person, reply), (other, follow)],
+                        // The reply in the context of the question it answers.
+                        turns: vec![
+                            (other, asked, None),
+                            (person, reply, Some(concluded(rel, o, name))),
+                            (other, follow, None),
+                        ],
                         evidence: vec![1],
                     });
                     pending.push((
@@ -771,8 +809,10 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
                 let s = rng.range(0, shape.sessions - 1);
                 let (o, _) = rel.objects[rng.range(0, rel.objects.len() - 1)];
                 let line = fill(pick(&mut rng, DISTRACTORS), o, o, name);
+                let speaker = rng.range(0, 1);
+                let fact = format!("{} mentioned {o}.", names[speaker]);
                 slots[s].push(Episode {
-                    turns: vec![(rng.range(0, 1), line)],
+                    turns: vec![(speaker, line, Some(fact))],
                     evidence: vec![],
                 });
             }
@@ -786,10 +826,12 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
             turns.push(Turn {
                 speaker: first,
                 text: rng.pick(OPENINGS).to_string(),
+                fact: None,
             });
             turns.push(Turn {
                 speaker: 1 - first,
                 text: rng.pick(SMALL_TALK).to_string(),
+                fact: None,
             });
             let mut where_: Vec<Vec<usize>> = Vec::new();
             for ep in episodes {
@@ -798,11 +840,16 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
                     turns.push(Turn {
                         speaker,
                         text: rng.pick(SMALL_TALK).to_string(),
+                        fact: None,
                     });
                 }
                 let start = turns.len();
-                for (speaker, text) in ep.turns {
-                    turns.push(Turn { speaker, text });
+                for (speaker, text, fact) in ep.turns {
+                    turns.push(Turn {
+                        speaker,
+                        text,
+                        fact,
+                    });
                 }
                 where_.push(ep.evidence.iter().map(|e| start + e).collect());
             }
@@ -811,11 +858,13 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
                 turns.push(Turn {
                     speaker,
                     text: rng.pick(SMALL_TALK).to_string(),
+                    fact: None,
                 });
             }
             turns.push(Turn {
                 speaker: rng.range(0, 1),
                 text: rng.pick(CLOSINGS).to_string(),
+                fact: None,
             });
             placed.push(where_);
         }

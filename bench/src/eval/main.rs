@@ -14,6 +14,8 @@
 //!   `vector`, it shows what the index loses.
 //! - `bm25`: plain BM25 (the `bm25` crate: English stemming and stop words) over the turns'
 //!   content, in memory: the baseline to beat.
+//! - with `--derive`, `fused, no conclusion keys`: the server with HONCHO_SEARCH_CONCLUSION_KEYS
+//!   off, over the same stored turns and conclusions (`fused` then ranks by the keys too).
 //!
 //! See bench/README.md ("Search quality") for the figures and how to read them.
 
@@ -21,6 +23,7 @@
 #[path = "../common.rs"]
 mod common;
 mod corpus;
+mod derive;
 #[allow(dead_code)]
 #[path = "../plot.rs"]
 mod plot;
@@ -69,6 +72,12 @@ struct Args {
     /// Keep the database instead of dropping it.
     #[arg(long)]
     keep: bool,
+    /// Also derive: after ingest, a deterministic fake deriver writes each conversation's
+    /// explicit conclusions through the deriver's own store calls (the facts its turns tell,
+    /// replies in their context, topics mentioned: `Turn::fact`, never a question's words), and
+    /// the server is measured with conclusion keys and without them.
+    #[arg(long)]
+    derive: bool,
 }
 
 /// Where a stored turn is: its conversation, session and seq.
@@ -401,18 +410,32 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
     migration::set_embedding_dims(minilm.dims() as u32);
     let db = connect(db_url, 8).await?;
     Migrator::up(&db, None).await.context("migrating")?;
+    let fused = Store::new(db.clone())
+        .with_embedder(Some(minilm.clone()))
+        .with_derivation(args.derive);
+    let no_keys_url = if args.derive {
+        Some(serve(fused.clone().with_conclusion_keys(false)).await?)
+    } else {
+        None
+    };
     let systems = Systems {
         client: Client {
             http: honcho_graphql::outbound::client(),
         },
-        fused_url: serve(Store::new(db.clone()).with_embedder(Some(minilm.clone()))).await?,
+        fused_url: serve(fused.clone()).await?,
         text_url: serve(Store::new(db.clone())).await?,
+        no_keys_url,
         db,
         minilm,
     };
 
     let (places, ids, ingest_rate) =
         ingest(&systems.client, &systems.fused_url, &conversations).await?;
+    let derived = if args.derive {
+        Some(derive::run(&fused, &conversations, &ids).await?)
+    } else {
+        None
+    };
     let evidence: Vec<Vec<Place>> = questions
         .iter()
         .map(|q| {
@@ -430,12 +453,19 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
         evidence: &evidence,
         places: &places,
     };
-    let results = vec![
-        scoring.system(
-            "fused (server)",
-            &answers.fused,
-            Some(answers.fused_ms.clone()),
-        ),
+    let mut results = vec![scoring.system(
+        "fused (server)",
+        &answers.fused,
+        Some(answers.fused_ms.clone()),
+    )];
+    if systems.no_keys_url.is_some() {
+        results.push(scoring.system(
+            "fused, no conclusion keys",
+            &answers.no_keys,
+            Some(answers.no_keys_ms.clone()),
+        ));
+    }
+    results.extend([
         scoring.system("vector leg", &answers.vector, None),
         scoring.system("vector leg, by the index", &answers.vector_indexed, None),
         scoring.system(
@@ -444,7 +474,7 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
             Some(answers.text_ms.clone()),
         ),
         scoring.system("BM25 (bm25 crate)", &answers.plain, None),
-    ];
+    ]);
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for q in &questions {
         *counts.entry(q.category.name()).or_default() += 1;
@@ -459,6 +489,9 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
             .join(", "),
         conversations.len()
     );
+    if let Some(d) = &derived {
+        println!("{d}\n");
+    }
     print_table(&results);
     let sweep = if args.sweep {
         scoring.rrf_sweep(&answers)
@@ -474,6 +507,7 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
         "questions": questions.len(),
         "categories": counts,
         "ingest_messages_per_s": ingest_rate,
+        "derived": derived,
         "systems": results,
         "sweep": sweep,
     });
@@ -485,6 +519,8 @@ struct Systems {
     client: Client,
     fused_url: String,
     text_url: String,
+    /// The server without conclusion keys (with `--derive`).
+    no_keys_url: Option<String>,
     db: DatabaseConnection,
     minilm: std::sync::Arc<dyn Embedder>,
 }
@@ -499,6 +535,8 @@ struct Answers {
     plain: Vec<Answer>,
     fused_ms: Vec<Duration>,
     text_ms: Vec<Duration>,
+    no_keys: Vec<Answer>,
+    no_keys_ms: Vec<Duration>,
 }
 
 impl Systems {
@@ -522,6 +560,15 @@ impl Systems {
                 ranked,
                 context: Some(context),
             });
+            if let Some(url) = &self.no_keys_url {
+                let t = Instant::now();
+                let (ranked, context) = self.client.search(url, &ws, &q.text, TOP).await?;
+                answers.no_keys_ms.push(t.elapsed());
+                answers.no_keys.push(Answer {
+                    ranked,
+                    context: Some(context),
+                });
+            }
             let t = Instant::now();
             let (ranked, _) = self
                 .client
