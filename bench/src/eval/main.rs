@@ -423,7 +423,8 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
             http: honcho_graphql::outbound::client(),
         },
         fused_url: serve(fused.clone()).await?,
-        text_url: serve(Store::new(db.clone())).await?,
+        // The text leg alone: no conclusions ranking with it.
+        text_url: serve(Store::new(db.clone()).with_conclusion_keys(false)).await?,
         no_keys_url,
         db,
         minilm,
