@@ -12,7 +12,7 @@ use honcho_graphql::store::search::SearchScope;
 use honcho_graphql::store::search_keys::SearchKeys;
 use serde_json::{Value, json};
 
-use crate::harness::{TestApp, bearer};
+use crate::harness::{AppServer, TestApp, bearer};
 
 /// Alice's turns never say "kitten"; what the deriver concluded from the first one does.
 const TURNS: &[(&str, &str)] = &[
@@ -26,6 +26,16 @@ const TURNS: &[(&str, &str)] = &[
 ];
 const CUE: &str = "signed the papers";
 const FACT: &str = "Alice adopted a kitten";
+
+/// A key of workspace `ws`, of one of its peers or sessions when given.
+fn key_of(peer: Option<&str>, session: Option<&str>) -> String {
+    bearer(KeySpec {
+        workspace: Some("ws".into()),
+        peer: peer.map(Into::into),
+        session: session.map(Into::into),
+        ..KeySpec::default()
+    })
+}
 
 /// `app` with its store queueing messages for the deriver (no LLM: the test is the model).
 fn deriving(mut app: TestApp) -> TestApp {
@@ -203,25 +213,12 @@ async fn the_server_setting_turns_conclusion_keys_off() {
 #[tokio::test]
 async fn only_keys_that_may_read_conclusions_search_by_them() {
     let app = deriving(TestApp::new().await).auth_on();
-    let key = |spec: KeySpec| bearer(spec);
-    let admin = key(KeySpec {
+    let admin = bearer(KeySpec {
         admin: true,
         ..KeySpec::default()
     });
-    let workspace = key(KeySpec {
-        workspace: Some("ws".into()),
-        ..KeySpec::default()
-    });
-    let alice = key(KeySpec {
-        workspace: Some("ws".into()),
-        peer: Some("alice".into()),
-        ..KeySpec::default()
-    });
-    let session = key(KeySpec {
-        workspace: Some("ws".into()),
-        session: Some("s".into()),
-        ..KeySpec::default()
-    });
+    let (workspace, alice) = (key_of(None, None), key_of(Some("alice"), None));
+    let session = key_of(None, Some("s"));
     say(&app, Some(&admin), "s", TURNS).await;
     derive(&app).await;
 
@@ -275,4 +272,33 @@ async fn with_an_embedder_the_nearest_conclusions_raise_the_messages_they_cite()
     let after = found(&app, None, "", question).await;
     assert_eq!(after.first(), Some(&cited), "{after:#?}");
     assert_ne!(before.first(), Some(&cited), "{before:#?}");
+}
+
+#[tokio::test]
+async fn rest_searches_rank_by_conclusions_for_the_same_keys() {
+    let app = deriving(TestApp::new().await).auth_on();
+    let (workspace, alice) = (key_of(None, None), key_of(Some("alice"), None));
+    say(&app, Some(&workspace), "s", TURNS).await;
+    derive(&app).await;
+    let server = AppServer::start(app).await;
+    let search = |key: String, path: &'static str| {
+        let req = server
+            .client
+            .post(format!("{}/v3/workspaces/ws/{path}", server.base))
+            .header("authorization", key)
+            .json(&json!({"query": "kitten"}));
+        async move {
+            let found: Value = req.send().await.unwrap().json().await.unwrap();
+            found
+                .as_array()
+                .unwrap_or_else(|| panic!("{found}"))
+                .iter()
+                .map(|m| m["content"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    let cited = [TURNS[0].1.to_owned()];
+    assert_eq!(search(workspace.clone(), "search").await, cited);
+    assert_eq!(search(workspace, "peers/alice/search").await, cited);
+    assert!(search(alice, "peers/alice/search").await.is_empty());
 }
