@@ -32,6 +32,7 @@ mod m20261201_000061_embedding_text_marker;
 mod m20261201_000070_binary_quantized_message_index;
 mod m20261201_000080_session_list_indexes;
 mod m20261202_000090_lighter_message_graph;
+mod m20261203_000150_erasure;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -145,6 +146,18 @@ fn message_vector_index_shaped(name: &str, dims: u32, m: u32, ef_construction: u
     )
 }
 
+/// Runs `statements` in order on the migration's connection.
+pub(crate) async fn run_all(
+    manager: &SchemaManager<'_>,
+    statements: &[String],
+) -> Result<(), DbErr> {
+    let db = manager.get_connection();
+    for sql in statements {
+        db.execute_unprepared(sql).await?;
+    }
+    Ok(())
+}
+
 pub struct Migrator;
 
 #[async_trait::async_trait]
@@ -162,6 +175,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000070_binary_quantized_message_index::Migration),
             Box::new(m20261201_000080_session_list_indexes::Migration),
             Box::new(m20261202_000090_lighter_message_graph::Migration),
+            Box::new(m20261203_000150_erasure::Migration),
         ]
     }
 }

@@ -23,6 +23,21 @@ pub const BACKFILL: &[&str] = &[
      GROUP BY m.workspace_name, l.lexeme",
 ];
 
+/// The trigger function that counts deleted messages out (a later migration rewrites it).
+pub const REMOVE: &str = "CREATE FUNCTION search_stats_remove() RETURNS trigger LANGUAGE plpgsql AS $$
+     BEGIN
+       UPDATE search_corpus c SET docs = c.docs - o.docs, lexemes = c.lexemes - o.lexemes
+       FROM (SELECT workspace_name, count(*) AS docs, COALESCE(sum(length(content_tsv)), 0) AS lexemes
+             FROM old_rows GROUP BY workspace_name) o
+       WHERE c.workspace_name = o.workspace_name;
+       UPDATE search_terms t SET docs = t.docs - o.docs
+       FROM (SELECT r.workspace_name, l.lexeme, count(*) AS docs
+             FROM old_rows r, unnest(tsvector_to_array(r.content_tsv)) AS l(lexeme)
+             GROUP BY r.workspace_name, l.lexeme) o
+       WHERE t.workspace_name = o.workspace_name AND t.lexeme = o.lexeme;
+       RETURN NULL;
+     END $$";
+
 const UP: &[&str] = &[
     "CREATE TABLE search_corpus (
        workspace_name TEXT PRIMARY KEY REFERENCES workspaces (name) ON DELETE CASCADE ON UPDATE CASCADE,
@@ -49,19 +64,7 @@ const UP: &[&str] = &[
        ON CONFLICT (workspace_name, lexeme) DO UPDATE SET docs = t.docs + EXCLUDED.docs;
        RETURN NULL;
      END $$",
-    "CREATE FUNCTION search_stats_remove() RETURNS trigger LANGUAGE plpgsql AS $$
-     BEGIN
-       UPDATE search_corpus c SET docs = c.docs - o.docs, lexemes = c.lexemes - o.lexemes
-       FROM (SELECT workspace_name, count(*) AS docs, COALESCE(sum(length(content_tsv)), 0) AS lexemes
-             FROM old_rows GROUP BY workspace_name) o
-       WHERE c.workspace_name = o.workspace_name;
-       UPDATE search_terms t SET docs = t.docs - o.docs
-       FROM (SELECT r.workspace_name, l.lexeme, count(*) AS docs
-             FROM old_rows r, unnest(tsvector_to_array(r.content_tsv)) AS l(lexeme)
-             GROUP BY r.workspace_name, l.lexeme) o
-       WHERE t.workspace_name = o.workspace_name AND t.lexeme = o.lexeme;
-       RETURN NULL;
-     END $$",
+    REMOVE,
     "CREATE TRIGGER messages_search_stats_add AFTER INSERT ON messages
        REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION search_stats_add()",
     "CREATE TRIGGER messages_search_stats_remove AFTER DELETE ON messages

@@ -3,6 +3,7 @@
 //! store writes and queries them with SQL of its own.
 
 pub mod conclusion;
+pub mod erasure_job;
 pub mod message;
 pub mod peer;
 pub mod session;

@@ -207,16 +207,7 @@ async fn the_deriver_queue_migration_goes_down_and_up_with_the_rows_it_depends_o
             "{table}"
         );
     }
-    // Revert down to (and including) the deriver's migration, wherever it is in the list.
-    let names: Vec<String> = Migrator::migrations()
-        .iter()
-        .map(|m| m.name().to_owned())
-        .collect();
-    let at = names
-        .iter()
-        .position(|n| n.contains("_000040_deriver_queue"))
-        .expect("the deriver queue migration");
-    Migrator::down(&db, Some((names.len() - at) as u32))
+    Migrator::down(&db, Some(steps_down_through("_000040_deriver_queue")))
         .await
         .unwrap();
     for table in ["deriver_units", "deriver_items", "conclusion_messages"] {
@@ -254,7 +245,12 @@ async fn the_lighter_message_graph_migration_rebuilds_the_bit_index_both_ways() 
         migration::MESSAGE_GRAPH_EF_CONSTRUCTION
     );
     assert_eq!(scalar(&db, shape).await.as_deref(), Some(lighter.as_str()));
-    Migrator::down(&db, Some(1)).await.unwrap();
+    Migrator::down(
+        &db,
+        Some(steps_down_through("_000090_lighter_message_graph")),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         scalar(&db, shape).await.as_deref(),
         Some("m=16,ef_construction=64 true true")
@@ -271,5 +267,39 @@ async fn the_lighter_message_graph_migration_rebuilds_the_bit_index_both_ways() 
         .as_deref(),
         Some("1")
     );
+    db.close().await.unwrap();
+}
+
+/// How many `down` steps revert the migration whose name holds `fragment` and those after it,
+/// wherever it is in the list.
+fn steps_down_through(fragment: &str) -> u32 {
+    let names: Vec<String> = Migrator::migrations()
+        .iter()
+        .map(|m| m.name().to_owned())
+        .collect();
+    let at = names
+        .iter()
+        .position(|n| n.contains(fragment))
+        .unwrap_or_else(|| panic!("no migration named *{fragment}*"));
+    (names.len() - at) as u32
+}
+
+#[tokio::test]
+async fn the_erasure_migration_goes_down_and_up_again_with_the_term_statistics() {
+    let guard = blank_database().await;
+    let db = Database::connect(guard.url()).await.unwrap();
+    Migrator::up(&db, None).await.unwrap();
+    let jobs = "SELECT to_regclass('public.erasure_jobs')::text";
+    let forgets = "SELECT (prosrc LIKE '%DELETE FROM search_terms%')::text FROM pg_proc \
+                   WHERE proname = 'search_stats_remove'";
+    assert_eq!(scalar(&db, forgets).await.as_deref(), Some("true"));
+    Migrator::down(&db, Some(steps_down_through("_000150_erasure")))
+        .await
+        .unwrap();
+    assert_eq!(scalar(&db, jobs).await, None);
+    assert_eq!(scalar(&db, forgets).await.as_deref(), Some("false"));
+    Migrator::up(&db, None).await.unwrap();
+    assert_eq!(scalar(&db, jobs).await.as_deref(), Some("erasure_jobs"));
+    assert_eq!(scalar(&db, forgets).await.as_deref(), Some("true"));
     db.close().await.unwrap();
 }
