@@ -439,12 +439,18 @@ impl Rows {
     }
 }
 
-/// The session's last `seq_in_session`, 0 when it has no message yet.
+/// The session's last `seq_in_session`, 0 when it has no message yet. The seq of an erased
+/// message is never given again (an erasure records the highest it removed in the session's
+/// `internal_metadata.last_seq`), so a client that has seen a seq never sees it name another
+/// message.
 async fn last_seq<C: ConnectionTrait>(db: &C, workspace: &str, session: &str) -> StoreResult<i64> {
     Ok(db
         .query_one_raw(stmt(
-            "SELECT COALESCE(MAX(seq_in_session), 0) AS last FROM messages \
-             WHERE workspace_name = $1 AND session_name = $2",
+            "SELECT GREATEST( \
+               (SELECT COALESCE(MAX(seq_in_session), 0) FROM messages \
+                WHERE workspace_name = $1 AND session_name = $2), \
+               (SELECT COALESCE((internal_metadata->>'last_seq')::bigint, 0) FROM sessions \
+                WHERE workspace_name = $1 AND name = $2)) AS last",
             [workspace.into(), session.into()],
         ))
         .await?

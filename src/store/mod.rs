@@ -3,6 +3,7 @@
 pub mod columns;
 pub mod conclusion;
 pub mod embedding;
+pub mod erasure;
 pub mod error;
 pub mod events;
 pub mod filter;

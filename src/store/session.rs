@@ -1,6 +1,7 @@
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
 
+use super::erasure;
 use super::page::{Order, Page, Slice};
 use super::peer::{ensure_peers, update_named, upsert_values};
 use super::workspace::ensure_workspace;
@@ -173,7 +174,8 @@ impl Store {
     /// Deletes the session with its messages and memberships at once. Honcho v3.0.12 marks the session
     /// inactive and lets a queue worker delete later; we have no worker, and a synchronous delete
     /// in one transaction leaves nothing half-deleted. Conclusions drawn in the session stay, with
-    /// their session cleared.
+    /// their session cleared, unless the session's messages were all they were drawn from: those
+    /// go, with what derives only from them (docs/erasure.md).
     ///
     /// It takes the session's lock first, so a concurrent `create_messages` either finishes
     /// before (and its messages go with the session) or starts after (and makes a new session).
@@ -181,6 +183,7 @@ impl Store {
     pub async fn delete_session(&self, workspace: &str, name: &str) -> StoreResult<()> {
         self.transaction(TxOptions::default(), |txn| async move {
             lock_session(&*txn, workspace, name).await?;
+            let linked = session_links(&*txn, workspace, name).await?;
             let deleted = session::Entity::delete_many()
                 .filter(session::Column::WorkspaceName.eq(workspace))
                 .filter(session::Column::Name.eq(name))
@@ -189,6 +192,7 @@ impl Store {
             if deleted.rows_affected == 0 {
                 return Err(StoreError::not_found("session", name));
             }
+            erasure::prune(&txn, workspace, &linked, &[]).await?;
             Ok(())
         })
         .await
@@ -444,6 +448,18 @@ async fn copy_messages<C: ConnectionTrait>(
 /// ends: a transaction-scoped advisory lock on (workspace, session), so it needs no row and works
 /// for a session that does not exist yet. Taken first, before any row lock, so writers queue here
 /// instead of deadlocking on rows.
+/// The conclusions drawn from the session's messages (before they go: their links cascade).
+async fn session_links<C: ConnectionTrait>(
+    db: &C,
+    workspace: &str,
+    name: &str,
+) -> StoreResult<Vec<String>> {
+    let sql = "SELECT DISTINCT cm.conclusion_id AS id FROM conclusion_messages cm \
+               JOIN messages m ON m.id = cm.message_id \
+               WHERE m.workspace_name = $1 AND m.session_name = $2 ORDER BY id";
+    erasure::ids(db, stmt(sql, [workspace.into(), name.into()])).await
+}
+
 pub(crate) async fn lock_session<C: ConnectionTrait>(
     db: &C,
     workspace: &str,

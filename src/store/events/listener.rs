@@ -132,11 +132,20 @@ async fn run(
     tx: broadcast::Sender<Event>,
     stats: Arc<Stats>,
 ) {
-    let mut recent = VecDeque::with_capacity(RETAINED_BATCHES + 1);
+    let mut recent: VecDeque<Event> = VecDeque::with_capacity(RETAINED_BATCHES + 1);
     loop {
         match listener.try_recv().await {
             Ok(Some(n)) => {
                 stats.notices.fetch_add(1, Ordering::SeqCst);
+                if let Ok(Notice::Erased { w }) = serde_json::from_str::<Notice>(n.payload()) {
+                    tracing::debug!(workspace = %w, "event listener: erasure; cached rows dropped");
+                    // Cached rows of any workspace go: cheap, and a batch's workspace is not
+                    // worth a lookup per kind.
+                    for event in recent.drain(..) {
+                        event.release();
+                    }
+                    continue;
+                }
                 if let Some(event) = dispatch(&tx, n.payload()) {
                     recent.push_back(event);
                     if recent.len() > RETAINED_BATCHES
@@ -201,6 +210,8 @@ fn dispatch(tx: &broadcast::Sender<Event>, payload: &str) -> Option<Event> {
         Ok(Notice::Conclusion { w, ids }) => {
             Event::Conclusions(Arc::new(Batch::new(ConclusionIds { workspace: w, ids })))
         }
+        // Handled by `run` before it dispatches.
+        Ok(Notice::Erased { .. }) => return None,
         Err(err) => {
             tracing::debug!(error = %err, payload, "event listener: ignoring an unknown notice");
             return None;

@@ -30,7 +30,9 @@
 //! [`EventBus`]: the `LISTEN` connection, its reconnects, the fan-out).
 //!
 //! **Kinds:** messages (a seq range per `createMessages`) and conclusions (ids per
-//! `createConclusions` or new derived conclusion). Adding one: a [`Notice`] variant naming the
+//! `createConclusions` or new derived conclusion). An erasure publishes `Erased` instead, which
+//! reaches no subscriber: each process drops the rows its recent events cached (docs/erasure.md).
+//! Adding a kind: a [`Notice`] variant naming the
 //! rows, a [`Rows`] impl that loads them, an [`Event`] variant, one arm in `listener::dispatch`, and a
 //! `publish` call in the writing transaction.
 

@@ -28,6 +28,9 @@ pub enum Notice {
     /// conclusion), by public id: at most 100 ids of 21 characters, under 3.2 kB with the longest
     /// workspace name.
     Conclusion { w: String, ids: Vec<String> },
+    /// Messages or conclusions of workspace `w` were erased: every process drops the rows its
+    /// recent events cached, so no subscription is served an erased row from memory.
+    Erased { w: String },
 }
 
 /// Sends `notice` on [`CHANNEL`] as part of `db`'s transaction: delivered at commit, or never.
@@ -57,6 +60,14 @@ mod tests {
         let json = serde_json::to_string(&n).unwrap();
         assert!(json.len() < 1200, "{}", json.len());
         assert!(json.starts_with(r#"{"kind":"message","#), "{json}");
+        assert_eq!(serde_json::from_str::<Notice>(&json).unwrap(), n);
+    }
+
+    #[test]
+    fn an_erasure_notice_names_only_its_workspace() {
+        let n = Notice::Erased { w: "ws".into() };
+        let json = serde_json::to_string(&n).unwrap();
+        assert_eq!(json, r#"{"kind":"erased","w":"ws"}"#);
         assert_eq!(serde_json::from_str::<Notice>(&json).unwrap(), n);
     }
 
