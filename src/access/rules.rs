@@ -78,6 +78,7 @@ pub const RULES: &[Field] = &[
     field("Workspace",    "conclusions",             Workspace),
     field("Workspace",    "queryConclusions",        Workspace),
     field("Workspace",    "deriverStatus",           Workspace),
+    field("Workspace",    "erasureJob",              Workspace),
     field("DeriverStatus", "lastError",              Inherit),
     field("Peer",         "sessions",                Peer),
     field("Peer",         "messages",                Peer),
@@ -121,6 +122,10 @@ pub const RULES: &[Field] = &[
     field("MutationRoot", "setSessionPeerConfig",    Session),
     field("MutationRoot", "createMessages",          Session),
     field("MutationRoot", "updateMessage",           MessageWrite),
+    // Erasure (docs/erasure.md): never a peer's or a session's key, whose reach is one
+    // conversation, while an erasure reaches the whole workspace's memory.
+    field("MutationRoot", "deleteMessage",           Workspace),
+    field("MutationRoot", "erasePeer",               Workspace),
     field("MutationRoot", "createConclusions",       Workspace),
     field("MutationRoot", "updateConclusion",        Workspace),
     field("MutationRoot", "deleteConclusion",        Workspace),

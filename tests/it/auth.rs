@@ -316,9 +316,13 @@ const MATRIX: &[Row] = &[
     row("MutationRoot.recordDerivedConclusion", r#"mutation { recordDerivedConclusion(workspaceId: "ws", input: {content: "bob is calm", observerId: "alice", observedId: "bob", level: DEDUCTIVE, sourceIds: ["{c1}"]}) { id } }"#, "yFFFFFF"),
     row("MutationRoot.retryFailedDerivations", r#"mutation { retryFailedDerivations(workspaceId: "ws") }"#,           "yFFFFFF"),
     row("MutationRoot.deleteConclusion",     r#"mutation { deleteConclusion(workspaceId: "ws", id: "{c1}") }"#,             "yyFFFFF"),
+    // Erasure: workspace keys only, never a peer's or a session's (docs/erasure.md).
+    row("Workspace.erasureJob",  r#"{ workspace(id: "ws") { erasureJob(id: "nosuchjob") { id } } }"#,                 "yyFFFFF"),
+    row("MutationRoot.deleteMessage",        r#"mutation { deleteMessage(workspaceId: "ws", id: "{m1}") { messages } }"#, "yyFFFFF"),
     row("MutationRoot.deleteSession",        r#"mutation { deleteSession(workspaceId: "ws", id: "s1") }"#,                  "yyFFFyF"),
     // s2 and the clone are still active: CONFLICT, after the guard let it through.
     Row { tolerate: &["CONFLICT"], ..row("MutationRoot.deleteWorkspace", r#"mutation { deleteWorkspace(id: "ws") }"#,       "yyFFFFF") },
+    row("MutationRoot.erasePeer",            r#"mutation { erasePeer(workspaceId: "ws", peerId: "alice") { id } }"#,        "yyFFFFF"),
 ];
 
 fn first_error_code(resp: &Value) -> Option<String> {

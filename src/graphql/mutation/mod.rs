@@ -2,6 +2,7 @@
 
 mod conclusions;
 mod core;
+mod erasure;
 mod keys;
 
 use async_graphql::MergedObject;
@@ -10,5 +11,6 @@ use async_graphql::MergedObject;
 pub struct MutationRoot(
     core::CoreMutation,
     conclusions::ConclusionMutation,
+    erasure::ErasureMutation,
     keys::KeysMutation,
 );

@@ -2,6 +2,7 @@
 
 pub mod conclusion;
 pub mod deriver;
+pub mod erasure;
 pub mod filter;
 pub mod message;
 mod peer;

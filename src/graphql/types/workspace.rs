@@ -44,6 +44,18 @@ impl Workspace {
         Ok(access.store().deriver_status(&self.0.name).await?.into())
     }
 
+    /// A peer's erasure (from `erasePeer`), or null.
+    async fn erasure_job(
+        &self,
+        ctx: &Context<'_>,
+        id: ID,
+    ) -> ApiResult<Option<super::erasure::ErasureJob>> {
+        let on = On::workspace(&self.0.name);
+        let access = guard::require(ctx, rule!(Workspace.erasureJob), on).await?;
+        let job = access.store().erasure_job(&self.0.name, &id).await?;
+        Ok(job.map(Into::into))
+    }
+
     /// The peer with this id, or null.
     async fn peer(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Peer>> {
         let access =
