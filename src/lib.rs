@@ -140,6 +140,7 @@ fn start_maintenance(
     store: &Store,
     shutdown: &tokio::sync::watch::Receiver<bool>,
 ) {
+    resume_erasures(store);
     if cfg.analyze_interval_ms > 0 {
         let store = store.clone();
         every(
@@ -167,6 +168,23 @@ fn start_maintenance(
             },
         );
     }
+}
+
+/// Erasures a crash or a stop left unfinished continue in the background (docs/erasure.md); two
+/// servers that both resume one take its steps in turn (each step locks the job's row).
+fn resume_erasures(store: &Store) {
+    let store = store.clone();
+    tokio::spawn(async move {
+        match store.unfinished_erasures().await {
+            Ok(jobs) => {
+                for job in jobs {
+                    tracing::info!(job = %job.id, "resuming an unfinished erasure");
+                    store.spawn_erasure(job.id);
+                }
+            }
+            Err(error) => tracing::warn!(%error, "could not look for unfinished erasures"),
+        }
+    });
 }
 
 fn announce_auth(enabled: bool) {

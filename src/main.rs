@@ -7,6 +7,7 @@ use honcho_graphql::deriver::DeriverArgs;
 use honcho_graphql::llm::LlmArgs;
 use honcho_graphql::store::Store;
 use honcho_graphql::store::embedding::ReembedProgress;
+use honcho_graphql::store::erasure::{DEFAULT_ERASURE_BATCH, ErasureJob, ErasureProgress};
 use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(Parser)]
@@ -77,6 +78,23 @@ enum Command {
         #[command(flatten)]
         db: DbConfig,
     },
+    /// Erase a peer for good (docs/erasure.md): its messages, the conclusions about it and those
+    /// it drew, what only those supported, its cards and queued work. Run again after a crash to
+    /// continue an unfinished erasure.
+    Erase {
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        peer: String,
+        /// Hand the conclusions the peer drew about others to them instead of deleting them.
+        #[arg(long)]
+        keep_observed: bool,
+        /// Messages (or conclusions) per transaction.
+        #[arg(long, default_value_t = DEFAULT_ERASURE_BATCH)]
+        batch: u64,
+        #[command(flatten)]
+        db: DbConfig,
+    },
 }
 
 #[derive(Subcommand)]
@@ -142,6 +160,27 @@ async fn run() -> anyhow::Result<()> {
             Migrator::up(store.db(), None).await?;
             let n = store.reembed(all, resize, &Bars::default()).await?;
             println!("embedded {n} rows");
+            Ok(())
+        }
+        Command::Erase {
+            workspace,
+            peer,
+            keep_observed,
+            batch,
+            db,
+        } => {
+            let store = honcho_graphql::open_store(&db).await?;
+            Migrator::up(store.db(), None).await?;
+            let job = store
+                .start_peer_erasure(&workspace, &peer, keep_observed)
+                .await?;
+            let bar = ErasureBar::new(&job);
+            let job = store.run_erasure(&job.id, batch, &bar).await?;
+            bar.0.finish();
+            println!(
+                "erased peer {peer}: {} messages, {} conclusions (job {})",
+                job.messages_erased, job.conclusions_erased, job.id
+            );
             Ok(())
         }
         Command::Key {
@@ -211,5 +250,34 @@ impl ReembedProgress for Bars {
                 bar.finish();
             }
         });
+    }
+}
+
+/// `erase`'s progress on the terminal: the peer's messages erased, and the phase.
+struct ErasureBar(ProgressBar);
+
+impl ErasureBar {
+    fn new(job: &ErasureJob) -> Self {
+        let bar = ProgressBar::new(job.messages_total.max(0) as u64);
+        bar.set_style(
+            ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} {per_sec} eta {eta}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        let bar = ErasureBar(bar);
+        bar.advanced(job);
+        bar
+    }
+}
+
+impl ErasureProgress for ErasureBar {
+    fn advanced(&self, job: &ErasureJob) {
+        // Messages written while the job runs are erased too: the length follows.
+        let erased = job.messages_erased.max(0) as u64;
+        if erased > self.0.length().unwrap_or(0) {
+            self.0.set_length(erased);
+        }
+        self.0.set_position(erased);
+        self.0
+            .set_message(format!("{:?}", job.phase).to_lowercase());
     }
 }
