@@ -11,6 +11,7 @@ mod cost;
 mod cursors;
 mod deriver;
 mod embeddings;
+mod erasure;
 mod fake_llm;
 mod filter_sql;
 mod filters;
