@@ -609,3 +609,73 @@ async fn peer_and_session_keys_cannot_erase_through_graphql_or_rest() {
         1
     );
 }
+
+#[tokio::test]
+async fn an_erasure_makes_every_process_drop_the_rows_its_events_cached() {
+    use honcho_graphql::store::events::{Event, EventBus};
+    let app = TestApp::new().await;
+    let bus = EventBus::start(&app._db.url(), 16).await.unwrap();
+    let mut events = bus.subscribe();
+    let m = say(&app, "s", &[("alice", "my secret recipe")]).await;
+    let Ok(Event::Messages(batch)) = events.recv().await else {
+        panic!("expected the messages' event");
+    };
+    assert_eq!(
+        batch.rows(&app.store).await.unwrap().len(),
+        1,
+        "loaded and cached"
+    );
+    let before = bus.notices_received();
+    app.ok(DELETE_MESSAGE, json!({"id": m[0]})).await;
+    let started = std::time::Instant::now();
+    while bus.notices_received() == before {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "no erasure notice"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    // The listener drops the cache before it counts the next notice: give it that moment.
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert!(
+        batch.rows(&app.store).await.unwrap().is_empty(),
+        "a subscriber reaching the old event loads it again and finds nothing"
+    );
+}
+
+#[tokio::test]
+async fn the_erase_command_erases_a_peer_in_batches_and_reports_it() {
+    let app = TestApp::new().await;
+    let notes: Vec<String> = (0..7).map(|i| format!("note {i}")).collect();
+    let mine: Vec<(&str, &str)> = notes.iter().map(|n| ("alice", n.as_str())).collect();
+    say(&app, "s", &mine).await;
+    say(&app, "s", &[("bob", "hello")]).await;
+    let out = crate::harness::run_binary(
+        &[
+            "erase",
+            "--workspace",
+            "ws",
+            "--peer",
+            "alice",
+            "--batch",
+            "3",
+        ],
+        &app._db.url(),
+        &[("HONCHO_EMBEDDER", "none")],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("erased peer alice: 7 messages"), "{stdout}");
+    assert_eq!(app.sql_i64("SELECT count(*) FROM messages").await, 1);
+    assert_eq!(
+        app.sql_i64(
+            "SELECT count(*) FROM erasure_jobs WHERE phase = 'done' AND messages_erased = 7"
+        )
+        .await,
+        1
+    );
+}
