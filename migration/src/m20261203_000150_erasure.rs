@@ -58,7 +58,7 @@ impl MigrationTrait for Migration {
             remove_function_forgetting_zeros(),
             "DELETE FROM search_terms WHERE docs <= 0".to_owned(),
         ];
-        crate::run_all(manager, &up).await
+        crate::run_sql(manager, &up).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
@@ -67,6 +67,6 @@ impl MigrationTrait for Migration {
             "DROP INDEX IF EXISTS ix_search_terms_gone".to_owned(),
             "DROP TABLE IF EXISTS erasure_jobs".to_owned(),
         ];
-        crate::run_all(manager, &down).await
+        crate::run_sql(manager, &down).await
     }
 }
