@@ -32,6 +32,7 @@ mod m20261201_000061_embedding_text_marker;
 mod m20261201_000070_binary_quantized_message_index;
 mod m20261201_000080_session_list_indexes;
 mod m20261202_000090_lighter_message_graph;
+mod m20261203_000140_webhooks;
 mod m20261203_000150_erasure;
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -146,6 +147,18 @@ fn message_vector_index_shaped(name: &str, dims: u32, m: u32, ef_construction: u
     )
 }
 
+/// Runs `statements` in order (a migration's `up` or `down`).
+pub(crate) async fn execute_all(
+    manager: &SchemaManager<'_>,
+    statements: &[&str],
+) -> Result<(), DbErr> {
+    let db = manager.get_connection();
+    for sql in statements {
+        db.execute_unprepared(sql).await?;
+    }
+    Ok(())
+}
+
 pub struct Migrator;
 
 #[async_trait::async_trait]
@@ -163,6 +176,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000070_binary_quantized_message_index::Migration),
             Box::new(m20261201_000080_session_list_indexes::Migration),
             Box::new(m20261202_000090_lighter_message_graph::Migration),
+            Box::new(m20261203_000140_webhooks::Migration),
             Box::new(m20261203_000150_erasure::Migration),
         ]
     }

@@ -24,6 +24,7 @@ pub mod tokens;
 pub mod tx;
 pub mod validate;
 pub(crate) mod vectors;
+pub mod webhook;
 pub mod workspace;
 
 use sea_orm::{ConnectOptions, DatabaseConnection, DbBackend, Statement, Value};
@@ -68,6 +69,7 @@ pub struct Store {
     derive: bool,
     /// Conclusions act as search keys of the messages they cite (docs/search.md).
     conclusion_keys: bool,
+    webhooks: webhook::WebhookPolicy,
 }
 
 impl Store {
@@ -79,6 +81,7 @@ impl Store {
             embedder: None,
             derive: false,
             conclusion_keys: true,
+            webhooks: webhook::WebhookPolicy::default(),
         }
     }
 
@@ -142,6 +145,16 @@ impl Store {
 
     pub fn conclusion_keys(&self) -> bool {
         self.conclusion_keys
+    }
+
+    /// What registering a webhook endpoint checks (which targets, how many per workspace).
+    pub fn with_webhook_policy(mut self, policy: webhook::WebhookPolicy) -> Self {
+        self.webhooks = policy;
+        self
+    }
+
+    pub fn webhook_policy(&self) -> webhook::WebhookPolicy {
+        self.webhooks
     }
 
     /// Messages and conclusions written through this store get embeddings; search gets a vector

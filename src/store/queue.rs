@@ -24,6 +24,7 @@ pub use super::conclusion::derive::{BatchOutcome, NewDerived, NewFact, Premise};
 use super::conclusion::derive::{Pair, record_batch};
 use super::events::{self, Notice};
 use super::vectors::{FlatVectors, nth_vector};
+use super::webhook::{self, EventType};
 use super::{Store, StoreError, StoreResult, TxOptions, columns, new_id, stmt};
 use crate::entity::conclusion;
 
@@ -247,12 +248,14 @@ impl Store {
             let (out, new_ids) = record_batch(&txn, pair, facts, derived, dedup_similarity).await?;
             dequeue_batch(&txn, claim).await?;
             if !new_ids.is_empty() {
+                webhook::outbox::emit_conclusions(&*txn, &claim.workspace, &new_ids).await?;
                 let notice = Notice::Conclusion {
                     w: claim.workspace.clone(),
                     ids: new_ids,
                 };
                 events::publish(&*txn, &notice).await?;
             }
+            queue_empty_event(&txn, claim).await?;
             Ok(out)
         })
         .await
@@ -475,6 +478,33 @@ fn lease_lost(claim: &Claim) -> StoreError {
         "the lease on deriver unit {} was lost to another worker",
         claim.unit_id
     ))
+}
+
+/// Honcho v3.0.12's `queue.empty`, when the batch just written left its unit with no queued
+/// message: per unit (session, observer, observed), not per workspace, as Honcho sends it. Only
+/// `representation` work is queued here (no summaries).
+async fn queue_empty_event(txn: &DatabaseTransaction, claim: &Claim) -> StoreResult<()> {
+    let left = txn
+        .query_one_raw(stmt(
+            "SELECT EXISTS (SELECT 1 FROM deriver_items WHERE unit_id = $1) AS remaining",
+            [claim.unit_id.into()],
+        ))
+        .await?
+        .map(|r| r.try_get::<bool>("", "remaining"))
+        .transpose()?
+        .unwrap_or(false);
+    if left {
+        return Ok(());
+    }
+    let data = serde_json::json!([{
+        "workspace_id": claim.workspace,
+        "queue_type": "representation",
+        "session_id": claim.session,
+        "observer": claim.observer,
+        "observed": claim.observed,
+    }]);
+    webhook::outbox::emit(txn, &claim.workspace, EventType::QueueEmpty, data).await?;
+    Ok(())
 }
 
 /// Makes sure the claim still holds its unit, and keeps it until the transaction ends; else

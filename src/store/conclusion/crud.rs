@@ -141,6 +141,7 @@ impl Store {
                     ids: ids.clone(),
                 };
                 events::publish(&*txn, &notice).await?;
+                super::super::webhook::outbox::emit_conclusions(&*txn, workspace, ids).await?;
                 Ok(created)
             })
             .await?;

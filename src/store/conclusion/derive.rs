@@ -146,6 +146,8 @@ impl Store {
                     ids: vec![row.id.clone()],
                 };
                 events::publish(&*txn, &notice).await?;
+                let ids = [row.id.clone()];
+                super::super::webhook::outbox::emit_conclusions(&*txn, workspace, &ids).await?;
             }
             Ok(row)
         })
