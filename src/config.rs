@@ -1,8 +1,8 @@
 //! The commands' configuration, from flags and the environment (every variable is listed in
 //! docs/configuration.md). This is where the modules' flags meet: a module owns its own `Args`
 //! (`embed::EmbedArgs`, `llm::LlmArgs`, `deriver::DeriverArgs`, `auth::AuthArgs`,
-//! `store::replicas::ReadArgs`, `store::search_keys::SearchKeyArgs`, `mcp::stdio::StdioArgs`),
-//! flattened into a command's here, and no module imports this one.
+//! `store::replicas::ReadArgs`, `store::search_keys::SearchKeyArgs`, `mcp::stdio::StdioArgs`,
+//! `webhook::WebhookArgs`), flattened into a command's here, and no module imports this one.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -196,6 +196,9 @@ pub struct ServeConfig {
 
     #[command(flatten)]
     pub deriver: crate::deriver::DeriverArgs,
+
+    #[command(flatten)]
+    pub webhooks: crate::webhook::WebhookArgs,
 }
 
 /// `honcho-graphql mcp`: MCP over stdio, with the server's configuration and the caller's key.

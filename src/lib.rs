@@ -23,6 +23,7 @@ pub(crate) mod retry;
 mod start;
 pub mod store;
 pub mod telemetry;
+pub mod webhook;
 
 pub use start::StartError;
 
@@ -90,7 +91,8 @@ pub async fn serve(cfg: ServeConfig) -> Result<(), StartError> {
     let store = ready_store(&cfg, llm.is_some()).await?;
     let (stop_workers, shutdown) = tokio::sync::watch::channel(false);
     start_maintenance(&cfg, &store, &shutdown);
-    let workers = start_deriver(&cfg, llm, &store, shutdown);
+    let mut workers = start_deriver(&cfg, llm, &store, shutdown.clone());
+    workers.extend(start_webhooks(&cfg, &store, shutdown));
     let events = start_events(&cfg).await?;
     let schema =
         graphql::build_schema_with(store.clone(), &limits(&cfg), auth, Some(events), dialectic);
@@ -226,6 +228,7 @@ async fn ready_store(cfg: &ServeConfig, derives: bool) -> Result<Store, StartErr
         .await?
         .with_derivation(derives)
         .with_conclusion_keys(cfg.search.search_conclusion_keys)
+        .with_webhook_policy(cfg.webhooks.policy())
         .with_read_pool(open_read_pool(&cfg.db, &cfg.reads).await?);
     if !cfg.no_migrate {
         Migrator::up(store.db(), None)
@@ -274,6 +277,33 @@ fn start_deriver(
         }
         None => {
             tracing::info!("no LLM (HONCHO_LLM=none): nothing is derived");
+            Vec::new()
+        }
+    }
+}
+
+/// The webhook delivery workers, when a secret is set and workers are configured.
+fn start_webhooks(
+    cfg: &ServeConfig,
+    store: &Store,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let n = cfg.webhooks.workers;
+    match webhook::Webhooks::new(store.clone(), cfg.webhooks.clone()) {
+        Some(webhooks) if n > 0 => {
+            tracing::info!(workers = n, "webhook delivery workers started");
+            std::sync::Arc::new(webhooks).spawn_workers(n, shutdown)
+        }
+        Some(_) => {
+            tracing::info!(
+                "webhook events are queued; no delivery worker here (HONCHO_WEBHOOK_WORKERS=0)"
+            );
+            Vec::new()
+        }
+        None => {
+            tracing::info!(
+                "no HONCHO_WEBHOOK_SECRET: webhook events are queued but not sent until it is set"
+            );
             Vec::new()
         }
     }

@@ -20,9 +20,10 @@ pub(super) async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
     (
         [("content-type", "text/plain; version=0.0.4")],
         format!(
-            "{}{}{}{replicas}",
+            "{}{}{}{}{replicas}",
             crate::graphql::metrics::render(),
             crate::graphql::metrics::encode(&crate::deriver::metrics::gather()),
+            crate::graphql::metrics::encode(&crate::webhook::metrics::gather()),
             listener::render(),
         ),
     )
