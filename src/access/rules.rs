@@ -80,6 +80,9 @@ pub const RULES: &[Field] = &[
     field("Workspace",    "deriverStatus",           Workspace),
     field("Workspace",    "erasureJob",              Workspace),
     field("DeriverStatus", "lastError",              Inherit),
+    // Webhooks: admin and workspace keys only (Honcho v3.0.12's webhook routes).
+    field("Workspace",    "webhooks",                Workspace),
+    field("Workspace",    "webhookDeliveries",       Workspace),
     field("Peer",         "sessions",                Peer),
     field("Peer",         "messages",                Peer),
     field("Peer",         "search",                  Peer),
@@ -132,6 +135,9 @@ pub const RULES: &[Field] = &[
     field("MutationRoot", "recordDerivedConclusion", Admin),
     field("MutationRoot", "retryFailedDerivations",  Admin),
     field("MutationRoot", "createKey",               Admin),
+    field("MutationRoot", "createWebhook",           Workspace),
+    field("MutationRoot", "deleteWebhook",           Workspace),
+    field("MutationRoot", "testWebhook",             Workspace),
     // Subscriptions (checked when the subscription starts and again before each event).
     field("SubscriptionRoot", "messageCreated",    MessageFeed),
     field("SubscriptionRoot", "conclusionCreated", Workspace),

@@ -19,6 +19,7 @@ pub mod messages;
 pub mod peers;
 pub mod sessions;
 pub mod unsupported;
+pub mod webhooks;
 pub mod workspaces;
 
 use axum::Json;
@@ -58,6 +59,7 @@ fn api() -> OpenApiRouter<RestState> {
         .merge(keys::routes())
         .merge(memory::routes())
         .merge(chat::routes())
+        .merge(webhooks::routes())
         .merge(unsupported::routes())
 }
 

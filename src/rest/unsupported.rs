@@ -1,5 +1,6 @@
-//! Honcho's routes this server does not serve, webhooks (Honcho v3.0.12) and scopes (Honcho's main
-//! after v3.0.12), for want of a data model here yet, answer 501. Each says so in its body, so an SDK call fails with a reason instead of a bare 404.
+//! Honcho's routes this server does not serve, scopes (Honcho's main after v3.0.12), for want of
+//! a data model here yet, answer 501. Each says so in its body, so an SDK call fails with a
+//! reason instead of a bare 404.
 
 use axum::http::StatusCode;
 use utoipa_axum::router::OpenApiRouter;
@@ -13,8 +14,6 @@ pub fn routes() -> OpenApiRouter<RestState> {
     OpenApiRouter::new()
         .routes(routes!(scopes))
         .routes(routes!(scope))
-        .routes(routes!(webhooks))
-        .routes(routes!(webhook))
 }
 
 fn not_implemented(what: &str) -> RestResult<()> {
@@ -36,18 +35,4 @@ async fn scopes() -> RestResult<()> {
     responses((status = 501, body = ErrorBody)))]
 async fn scope() -> RestResult<()> {
     not_implemented("scopes")
-}
-
-/// Not served: webhooks.
-#[utoipa::path(post, path = "/v3/workspaces/{workspace_id}/webhooks",
-    responses((status = 501, body = ErrorBody)))]
-async fn webhooks() -> RestResult<()> {
-    not_implemented("webhooks")
-}
-
-/// Not served: webhooks.
-#[utoipa::path(get, path = "/v3/workspaces/{workspace_id}/webhooks/{rest}",
-    responses((status = 501, body = ErrorBody)))]
-async fn webhook() -> RestResult<()> {
-    not_implemented("webhooks")
 }

@@ -581,11 +581,9 @@ async fn rest_serves_its_openapi_document_and_says_what_it_does_not_serve() {
             "{p} missing from the OpenAPI document"
         );
     }
-    let (status, err) = api
-        .post("/v3/workspaces/w/webhooks", json!({"url": "http://x"}))
-        .await;
+    let (status, err) = api.post("/v3/workspaces/w/scopes", json!({})).await;
     assert_eq!(status, 501);
-    assert!(err["detail"].as_str().unwrap().contains("webhooks"));
+    assert!(err["detail"].as_str().unwrap().contains("scopes"));
     // Without an LLM, chat says what to configure.
     let (status, err) = api
         .post("/v3/workspaces/w/peers/p/chat", json!({"query": "hi"}))

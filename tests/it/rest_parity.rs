@@ -410,6 +410,18 @@ const MATRIX: &[Row] = &[
         r#"mutation { deleteConclusion(workspaceId: "ws", id: "{c1}") }"#,         "yyFFFFU"),
     row("DELETE", "/v3/workspaces/ws/sessions/s1", N,
         r#"mutation { deleteSession(workspaceId: "ws", id: "s1") }"#,              "yyFFyFU"),
+    // Webhooks: admin and workspace keys only. A public URL: no private targets here.
+    Row { same: &[(At("/items/*/url"), "/workspace/webhooks/*/url")],
+        ..row("GET", "/v3/workspaces/ws/webhooks?page=1&size=10&reverse=true", N,
+        r#"{ workspace(id: "ws") { webhooks { url } } }"#,                        "yyFFFFU") },
+    Row { same: &[(At("/url"), "/createWebhook/url")],
+        ..row("POST", "/v3/workspaces/ws/webhooks", J(r#"{"url": "https://hooks.example.com/x"}"#),
+        r#"mutation { createWebhook(workspaceId: "ws", url: "https://hooks.example.com/x") { url } }"#, "yyFFFFU") },
+    row("GET", "/v3/workspaces/ws/webhooks/test", N,
+        r#"mutation { testWebhook(workspaceId: "ws") }"#,                          "yyFFFFU"),
+    Row { allowed: "NOT_FOUND",
+        ..row("DELETE", "/v3/workspaces/ws/webhooks/nope", N,
+        r#"mutation { deleteWebhook(workspaceId: "ws", id: "nope") }"#,            "yyFFFFU") },
     // s2 and the others are still active: CONFLICT, after the rule let the key through.
     Row { allowed: "CONFLICT",
         ..row("DELETE", "/v3/workspaces/ws", N,
@@ -426,16 +438,6 @@ const EXEMPT: &[(&str, &str, &str)] = &[
     (
         "post",
         "/v3/workspaces/{workspace_id}/scopes/{rest}",
-        "501: not served, reads nothing",
-    ),
-    (
-        "post",
-        "/v3/workspaces/{workspace_id}/webhooks",
-        "501: not served, reads nothing",
-    ),
-    (
-        "get",
-        "/v3/workspaces/{workspace_id}/webhooks/{rest}",
         "501: not served, reads nothing",
     ),
     // `/v3/openapi.json` and `/docs` (documentation, no key) are not in the document.

@@ -4,6 +4,7 @@ mod conclusions;
 mod core;
 mod erasure;
 mod keys;
+mod webhooks;
 
 use async_graphql::MergedObject;
 
@@ -13,4 +14,5 @@ pub struct MutationRoot(
     conclusions::ConclusionMutation,
     erasure::ErasureMutation,
     keys::KeysMutation,
+    webhooks::WebhooksMutation,
 );

@@ -6,6 +6,7 @@ use async_graphql::{Context, ID, Json, Object};
 use serde_json::Value;
 
 use super::search::{self, SearchArgs, SearchResult};
+use super::webhook::{WebhookDelivery, WebhookDeliveryStatus, WebhookEndpoint};
 use super::{Conclusion, Message, Peer, Session};
 use crate::access::{On, rule};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
@@ -54,6 +55,34 @@ impl Workspace {
         let access = guard::require(ctx, rule!(Workspace.erasureJob), on).await?;
         let job = access.store().erasure_job(&self.0.name, &id).await?;
         Ok(job.map(Into::into))
+    }
+
+    /// The webhook endpoints the workspace's events are sent to, oldest first (admin and
+    /// workspace keys).
+    async fn webhooks(&self, ctx: &Context<'_>) -> ApiResult<Vec<WebhookEndpoint>> {
+        let on = On::workspace(&self.0.name);
+        let access = guard::require(ctx, rule!(Workspace.webhooks), on).await?;
+        let endpoints = access.store().webhooks(&self.0.name).await?;
+        Ok(endpoints.into_iter().map(Into::into).collect())
+    }
+
+    /// The workspace's webhook deliveries, newest first, of one status when given (`DEAD`: the
+    /// dead letters); at most `limit` (1-100).
+    async fn webhook_deliveries(
+        &self,
+        ctx: &Context<'_>,
+        status: Option<WebhookDeliveryStatus>,
+        #[graphql(default = 20)] limit: i32,
+    ) -> ApiResult<Vec<WebhookDelivery>> {
+        let on = On::workspace(&self.0.name);
+        let access = guard::require(ctx, rule!(Workspace.webhookDeliveries), on).await?;
+        let limit =
+            u64::try_from(limit).map_err(|_| bad_input("limit must be between 1 and 100"))?;
+        let deliveries = access
+            .store()
+            .webhook_deliveries(&self.0.name, status.map(Into::into), limit)
+            .await?;
+        Ok(deliveries.into_iter().map(Into::into).collect())
     }
 
     /// The peer with this id, or null.
