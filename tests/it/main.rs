@@ -42,5 +42,6 @@ mod survival;
 mod telemetry;
 mod transactions;
 mod typed_where;
+mod webhooks;
 mod wide_embeddings;
 mod workspaces_peers;
