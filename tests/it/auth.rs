@@ -292,6 +292,12 @@ const MATRIX: &[Row] = &[
     // The dialectic reads conclusions too (no LLM here: the keys allowed hear so).
     Row { tolerate: &["SERVICE_UNAVAILABLE"], ..row("Peer.chat", r#"{ workspace(id: "ws") { message(id: "{m1}") { peer { chat(query: "tea?") } } } }"#, "yyFFFFF") },
     row("Workspace.deriverStatus", r#"{ workspace(id: "ws") { deriverStatus { pending lastError { message } } } }"#,   "yyFFFFF"),
+    // Webhooks: admin and workspace keys only (Honcho v3.0.12). A public URL: the store here refuses private ones.
+    row("Workspace.webhooks",    r#"{ workspace(id: "ws") { webhooks { url } } }"#,                     "yyFFFFF"),
+    row("Workspace.webhookDeliveries", r#"{ workspace(id: "ws") { webhookDeliveries { id } } }"#,       "yyFFFFF"),
+    row("MutationRoot.createWebhook", r#"mutation { createWebhook(workspaceId: "ws", url: "https://hooks.example.com/a") { id } }"#, "yyFFFFF"),
+    row("MutationRoot.testWebhook",   r#"mutation { testWebhook(workspaceId: "ws") }"#,                 "yyFFFFF"),
+    Row { tolerate: &["NOT_FOUND"], ..row("MutationRoot.deleteWebhook", r#"mutation { deleteWebhook(workspaceId: "ws", id: "nope") }"#, "yyFFFFF") },
     row("MutationRoot.getOrCreateWorkspace", r#"mutation { getOrCreateWorkspace(id: "ws") { id } }"#,                       "yyyyyyF"),
     row("MutationRoot.updateWorkspace",      r#"mutation { updateWorkspace(id: "ws", metadata: {a: 1}) { id } }"#,          "yyFFFFF"),
     // An existing peer: W or its own key; a session key may not read or change it.

@@ -726,3 +726,68 @@ async fn the_deriver_emits_conclusion_created_and_queue_empty_when_a_unit_drains
                "observer": "alice", "observed": "alice"})
     );
 }
+
+#[tokio::test]
+async fn an_event_survives_kill_9_of_the_server_and_is_delivered_after_the_restart() {
+    let app = app_allowing_private().await;
+    let (app, key, receiver) = registered_on(app, 500).await;
+    let env = [
+        ("HONCHO_WEBHOOK_SECRET", SECRET),
+        ("HONCHO_WEBHOOK_ALLOW_PRIVATE", "true"),
+        ("HONCHO_WEBHOOK_POLL_MS", "20"),
+        ("HONCHO_WEBHOOK_BACKOFF_MS", "100"),
+        ("HONCHO_WEBHOOK_TIMEOUT_MS", "500"),
+    ];
+    let server = crate::harness::ServerProcess::start(&app._db, &env).await;
+    let create = json!({"query": r#"mutation { createMessages(workspaceId: "w", sessionId: "s", messages: [{peerId: "alice", content: "before the crash"}]) { id } }"#});
+    let (status, resp) = server.post(create.to_string(), Some(&key)).await;
+    assert_eq!(status, 200, "{resp}");
+    // The receiver fails the first attempts; then the server is killed mid-retry.
+    let started = std::time::Instant::now();
+    while receiver.received().is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no attempt reached the receiver"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pid = server.pid().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    drop(server);
+
+    receiver.status.store(200, Ordering::SeqCst);
+    let _restarted = crate::harness::ServerProcess::start(&app._db, &env).await;
+    let delivered = "SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'";
+    let started = std::time::Instant::now();
+    while app.sql_i64(delivered).await == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "never delivered after the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let got = receiver.received();
+    let ids: std::collections::BTreeSet<_> = got
+        .iter()
+        .map(|r| {
+            r.headers["x-honcho-delivery-id"]
+                .to_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        ids.len(),
+        1,
+        "one event, one delivery id across the crash: {ids:?}"
+    );
+    assert!(got.iter().all(|r| r.body == got[0].body));
+    assert_eq!(
+        app.sql_i64("SELECT count(*) FROM webhook_deliveries").await,
+        1
+    );
+}
