@@ -23,20 +23,6 @@ pub struct NewMessage {
     pub created_at: Option<DateTime<Utc>>,
 }
 
-/// A `message.created` event's `data`.
-fn message_event(m: &Message) -> Value {
-    json!({
-        "workspace_id": m.workspace_name,
-        "session_id": m.session_name,
-        "peer_id": m.peer_name,
-        "message_id": m.public_id,
-        "seq_in_session": m.seq_in_session,
-        "content": m.content,
-        "metadata": m.metadata,
-        "created_at": m.created_at,
-    })
-}
-
 /// Which messages a list covers.
 #[derive(Clone, Copy, Debug)]
 pub enum MessageScope<'a> {
@@ -178,17 +164,10 @@ impl Store {
                 };
                 events::publish(&*txn, &notice).await?;
             }
+            let ids: Vec<i64> = created.iter().map(|m| m.id).collect();
             // Committed with the messages, or never: the outbox row is the event.
-            let data: Vec<Value> = created.iter().map(message_event).collect();
-            super::webhook::outbox::emit(
-                &*txn,
-                workspace,
-                super::webhook::EventType::MessageCreated,
-                Value::Array(data),
-            )
-            .await?;
+            super::webhook::outbox::emit_messages(&*txn, workspace, &ids).await?;
             if derive {
-                let ids: Vec<i64> = created.iter().map(|m| m.id).collect();
                 super::queue::enqueue(&*txn, workspace, session_name, &ids).await?;
             }
             Ok(created)

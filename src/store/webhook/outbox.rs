@@ -140,8 +140,8 @@ struct Claimed {
     attempts: i32,
 }
 
-/// How the rows of one event are inserted: `{data}` is a query yielding one `data` jsonb per
-/// event (column `data`), `$1` the workspace and `$2` the event type.
+/// How the rows of events are inserted: `{data}` is a query yielding one `data` jsonb per event
+/// (column `data`), `$1` the workspace and `$2` the event type.
 fn insert_events(data: &str) -> String {
     format!(
         "WITH events AS ({data}), \
@@ -156,6 +156,27 @@ fn insert_events(data: &str) -> String {
     )
 }
 
+/// Inserts the rows of the events `data_sql` yields (`$3` is `param`). The events are read only
+/// when the workspace has an endpoint: a workspace without webhooks pays one index probe.
+async fn insert<C: ConnectionTrait>(
+    db: &C,
+    workspace: &str,
+    event: EventType,
+    data_sql: &str,
+    param: sea_orm::Value,
+) -> StoreResult<u64> {
+    let data = format!(
+        "{data_sql} AND EXISTS (SELECT 1 FROM webhook_endpoints WHERE workspace_name = $1)"
+    );
+    let done = db
+        .execute_raw(stmt(
+            &insert_events(&data),
+            [workspace.into(), event.as_str().into(), param],
+        ))
+        .await?;
+    Ok(done.rows_affected())
+}
+
 /// Queues the events whose `data` are the elements of the JSON array `data` to every endpoint of
 /// the workspace; returns the rows inserted.
 pub(crate) async fn emit<C: ConnectionTrait>(
@@ -164,14 +185,30 @@ pub(crate) async fn emit<C: ConnectionTrait>(
     event: EventType,
     data: Value,
 ) -> StoreResult<u64> {
-    let sql = insert_events("SELECT value AS data FROM jsonb_array_elements($3::jsonb)");
-    let done = db
-        .execute_raw(stmt(
-            &sql,
-            [workspace.into(), event.as_str().into(), data.into()],
-        ))
-        .await?;
-    Ok(done.rows_affected())
+    let sql = "SELECT value AS data FROM jsonb_array_elements($3::jsonb) WHERE true";
+    insert(db, workspace, event, sql, data.into()).await
+}
+
+/// Queues a `message.created` for each message of `ids` (internal ids), read back in the same
+/// transaction.
+pub(crate) async fn emit_messages<C: ConnectionTrait>(
+    db: &C,
+    workspace: &str,
+    ids: &[i64],
+) -> StoreResult<u64> {
+    let sql = "SELECT jsonb_build_object('workspace_id', m.workspace_name, \
+                 'session_id', m.session_name, 'peer_id', m.peer_name, 'message_id', m.public_id, \
+                 'seq_in_session', m.seq_in_session, 'content', m.content, \
+                 'metadata', m.metadata, 'created_at', m.created_at) AS data \
+               FROM messages m WHERE m.id = ANY($3::bigint[])";
+    insert(
+        db,
+        workspace,
+        EventType::MessageCreated,
+        sql,
+        ids.to_vec().into(),
+    )
+    .await
 }
 
 /// Queues a `conclusion.created` for each conclusion of `ids`, read back in the same transaction.
@@ -180,26 +217,19 @@ pub(crate) async fn emit_conclusions<C: ConnectionTrait>(
     workspace: &str,
     ids: &[String],
 ) -> StoreResult<u64> {
-    if ids.is_empty() {
-        return Ok(0);
-    }
-    let sql = insert_events(
-        "SELECT jsonb_build_object('workspace_id', c.workspace_name, 'conclusion_id', c.id, \
-           'observer_id', c.observer, 'observed_id', c.observed, 'session_id', c.session_name, \
-           'level', c.level, 'content', c.content, 'created_at', c.created_at) AS data \
-         FROM conclusions c WHERE c.workspace_name = $1 AND c.id = ANY($3::text[])",
-    );
-    let done = db
-        .execute_raw(stmt(
-            &sql,
-            [
-                workspace.into(),
-                EventType::ConclusionCreated.as_str().into(),
-                ids.to_vec().into(),
-            ],
-        ))
-        .await?;
-    Ok(done.rows_affected())
+    let sql = "SELECT jsonb_build_object('workspace_id', c.workspace_name, 'conclusion_id', c.id, \
+                 'observer_id', c.observer, 'observed_id', c.observed, \
+                 'session_id', c.session_name, 'level', c.level, 'content', c.content, \
+                 'created_at', c.created_at) AS data \
+               FROM conclusions c WHERE c.workspace_name = $1 AND c.id = ANY($3::text[])";
+    insert(
+        db,
+        workspace,
+        EventType::ConclusionCreated,
+        sql,
+        ids.to_vec().into(),
+    )
+    .await
 }
 
 /// Most deliveries one `webhookDeliveries` page shows.
