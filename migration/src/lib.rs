@@ -147,18 +147,6 @@ fn message_vector_index_shaped(name: &str, dims: u32, m: u32, ef_construction: u
     )
 }
 
-/// Runs `statements` in order (a migration's `up` or `down`).
-pub(crate) async fn execute_all(
-    manager: &SchemaManager<'_>,
-    statements: &[&str],
-) -> Result<(), DbErr> {
-    let db = manager.get_connection();
-    for sql in statements {
-        db.execute_unprepared(sql).await?;
-    }
-    Ok(())
-}
-
 pub struct Migrator;
 
 #[async_trait::async_trait]

@@ -9,9 +9,6 @@
 
 use sea_orm_migration::prelude::*;
 
-#[derive(DeriveMigrationName)]
-pub struct Migration;
-
 const UP: &[&str] = &[
     "CREATE TABLE webhook_endpoints (
        id TEXT PRIMARY KEY,
@@ -42,17 +39,7 @@ const UP: &[&str] = &[
     "CREATE INDEX ix_webhook_deliveries_endpoint ON webhook_deliveries (endpoint_id)",
 ];
 
-#[async_trait::async_trait]
-impl MigrationTrait for Migration {
-    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        crate::execute_all(manager, UP).await
-    }
-
-    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        crate::execute_all(
-            manager,
-            &["DROP TABLE IF EXISTS webhook_deliveries, webhook_endpoints"],
-        )
-        .await
-    }
-}
+sql_migration!(
+    up: UP,
+    down: &["DROP TABLE IF EXISTS webhook_deliveries, webhook_endpoints"],
+);
