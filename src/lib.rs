@@ -24,6 +24,7 @@ mod start;
 pub mod store;
 pub mod telemetry;
 pub mod webhook;
+pub mod workers;
 
 pub use start::StartError;
 
@@ -265,7 +266,7 @@ fn start_deriver(
                 llm,
                 cfg.deriver.clone(),
             ));
-            deriver.spawn_workers(cfg.deriver.workers, shutdown)
+            workers::spawn(&deriver, cfg.deriver.workers, &shutdown)
         }
         Some(llm) => {
             tracing::info!(
@@ -292,7 +293,7 @@ fn start_webhooks(
     match webhook::Webhooks::new(store.clone(), cfg.webhooks.clone()) {
         Some(webhooks) if n > 0 => {
             tracing::info!(workers = n, "webhook delivery workers started");
-            std::sync::Arc::new(webhooks).spawn_workers(n, shutdown)
+            workers::spawn(&std::sync::Arc::new(webhooks), n, &shutdown)
         }
         Some(_) => {
             tracing::info!(
@@ -392,7 +393,7 @@ pub async fn derive(
     tracing::info!(model = llm.model_id(), workers, "deriver started");
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let deriver = std::sync::Arc::new(deriver::Deriver::new(store, llm, cfg));
-    let handles = deriver.spawn_workers(workers, shutdown);
+    let handles = crate::workers::spawn(&deriver, workers, &shutdown);
     shutdown_signal().await;
     let _ = stop.send(true);
     for h in handles {

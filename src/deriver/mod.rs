@@ -33,6 +33,7 @@ use crate::store::conclusion::{Conclusion, Level, conclusion_content};
 use crate::store::message::{Message, SeqRange};
 use crate::store::queue::{BatchOutcome, Claim, ClaimRules, NewDerived, NewFact, Premise};
 use crate::store::{Store, StoreError};
+use crate::workers::Worker;
 pub use args::DeriverArgs;
 use metrics::metrics;
 
@@ -306,65 +307,57 @@ impl Deriver {
             }
         }
     }
+}
 
-    /// Starts `n` workers that run until `shutdown` turns true (a batch in flight is abandoned:
-    /// its lease runs out and another worker takes it).
-    pub fn spawn_workers(
-        self: &Arc<Self>,
-        n: u32,
-        shutdown: watch::Receiver<bool>,
-    ) -> Vec<tokio::task::JoinHandle<()>> {
-        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
-        (0..n)
-            .map(|i| {
-                let me = self.clone();
-                let name = format!("{host}:{}:{i}", std::process::id());
-                let mut shutdown = shutdown.clone();
-                tokio::spawn(async move {
-                    let poll = Duration::from_millis(me.cfg.poll_ms.max(10));
-                    let mut last_progress = Instant::now();
-                    let mut done = 0u64;
-                    loop {
-                        if *shutdown.borrow() {
-                            break;
-                        }
-                        let idle = tokio::select! {
-                            r = me.run_once(&name) => match r {
-                                Ok(Some(BatchReport::Done { messages, .. })) => {
-                                    done += messages as u64;
-                                    false
-                                }
-                                Ok(Some(_)) => false,
-                                Ok(None) => true,
-                                Err(e) => {
-                                    tracing::error!(worker = %name, error = %e, "deriver: queue error");
-                                    true
-                                }
-                            },
-                            _ = shutdown.changed() => break,
-                        };
-                        if i == 0 && last_progress.elapsed() >= PROGRESS_EVERY {
-                            last_progress = Instant::now();
-                            if let Ok(backlog) = me.store.deriver_backlog().await {
-                                tracing::info!(
-                                    processed = done,
-                                    backlog,
-                                    "deriver progress: {done} queued messages processed by this \
-                                     worker since the last report; {backlog} waiting"
-                                );
-                                done = 0;
-                            }
-                        }
-                        if idle {
-                            tokio::select! {
-                                _ = tokio::time::sleep(poll) => {}
-                                _ = shutdown.changed() => break,
-                            }
-                        }
+/// A batch in flight when `shutdown` turns true is abandoned: its lease runs out and another
+/// worker takes it.
+impl Worker for Deriver {
+    const KIND: &'static str = "";
+
+    /// One worker: batches until `shutdown`, resting `poll_ms` when nothing is ready; the first
+    /// worker (`i` 0) also logs the progress.
+    async fn work(self: Arc<Self>, name: String, i: u32, mut shutdown: watch::Receiver<bool>) {
+        let poll = Duration::from_millis(self.cfg.poll_ms.max(10));
+        let mut last_progress = Instant::now();
+        let mut done = 0u64;
+        loop {
+            if *shutdown.borrow() {
+                break;
+            }
+            let idle = tokio::select! {
+                r = self.run_once(&name) => match r {
+                    Ok(Some(BatchReport::Done { messages, .. })) => {
+                        done += messages as u64;
+                        false
                     }
-                })
-            })
-            .collect()
+                    Ok(Some(_)) => false,
+                    Ok(None) => true,
+                    Err(e) => {
+                        tracing::error!(worker = %name, error = %e, "deriver: queue error");
+                        true
+                    }
+                },
+                _ = shutdown.changed() => break,
+            };
+            if i == 0 && last_progress.elapsed() >= PROGRESS_EVERY {
+                last_progress = Instant::now();
+                if let Ok(backlog) = self.store.deriver_backlog().await {
+                    tracing::info!(
+                        processed = done,
+                        backlog,
+                        "deriver progress: {done} queued messages processed by this \
+                         worker since the last report; {backlog} waiting"
+                    );
+                    done = 0;
+                }
+            }
+            if idle {
+                tokio::select! {
+                    _ = tokio::time::sleep(poll) => {}
+                    _ = shutdown.changed() => break,
+                }
+            }
+        }
     }
 }
 

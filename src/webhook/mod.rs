@@ -21,6 +21,7 @@ use tokio::sync::watch;
 
 use crate::store::webhook::{DueDelivery, target};
 use crate::store::{Store, StoreResult};
+use crate::workers::Worker;
 pub use args::WebhookArgs;
 
 /// Most bytes of a receiver's answer read (kept as the delivery's last error when it failed);
@@ -176,30 +177,23 @@ impl Webhooks {
         Err((Some(status), format!("HTTP {status}: {head}")))
     }
 
-    /// `n` workers until `shutdown`; the first also prunes old rows.
-    pub fn spawn_workers(
-        self: &Arc<Self>,
-        n: u32,
-        shutdown: watch::Receiver<bool>,
-    ) -> Vec<tokio::task::JoinHandle<()>> {
-        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
-        let pid = std::process::id();
-        (0..n)
-            .map(|i| {
-                let name = format!("{host}:{pid}:webhook{i}");
-                tokio::spawn(self.clone().work(name, i == 0, shutdown.clone()))
-            })
-            .collect()
+    async fn prune(&self) {
+        let age = Duration::from_secs(self.args.retention_hours.saturating_mul(3600));
+        match self.store.prune_deliveries(age, 10_000).await {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(deleted = n, "webhooks: old deliveries pruned"),
+            Err(e) => tracing::warn!(error = %e, "webhooks: pruning old deliveries failed"),
+        }
     }
+}
+
+impl Worker for Webhooks {
+    const KIND: &'static str = "webhook";
 
     /// One worker: rounds of [`Webhooks::run_once`], resting `poll_ms` after a round that found
-    /// nothing due, until `shutdown`.
-    async fn work(
-        self: Arc<Self>,
-        name: String,
-        prunes: bool,
-        mut shutdown: watch::Receiver<bool>,
-    ) {
+    /// nothing due, until `shutdown`; the first also prunes old rows.
+    async fn work(self: Arc<Self>, name: String, index: u32, mut shutdown: watch::Receiver<bool>) {
+        let prunes = index == 0;
         let poll = Duration::from_millis(self.args.poll_ms.max(10));
         let mut pruned = Instant::now();
         while !*shutdown.borrow() {
@@ -220,15 +214,6 @@ impl Webhooks {
                     _ = shutdown.changed() => break,
                 }
             }
-        }
-    }
-
-    async fn prune(&self) {
-        let age = Duration::from_secs(self.args.retention_hours.saturating_mul(3600));
-        match self.store.prune_deliveries(age, 10_000).await {
-            Ok(0) => {}
-            Ok(n) => tracing::debug!(deleted = n, "webhooks: old deliveries pruned"),
-            Err(e) => tracing::warn!(error = %e, "webhooks: pruning old deliveries failed"),
         }
     }
 }
