@@ -9,6 +9,7 @@ mod plot;
 mod rest;
 mod seed;
 mod sitting;
+mod turns;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -51,6 +52,9 @@ struct Args {
     /// comparison with Honcho. Workload 9's mixed load reads the same session.
     #[arg(long, default_value_t = 10_000)]
     sitting_messages: usize,
+    /// Chat turns of workload 13 (sittings of 20-30 turns, one `createMessages` each).
+    #[arg(long, default_value_t = 1_000)]
+    chat_turns: usize,
     /// Requests per concurrency level of the mixed load (workload 9).
     #[arg(long, default_value_t = 3_000)]
     mixed_requests: usize,
@@ -300,6 +304,7 @@ async fn bench() -> anyhow::Result<()> {
         args.requests = args.requests.min(60);
         args.sitting_messages = args.sitting_messages.min(1_000);
         args.mixed_requests = args.mixed_requests.min(300);
+        args.chat_turns = args.chat_turns.min(200);
     }
     // (11) The admission checks' own cost: CPU only, so it needs no database.
     if args.runs(11) {
@@ -334,7 +339,12 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
     let query_embedding = query_embedding_cost(&minilm, &mut rng).await?;
     reads.extend(deep_reads(&b, &mut rng, &seeded).await?);
     let mut throughput = writes(&b, &mut rng, &seeded.big, &minilm).await?;
-    let extra = sitting_and_mixed(&b, &mut rng, db_url, &mut reads, &mut throughput).await?;
+    let mut extra = sitting_and_mixed(&b, &mut rng, db_url, &mut reads, &mut throughput).await?;
+    if args.runs(13) {
+        let (turns, tp) = turns::run(&b, &mut rng, &minilm, args.chat_turns).await?;
+        extra.turns = turns;
+        throughput.extend(tp);
+    }
     if args.runs(10) {
         rest::run(&b.http, &b.url, args.requests / 3).await?;
     }
@@ -582,6 +592,7 @@ async fn sitting_and_mixed(
     let mut extra = Extra {
         curve: None,
         mixed: Vec::new(),
+        turns: Vec::new(),
     };
     let args = &b.args;
     if !(args.runs(8) || args.runs(9)) {
@@ -779,6 +790,7 @@ async fn ingest(
 struct Extra {
     curve: Option<sitting::BatchCurve>,
     mixed: Vec<mixed::MixedResult>,
+    turns: Vec<turns::TurnsResult>,
 }
 
 fn report(
@@ -832,6 +844,12 @@ fn report(
             c.batches, c.first_ms, c.first10_p50_ms, c.last10_p50_ms, c.growth
         );
     }
+    for t in &extra.turns {
+        println!(
+            "13 chat turns, {}: {} batches, {} messages; median {:.1} msg/s per batch, batch p50 {:.0} ms, p95 {:.0} ms",
+            t.what, t.batches, t.messages, t.median_msg_per_s, t.batch.p50_ms, t.batch.p95_ms
+        );
+    }
     if !extra.mixed.is_empty() {
         println!();
         println!(
@@ -871,7 +889,7 @@ fn report(
         "args": {"messages": args.messages, "conclusions": args.conclusions, "pool": args.pool,
                  "sessions": args.sessions, "requests": args.requests, "clients": args.clients,
                  "quick": args.quick, "seed": args.seed, "sitting_messages": args.sitting_messages,
-                 "mixed_requests": args.mixed_requests},
+                 "mixed_requests": args.mixed_requests, "chat_turns": args.chat_turns},
         "seed_seconds": seeded.as_secs_f64(),
         "total_seconds": total.as_secs_f64(),
         "reads": reads,
@@ -879,6 +897,7 @@ fn report(
         "throughput": tp,
         "sitting_batches": extra.curve,
         "mixed": extra.mixed,
+        "chat_turns": extra.turns,
     });
     std::fs::write(
         dir.join("results.json"),

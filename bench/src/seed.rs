@@ -256,6 +256,11 @@ pub fn sentence(rng: &mut Rng) -> String {
     } else {
         rng.range(5, 15)
     };
+    sentence_of(rng, n)
+}
+
+/// A sentence of `n` words from the word lists.
+pub fn sentence_of(rng: &mut Rng, n: usize) -> String {
     let mut words: Vec<&str> = Vec::with_capacity(n);
     while words.len() < n {
         match rng.range(0, 9) {
