@@ -18,7 +18,8 @@ use std::time::Duration;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config as BertConfig};
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use rayon::prelude::*;
+use tokenizers::{Encoding, Tokenizer, TruncationParams};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{EmbedError, Embedder};
@@ -62,6 +63,8 @@ pub unsafe fn settle_thread_count() {
 pub struct MiniLmModel {
     model: BertModel,
     tokenizer: Tokenizer,
+    /// Fills the padded positions of a pass (masked out, so its value changes nothing).
+    pad_id: u32,
     device: Device,
     dims: usize,
 }
@@ -98,13 +101,11 @@ impl MiniLmModel {
 
         let mut tokenizer =
             Tokenizer::from_file(&tokenizer_path).map_err(|e| load_err(&tokenizer_path, &e))?;
-        // tokenizer.json pads every input to a fixed 128 and truncates at 128; we pad to the longest text
-        // of a batch and truncate at the model's max_seq_length, as sentence-transformers does.
-        let padding = PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            ..tokenizer.get_padding().cloned().unwrap_or_default()
-        };
-        tokenizer.with_padding(Some(padding));
+        // tokenizer.json pads every input to a fixed 128 and truncates at 128; we truncate at the
+        // model's max_seq_length, as sentence-transformers does, and pad each pass ourselves to its
+        // longest text (`forward_encoded`), after grouping texts of similar length.
+        let pad_id = tokenizer.get_padding().map_or(0, |p| p.pad_id);
+        tokenizer.with_padding(None);
         let truncation = TruncationParams {
             max_length: MINILM_MAX_SEQ_LEN.min(config.max_position_embeddings),
             ..tokenizer.get_truncation().cloned().unwrap_or_default()
@@ -123,6 +124,7 @@ impl MiniLmModel {
         Ok(Self {
             model,
             tokenizer,
+            pad_id,
             device,
             dims: config.hidden_size,
         })
@@ -133,43 +135,127 @@ impl MiniLmModel {
         self.dims
     }
 
-    /// Embeds `texts` in ONE forward pass (padded to the longest); callers chunk large inputs. Blocking and
-    /// CPU-heavy: never call it on an async runtime thread.
+    /// Embeds `texts` in ONE forward pass (padded to the longest). Blocking and CPU-heavy: never
+    /// call it on an async runtime thread.
     pub fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let encodings = self
-            .tokenizer
+        let encodings = self.encode(texts)?;
+        let all: Vec<&Encoding> = encodings.iter().collect();
+        self.forward_encoded(&all).map_err(inference)
+    }
+
+    /// Embeds `texts` as [`Self::embed_batch`] would, with less work: the texts are tokenized
+    /// once, ordered by their number of word pieces and cut into groups of similar length
+    /// ([`length_groups`]), one forward pass each, the passes run side by side on candle's
+    /// thread pool. A pass pads every text to its longest, and a text's vector does not depend
+    /// on the others of its pass (the padding is masked out), so grouping only saves the padded
+    /// positions' work; and side by side, the passes' element-wise operations (softmax, GELU,
+    /// layer norm, which candle runs on one thread) use every core, not just the products.
+    /// Blocking and CPU-heavy: never call it on an async runtime thread.
+    pub fn embed_texts(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let encodings = self.encode(texts)?;
+        let mut order: Vec<usize> = (0..encodings.len()).collect();
+        order.sort_by_key(|&i| encodings[i].len());
+        let lengths: Vec<usize> = order.iter().map(|&i| encodings[i].len()).collect();
+        let groups = length_groups(&lengths, rayon::current_num_threads());
+        let passes: Vec<candle_core::Result<Vec<Vec<f32>>>> = groups
+            .par_iter()
+            .map(|range| {
+                let group: Vec<&Encoding> = order[range.clone()]
+                    .iter()
+                    .map(|&i| &encodings[i])
+                    .collect();
+                self.forward_encoded(&group)
+            })
+            .collect();
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        for (range, pass) in groups.iter().zip(passes) {
+            for (&i, v) in order[range.clone()].iter().zip(pass.map_err(inference)?) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+
+    fn encode(&self, texts: &[&str]) -> Result<Vec<Encoding>, EmbedError> {
+        self.tokenizer
             .encode_batch(texts.to_vec(), true)
-            .map_err(inference)?;
+            .map_err(inference)
+    }
+
+    /// One forward pass over `encodings`, each padded to the longest of them.
+    fn forward_encoded(&self, encodings: &[&Encoding]) -> candle_core::Result<Vec<Vec<f32>>> {
         let n = encodings.len();
-        let seq = encodings[0].len();
+        let seq = encodings.iter().map(|e| e.len()).max().unwrap_or(0);
         let mut ids = Vec::with_capacity(n * seq);
         let mut type_ids = Vec::with_capacity(n * seq);
         let mut mask = Vec::with_capacity(n * seq);
-        for e in &encodings {
-            if e.len() != seq {
-                return Err(inference("tokenizer did not pad the batch to one length"));
-            }
-            ids.extend_from_slice(e.get_ids());
-            type_ids.extend_from_slice(e.get_type_ids());
-            mask.extend_from_slice(e.get_attention_mask());
+        for e in encodings {
+            let pad = seq - e.len();
+            ids.extend(
+                e.get_ids()
+                    .iter()
+                    .copied()
+                    .chain(std::iter::repeat_n(self.pad_id, pad)),
+            );
+            type_ids.extend(
+                e.get_type_ids()
+                    .iter()
+                    .copied()
+                    .chain(std::iter::repeat_n(0, pad)),
+            );
+            mask.extend(
+                e.get_attention_mask()
+                    .iter()
+                    .copied()
+                    .chain(std::iter::repeat_n(0, pad)),
+            );
         }
-        let run = || -> candle_core::Result<Vec<Vec<f32>>> {
-            let ids = Tensor::from_vec(ids, (n, seq), &self.device)?;
-            let type_ids = Tensor::from_vec(type_ids, (n, seq), &self.device)?;
-            let mask = Tensor::from_vec(mask, (n, seq), &self.device)?;
-            let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?; // (n, seq, dims)
-            // Mean over the real tokens only (every input has at least [CLS] and [SEP]).
-            let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (n, seq, 1)
-            let summed = hidden.broadcast_mul(&mask)?.sum(1)?; // (n, dims)
-            let mean = summed.broadcast_div(&mask.sum(1)?)?;
-            let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?;
-            mean.broadcast_div(&norm)?.to_vec2::<f32>()
-        };
-        run().map_err(inference)
+        let ids = Tensor::from_vec(ids, (n, seq), &self.device)?;
+        let type_ids = Tensor::from_vec(type_ids, (n, seq), &self.device)?;
+        let mask = Tensor::from_vec(mask, (n, seq), &self.device)?;
+        let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?; // (n, seq, dims)
+        // Mean over the real tokens only (every input has at least [CLS] and [SEP]).
+        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (n, seq, 1)
+        let summed = hidden.broadcast_mul(&mask)?.sum(1)?; // (n, dims)
+        let mean = summed.broadcast_div(&mask.sum(1)?)?;
+        let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?;
+        mean.broadcast_div(&norm)?.to_vec2::<f32>()
     }
+}
+
+/// Cuts texts ordered by length (`lengths`, in word pieces, ascending) into consecutive groups,
+/// one forward pass each: at least one per thread when there are as many texts, so every core
+/// has a pass of its own, and more while the padding saved outweighs a pass's fixed cost.
+fn length_groups(lengths: &[usize], threads: usize) -> Vec<std::ops::Range<usize>> {
+    let n = lengths.len();
+    let parts = threads.max(1).min(n.max(1));
+    // Equal shares of the padded work (positions a pass computes), found from the end: the
+    // longest texts cost the most per text.
+    let (mut groups, mut end) = (Vec::with_capacity(parts), n);
+    for part in (1..=parts).rev() {
+        if end == 0 {
+            break;
+        }
+        let left: usize = lengths[..end].iter().sum();
+        let share = left / part;
+        let mut start = end;
+        let mut cost = 0;
+        while start > part - 1 && cost < share {
+            start -= 1;
+            cost += lengths[end - 1];
+        }
+        let start = if part == 1 { 0 } else { start };
+        groups.push(start..end);
+        end = start;
+    }
+    groups.reverse();
+    groups
 }
 
 /// The model's tensors, with each linear layer's weight (`out × in`) stored transposed in memory,
@@ -250,9 +336,9 @@ fn run_jobs(model: &MiniLmModel, jobs: Vec<Job>) {
     }
 }
 
-/// [`MiniLmModel::embed_batch`], with a panic turned into an error.
+/// [`MiniLmModel::embed_texts`], with a panic turned into an error.
 fn forward(model: &MiniLmModel, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-    catch_unwind(AssertUnwindSafe(|| model.embed_batch(texts))).unwrap_or_else(|panic| {
+    catch_unwind(AssertUnwindSafe(|| model.embed_texts(texts))).unwrap_or_else(|panic| {
         let what = panic
             .downcast_ref::<&str>()
             .map(|s| s.to_string())
@@ -517,6 +603,166 @@ mod tests {
         }
     }
 
+    /// Chat turns as `createMessages` embeds them: the turn before (up to 200 characters), then
+    /// the speaker and the turn, of 15-40 words, so lengths vary within a batch.
+    fn chat_turns(n: usize) -> Vec<String> {
+        const WORDS: &[&str] = &[
+            "the",
+            "pottery",
+            "class",
+            "was",
+            "really",
+            "fun",
+            "and",
+            "I",
+            "made",
+            "a",
+            "bowl",
+            "for",
+            "my",
+            "mother",
+            "last",
+            "weekend",
+            "we",
+            "went",
+            "hiking",
+            "near",
+            "lake",
+            "did",
+            "you",
+            "see",
+            "photos",
+            "from",
+            "our",
+            "trip",
+            "to",
+            "mountains",
+            "coffee",
+            "garden",
+            "recipe",
+            "dinner",
+            "sister",
+            "kids",
+            "adopted",
+            "puppy",
+            "yesterday",
+        ];
+        let turn = |i: usize| {
+            let words = 15 + (i * 7) % 26;
+            (0..words)
+                .map(|w| WORDS[(i * 31 + w * 17 + w * w) % WORDS.len()])
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let speakers = ["caroline", "melanie"];
+        (0..n)
+            .map(|i| {
+                let before = (i > 0).then(|| (speakers[(i - 1) % 2], turn(i - 1)));
+                let before: Vec<(&str, &str)> =
+                    before.iter().map(|(p, c)| (*p, c.as_str())).collect();
+                crate::embed::message_text(&before, speakers[i % 2], &turn(i))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn length_groups_cover_every_text_once_in_at_most_one_group_per_thread() {
+        let lengths: Vec<usize> = (0..27).map(|i| 20 + i * 3).collect();
+        for threads in [1, 2, 3, 8, 64] {
+            let groups = length_groups(&lengths, threads);
+            assert!(!groups.is_empty() && groups.len() <= threads.min(lengths.len()));
+            assert_eq!(groups[0].start, 0);
+            assert_eq!(groups.last().unwrap().end, lengths.len());
+            for pair in groups.windows(2) {
+                assert_eq!(pair[0].end, pair[1].start, "{groups:?}");
+            }
+            assert!(groups.iter().all(|g| !g.is_empty()), "{groups:?}");
+        }
+        let one = length_groups(&[5], 2);
+        assert_eq!((one.len(), one[0].clone()), (1, 0..1));
+        assert_eq!(length_groups(&[5, 9], 2), [0..1, 1..2]);
+        assert!(length_groups(&[], 2).iter().all(|g| g.is_empty()));
+    }
+
+    #[test]
+    fn grouped_passes_give_every_chat_turn_the_vector_it_gets_alone() {
+        let model = MiniLmModel::load(&model_dir()).unwrap();
+        let texts = chat_turns(30);
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let grouped = model.embed_texts(&refs).unwrap();
+        let one_pass = model.embed_batch(&refs).unwrap();
+        assert_eq!(grouped.len(), texts.len());
+        for ((text, g), p) in refs.iter().zip(&grouped).zip(&one_pass) {
+            let alone = model.embed_batch(&[text]).unwrap().remove(0);
+            let cos = cosine(g, &alone);
+            assert!(cos >= 0.9999, "{text:?}: cosine {cos} to its vector alone");
+            assert!(max_diff(g, &alone) < 1e-4, "{text:?}");
+            assert!(cosine(p, &alone) >= 0.9999, "{text:?}: one padded pass");
+        }
+    }
+
+    /// Where a batch of chat turns' time goes, printed, not asserted:
+    /// `cargo test --release --lib embed::minilm::tests::chat_turn_profile -- --ignored --nocapture`.
+    /// Word pieces per text, the padding a single pass computes, and the time of one padded pass
+    /// against length groups one after another and side by side.
+    #[test]
+    #[ignore]
+    fn chat_turn_profile() {
+        let model = MiniLmModel::load(&model_dir()).unwrap();
+        let texts = chat_turns(25);
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let encodings = model.encode(&refs).unwrap();
+        let mut order: Vec<usize> = (0..encodings.len()).collect();
+        order.sort_by_key(|&i| encodings[i].len());
+        let lengths: Vec<usize> = order.iter().map(|&i| encodings[i].len()).collect();
+        let real: usize = lengths.iter().sum();
+        let padded = lengths.len() * lengths.last().unwrap();
+        eprintln!(
+            "{} texts, word pieces {}..{} (mean {:.0}); one pass computes {padded} positions for \
+             {real} real ({:.0}% padding)",
+            lengths.len(),
+            lengths[0],
+            lengths.last().unwrap(),
+            real as f64 / lengths.len() as f64,
+            100.0 * (padded - real) as f64 / padded as f64
+        );
+        let time = |label: &str, f: &dyn Fn()| {
+            f();
+            let rounds = 8;
+            let (t, c) = (Instant::now(), cpu_ms());
+            for _ in 0..rounds {
+                f();
+            }
+            let wall = t.elapsed().as_secs_f64() * 1e3 / rounds as f64;
+            let cpu = c
+                .zip(cpu_ms())
+                .map_or(0.0, |(a, b)| (b - a) / rounds as f64);
+            eprintln!(
+                "{label}: {wall:.0} ms per batch [cpu {cpu:.0} ms], {:.0} texts/s",
+                lengths.len() as f64 * 1e3 / wall
+            );
+        };
+        let group = |range: std::ops::Range<usize>| -> Vec<&Encoding> {
+            order[range].iter().map(|&i| &encodings[i]).collect()
+        };
+        time("one padded pass", &|| {
+            model.forward_encoded(&group(0..order.len())).unwrap();
+        });
+        for parts in [2, 3, 4, 6] {
+            let groups = length_groups(&lengths, parts);
+            time(&format!("{parts} groups one after another"), &|| {
+                for g in &groups {
+                    model.forward_encoded(&group(g.clone())).unwrap();
+                }
+            });
+            time(&format!("{parts} groups side by side"), &|| {
+                groups.par_iter().for_each(|g| {
+                    model.forward_encoded(&group(g.clone())).unwrap();
+                });
+            });
+        }
+    }
+
     #[test]
     fn linear_weights_are_stored_column_major_and_embedding_tables_row_major() {
         let weights = std::fs::read(model_dir().join(WEIGHTS_FILE)).unwrap();
@@ -543,6 +789,7 @@ mod tests {
         let as_stored = MiniLmModel {
             model: BertModel::load(vb, &config).unwrap(),
             tokenizer: ours.tokenizer.clone(),
+            pad_id: ours.pad_id,
             device: Device::Cpu,
             dims: ours.dims,
         };
