@@ -34,6 +34,7 @@ mod m20261201_000080_session_list_indexes;
 mod m20261202_000090_lighter_message_graph;
 mod m20261203_000140_webhooks;
 mod m20261203_000150_erasure;
+mod m20261203_000160_erasure_forgets_webhook_deliveries;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -166,6 +167,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000090_lighter_message_graph::Migration),
             Box::new(m20261203_000140_webhooks::Migration),
             Box::new(m20261203_000150_erasure::Migration),
+            Box::new(m20261203_000160_erasure_forgets_webhook_deliveries::Migration),
         ]
     }
 }

@@ -679,3 +679,36 @@ async fn the_erase_command_erases_a_peer_in_batches_and_reports_it() {
         1
     );
 }
+
+#[tokio::test]
+async fn erased_messages_and_conclusions_take_their_webhook_deliveries_with_them() {
+    let app = TestApp::new().await;
+    say(&app, "s", &[("alice", "hello")]).await;
+    app.store
+        .db()
+        .execute_unprepared(
+            "INSERT INTO webhook_endpoints (id, workspace_name, url) \
+             VALUES ('endpoint-1', 'ws', 'http://127.0.0.1:9/hook')",
+        )
+        .await
+        .unwrap();
+    let ids = say(
+        &app,
+        "s",
+        &[("alice", "my secret is mauve"), ("bob", "kept")],
+    )
+    .await;
+    let secret = fact(&app, "alice", "alice", "alice's secret is mauve").await;
+    link(&app, &secret, &ids[0]).await;
+    fact(&app, "bob", "bob", "bob keeps things").await;
+    let mauve = "SELECT count(*) FROM webhook_deliveries WHERE body LIKE '%mauve%'";
+    assert_eq!(app.sql_i64(mauve).await, 2, "queued with the rows");
+    let d = app.ok(DELETE_MESSAGE, json!({"id": ids[0]})).await;
+    assert_eq!(d["deleteMessage"], json!({"messages": 1, "conclusions": 1}));
+    assert_eq!(app.sql_i64(mauve).await, 0);
+    assert_eq!(
+        app.sql_i64("SELECT count(*) FROM webhook_deliveries").await,
+        2,
+        "bob's message and conclusion keep theirs"
+    );
+}
