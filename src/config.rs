@@ -12,11 +12,7 @@ use clap::Args;
 #[derive(Args, Clone, Debug)]
 pub struct DbConfig {
     /// PostgreSQL connection URL.
-    #[arg(
-        long,
-        env = "DATABASE_URL",
-        default_value = "postgres://postgres@127.0.0.1:5432/honcho"
-    )]
+    #[arg(long, env = "DATABASE_URL", default_value = "postgres://postgres@127.0.0.1:5432/honcho")]
     pub database_url: String,
 
     /// Connections in the pool.
@@ -96,11 +92,7 @@ pub struct ServeConfig {
     pub max_embeddings: usize,
 
     /// Most operations (subscriptions) open at once on one WebSocket.
-    #[arg(
-        long,
-        env = "HONCHO_MAX_SUBSCRIPTIONS_PER_CONNECTION",
-        default_value_t = 100
-    )]
+    #[arg(long, env = "HONCHO_MAX_SUBSCRIPTIONS_PER_CONNECTION", default_value_t = 100)]
     pub max_subscriptions_per_connection: usize,
 
     /// Most operations open at once over all WebSockets of one key (auth on).

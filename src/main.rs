@@ -11,11 +11,7 @@ use honcho_graphql::store::erasure::{DEFAULT_ERASURE_BATCH, ErasureJob, ErasureP
 use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(Parser)]
-#[command(
-    name = "honcho-graphql",
-    version,
-    about = "Honcho's memory model over GraphQL"
-)]
+#[command(name = "honcho-graphql", version, about = "Honcho's memory model over GraphQL")]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -21,11 +21,7 @@ use serde::{Deserialize, Serialize};
 #[derive(clap::Args, Clone)]
 pub struct AuthArgs {
     /// Secret that signs API keys (HS256). Unset: auth is off and every request is an admin.
-    #[arg(
-        long = "auth-secret",
-        env = "HONCHO_AUTH_SECRET",
-        hide_env_values = true
-    )]
+    #[arg(long = "auth-secret", env = "HONCHO_AUTH_SECRET", hide_env_values = true)]
     pub secret: Option<String>,
 }
 

@@ -7,11 +7,7 @@ use clap::Args;
 pub struct DeriverArgs {
     /// Deriver workers inside this process (0 = none; `honcho-graphql deriver` runs them alone).
     /// Without an LLM (HONCHO_LLM=none) none run.
-    #[arg(
-        long = "deriver-workers",
-        env = "HONCHO_DERIVER_WORKERS",
-        default_value_t = 1
-    )]
+    #[arg(long = "deriver-workers", env = "HONCHO_DERIVER_WORKERS", default_value_t = 1)]
     pub workers: u32,
 
     /// A work unit is ready once its pending messages hold this many tokens...
@@ -23,11 +19,7 @@ pub struct DeriverArgs {
     pub batch_tokens: i64,
 
     /// ...or once its oldest pending message has waited this long (seconds).
-    #[arg(
-        long = "deriver-batch-secs",
-        env = "HONCHO_DERIVER_BATCH_SECS",
-        default_value_t = 10.0
-    )]
+    #[arg(long = "deriver-batch-secs", env = "HONCHO_DERIVER_BATCH_SECS", default_value_t = 10.0)]
     pub batch_secs: f64,
 
     /// Most tokens of messages one LLM call reads (the batch is cut to fit).
@@ -40,19 +32,11 @@ pub struct DeriverArgs {
 
     /// How long a claimed unit stays a worker's; a crashed worker's unit is claimed again after
     /// it (seconds). Must exceed the time one batch takes (two LLM calls with retries).
-    #[arg(
-        long = "deriver-lease-secs",
-        env = "HONCHO_DERIVER_LEASE_SECS",
-        default_value_t = 600.0
-    )]
+    #[arg(long = "deriver-lease-secs", env = "HONCHO_DERIVER_LEASE_SECS", default_value_t = 600.0)]
     pub lease_secs: f64,
 
     /// How often an idle worker looks for ready work (milliseconds).
-    #[arg(
-        long = "deriver-poll-ms",
-        env = "HONCHO_DERIVER_POLL_MS",
-        default_value_t = 500
-    )]
+    #[arg(long = "deriver-poll-ms", env = "HONCHO_DERIVER_POLL_MS", default_value_t = 500)]
     pub poll_ms: u64,
 
     /// A new explicit fact at least this similar (cosine) to a live explicit conclusion of the

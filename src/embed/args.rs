@@ -40,11 +40,7 @@ pub struct EmbedArgs {
     pub openai_model: String,
 
     /// Bearer token of the embeddings endpoint (optional).
-    #[arg(
-        long = "openai-api-key",
-        env = "HONCHO_OPENAI_API_KEY",
-        hide_env_values = true
-    )]
+    #[arg(long = "openai-api-key", env = "HONCHO_OPENAI_API_KEY", hide_env_values = true)]
     pub openai_api_key: Option<String>,
 
     /// Vector length [default: the model's, known for OpenAI's models (1536 for
@@ -53,19 +49,11 @@ pub struct EmbedArgs {
     pub openai_dims: Option<String>,
 
     /// Timeout of one embeddings request, in seconds (may be fractional).
-    #[arg(
-        long = "openai-timeout-secs",
-        env = "HONCHO_OPENAI_TIMEOUT_SECS",
-        default_value = "30"
-    )]
+    #[arg(long = "openai-timeout-secs", env = "HONCHO_OPENAI_TIMEOUT_SECS", default_value = "30")]
     pub openai_timeout_secs: String,
 
     /// Retries after the first attempt on 429, 5xx, timeouts and connection errors (0..=10).
-    #[arg(
-        long = "openai-max-retries",
-        env = "HONCHO_OPENAI_MAX_RETRIES",
-        default_value = "3"
-    )]
+    #[arg(long = "openai-max-retries", env = "HONCHO_OPENAI_MAX_RETRIES", default_value = "3")]
     pub openai_max_retries: String,
 }
 

@@ -27,27 +27,15 @@ pub struct LlmArgs {
     pub base_url: String,
 
     /// Model name sent in requests.
-    #[arg(
-        long = "llm-model",
-        env = "HONCHO_LLM_MODEL",
-        default_value = "gpt-4o-mini"
-    )]
+    #[arg(long = "llm-model", env = "HONCHO_LLM_MODEL", default_value = "gpt-4o-mini")]
     pub model: String,
 
     /// Bearer token (optional: local servers need none).
-    #[arg(
-        long = "llm-api-key",
-        env = "HONCHO_LLM_API_KEY",
-        hide_env_values = true
-    )]
+    #[arg(long = "llm-api-key", env = "HONCHO_LLM_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
 
     /// Timeout of one attempt, in seconds. Local models on a CPU are slow: be generous.
-    #[arg(
-        long = "llm-timeout-secs",
-        env = "HONCHO_LLM_TIMEOUT_SECS",
-        default_value_t = 120.0
-    )]
+    #[arg(long = "llm-timeout-secs", env = "HONCHO_LLM_TIMEOUT_SECS", default_value_t = 120.0)]
     pub timeout_secs: f64,
 
     /// Retries after the first attempt on 408, 429, 5xx, timeouts and connection errors.

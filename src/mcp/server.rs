@@ -179,10 +179,8 @@ impl Memory {
         respond(sessions::list_sessions(&gate, a).await)
     }
 
-    #[tool(
-        description = "Add peers to a session (creating the session and peers when missing). \
-        Use it to bring participants into a conversation."
-    )]
+    #[tool(description = "Add peers to a session (creating the session and peers when missing). \
+        Use it to bring participants into a conversation.")]
     async fn add_peers_to_session(
         Parameters(a): Parameters<AddPeersArgs>,
         gate: Gate,
@@ -190,11 +188,9 @@ impl Memory {
         respond(sessions::add_peers_to_session(&gate, a).await)
     }
 
-    #[tool(
-        description = "Record conversation turns: append messages (each with its author's \
+    #[tool(description = "Record conversation turns: append messages (each with its author's \
         peer_id) to a session, creating the session and peers when missing. Use it after each \
-        exchange worth remembering; what is recorded is searchable at once and feeds the deriver."
-    )]
+        exchange worth remembering; what is recorded is searchable at once and feeds the deriver.")]
     async fn add_messages_to_session(
         Parameters(a): Parameters<AddMessagesArgs>,
         gate: Gate,

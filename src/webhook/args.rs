@@ -12,11 +12,7 @@ use crate::store::webhook::WebhookPolicy;
 pub struct WebhookArgs {
     /// The secret every delivery is signed with (HMAC-SHA256; Honcho's `WEBHOOK_SECRET`). Without
     /// it endpoints can be registered and events are queued, but nothing is sent until it is set.
-    #[arg(
-        id = "webhook_secret",
-        long = "webhook-secret",
-        env = "HONCHO_WEBHOOK_SECRET"
-    )]
+    #[arg(id = "webhook_secret", long = "webhook-secret", env = "HONCHO_WEBHOOK_SECRET")]
     pub secret: Option<String>,
 
     /// Accept webhook URLs on loopback, private, link-local and reserved addresses, and deliver
