@@ -17,12 +17,12 @@ pub struct WebhookArgs {
 
     /// Accept webhook URLs on loopback, private, link-local and reserved addresses, and deliver
     /// to names that resolve to them (tests and local development only).
-    #[arg(id = "webhook_allow_private", long = "webhook-allow-private", env = "HONCHO_WEBHOOK_ALLOW_PRIVATE",
+    #[arg(long = "webhook-allow-private", env = "HONCHO_WEBHOOK_ALLOW_PRIVATE",
           default_value_t = false, action = clap::ArgAction::Set)]
     pub allow_private: bool,
 
     /// Most webhook endpoints one workspace may register (Honcho's WEBHOOK_MAX_WORKSPACE_LIMIT).
-    #[arg(id = "webhook_max_endpoints", long = "webhook-max-endpoints", env = "HONCHO_WEBHOOK_MAX_ENDPOINTS",
+    #[arg(long = "webhook-max-endpoints", env = "HONCHO_WEBHOOK_MAX_ENDPOINTS",
           default_value_t = crate::store::webhook::DEFAULT_MAX_ENDPOINTS)]
     pub max_endpoints: usize,
 
@@ -36,22 +36,16 @@ pub struct WebhookArgs {
     pub workers: u32,
 
     /// Attempts per delivery before it is dead-lettered.
-    #[arg(id = "webhook_max_attempts", long = "webhook-max-attempts", env = "HONCHO_WEBHOOK_MAX_ATTEMPTS", default_value_t = 10,
+    #[arg(long = "webhook-max-attempts", env = "HONCHO_WEBHOOK_MAX_ATTEMPTS", default_value_t = 10,
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub max_attempts: u32,
 
     /// Wait after the first failed attempt (milliseconds); each later wait doubles.
-    #[arg(
-        id = "webhook_backoff_ms",
-        long = "webhook-backoff-ms",
-        env = "HONCHO_WEBHOOK_BACKOFF_MS",
-        default_value_t = 5_000
-    )]
+    #[arg(long = "webhook-backoff-ms", env = "HONCHO_WEBHOOK_BACKOFF_MS", default_value_t = 5_000)]
     pub backoff_ms: u64,
 
     /// Longest wait between two attempts (milliseconds).
     #[arg(
-        id = "webhook_max_backoff_ms",
         long = "webhook-max-backoff-ms",
         env = "HONCHO_WEBHOOK_MAX_BACKOFF_MS",
         default_value_t = 3_600_000
@@ -59,7 +53,7 @@ pub struct WebhookArgs {
     pub max_backoff_ms: u64,
 
     /// Longest one attempt may take, connecting and answering included (milliseconds).
-    #[arg(id = "webhook_timeout_ms", long = "webhook-timeout-ms", env = "HONCHO_WEBHOOK_TIMEOUT_MS", default_value_t = 10_000,
+    #[arg(long = "webhook-timeout-ms", env = "HONCHO_WEBHOOK_TIMEOUT_MS", default_value_t = 10_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout_ms: u64,
 
@@ -73,13 +67,12 @@ pub struct WebhookArgs {
     pub poll_ms: u64,
 
     /// Deliveries one worker claims and sends at once.
-    #[arg(id = "webhook_batch", long = "webhook-batch", env = "HONCHO_WEBHOOK_BATCH", default_value_t = 16,
+    #[arg(long = "webhook-batch", env = "HONCHO_WEBHOOK_BATCH", default_value_t = 16,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub batch: u32,
 
     /// Delivered and dead deliveries are deleted this long after they were queued (hours).
     #[arg(
-        id = "webhook_retention_hours",
         long = "webhook-retention-hours",
         env = "HONCHO_WEBHOOK_RETENTION_HOURS",
         default_value_t = 168
