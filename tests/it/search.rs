@@ -88,7 +88,9 @@ fn sorted(mut v: Vec<i64>) -> Vec<i64> {
 
 /// (sessionId, matched seqs, context seqs) of each snippet, checking on the way that context is
 /// in seq order, gapless and contains every matched message.
-fn snippets(hits: &Value) -> Vec<(String, Vec<i64>, Vec<i64>)> {
+type Snippet = (String, Vec<i64>, Vec<i64>);
+
+fn snippets(hits: &Value) -> Vec<Snippet> {
     hits["snippets"]
         .as_array()
         .unwrap()
@@ -120,6 +122,23 @@ fn snippets(hits: &Value) -> Vec<(String, Vec<i64>, Vec<i64>)> {
             )
         })
         .collect()
+}
+
+/// One snippet of session "chat" that matched `matched` and holds `context`.
+fn chat_snippet(matched: &[i64], context: std::ops::RangeInclusive<i64>) -> Snippet {
+    ("chat".to_owned(), matched.to_vec(), context.collect())
+}
+
+/// The snippets a search for "zebra" with `window` finds in session "chat" of `app`.
+async fn zebra_snippets(app: &TestApp, window: i64) -> Vec<Snippet> {
+    snippets(&in_session(app, "zebra", true, window).await)
+}
+
+/// A new app whose session "chat" has `n` turns, "zebra" in `matches`.
+async fn zebra_chat(n: i64, matches: &[i64]) -> TestApp {
+    let app = TestApp::new().await;
+    conversation(&app, "chat", n, matches).await;
+    app
 }
 
 async fn in_session(app: &TestApp, q: &str, ctx: bool, w: i64) -> Value {
@@ -184,58 +203,43 @@ async fn include_context_returns_snippet_hits_with_results_and_snippets() {
 
 #[tokio::test]
 async fn matches_at_5_and_7_merge_into_one_snippet_spanning_3_to_9() {
-    let app = TestApp::new().await;
-    conversation(&app, "chat", 20, &[5, 7]).await;
-    let hits = in_session(&app, "zebra", true, 2).await;
+    let app = zebra_chat(20, &[5, 7]).await;
     assert_eq!(
-        snippets(&hits),
-        [("chat".to_owned(), vec![5, 7], (3..=9).collect::<Vec<_>>())]
+        zebra_snippets(&app, 2).await,
+        [chat_snippet(&[5, 7], 3..=9)]
     );
 }
 
 #[tokio::test]
 async fn matches_at_5_and_12_stay_apart() {
-    let app = TestApp::new().await;
-    conversation(&app, "chat", 20, &[5, 12]).await;
-    let hits = in_session(&app, "zebra", true, 2).await;
-    let s = snippets(&hits);
-    assert_eq!(s.len(), 2, "{s:?}");
-    assert!(
-        s.iter()
-            .all(|(_, m, c)| m.len() == 1 && c.len() == 5 && c[2] == m[0])
-    );
+    let app = zebra_chat(20, &[5, 12]).await;
+    let mut s = zebra_snippets(&app, 2).await;
+    s.sort_by_key(|s| s.1[0]); // equal matches: their order is the tie's
+    assert_eq!(s, [chat_snippet(&[5], 3..=7), chat_snippet(&[12], 10..=14)]);
 }
 
 #[tokio::test]
 async fn touching_windows_of_5_and_10_merge() {
-    let app = TestApp::new().await;
-    conversation(&app, "chat", 20, &[5, 10]).await;
+    let app = zebra_chat(20, &[5, 10]).await;
     // w=2: [3,7] and [8,12] touch, so they are one snippet.
-    let hits = in_session(&app, "zebra", true, 2).await;
     assert_eq!(
-        snippets(&hits),
-        [("chat".to_owned(), vec![5, 10], (3..=12).collect::<Vec<_>>())]
+        zebra_snippets(&app, 2).await,
+        [chat_snippet(&[5, 10], 3..=12)]
     );
     // w=1: [4,6] and [9,11] leave 7 and 8 out: two snippets.
-    let hits = in_session(&app, "zebra", true, 1).await;
-    assert_eq!(snippets(&hits).len(), 2);
+    assert_eq!(zebra_snippets(&app, 1).await.len(), 2);
 }
 
 #[tokio::test]
 async fn context_window_zero_gives_the_matches_as_context() {
-    let app = TestApp::new().await;
-    conversation(&app, "chat", 20, &[5, 6, 12]).await;
+    let app = zebra_chat(20, &[5, 6, 12]).await;
     app.take_statements();
-    let hits = in_session(&app, "zebra", true, 0).await;
-    let mut s = snippets(&hits);
+    let mut s = zebra_snippets(&app, 0).await;
     s.sort_by_key(|s| s.1[0]);
     // Adjacent matches still merge.
     assert_eq!(
         s,
-        [
-            ("chat".to_owned(), vec![5, 6], vec![5, 6]),
-            ("chat".to_owned(), vec![12], vec![12]),
-        ]
+        [chat_snippet(&[5, 6], 5..=6), chat_snippet(&[12], 12..=12)]
     );
     assert_eq!(
         app.take_statements(),
@@ -246,12 +250,10 @@ async fn context_window_zero_gives_the_matches_as_context() {
 
 #[tokio::test]
 async fn windows_start_at_the_first_message_and_end_at_the_last() {
-    let app = TestApp::new().await;
-    conversation(&app, "chat", 6, &[1, 6]).await;
-    let hits = in_session(&app, "zebra", true, 10).await;
+    let app = zebra_chat(6, &[1, 6]).await;
     assert_eq!(
-        snippets(&hits),
-        [("chat".to_owned(), vec![1, 6], (1..=6).collect::<Vec<_>>())]
+        zebra_snippets(&app, 10).await,
+        [chat_snippet(&[1, 6], 1..=6)]
     );
 }
 
