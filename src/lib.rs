@@ -228,6 +228,7 @@ async fn ready_store(cfg: &ServeConfig, derives: bool) -> Result<Store, StartErr
     let store = open_store(&cfg.db)
         .await?
         .with_derivation(derives)
+        .with_configuration_defaults(cfg.deriver.configuration_defaults())
         .with_conclusion_keys(cfg.search.search_conclusion_keys)
         .with_webhook_policy(cfg.webhooks.policy())
         .with_read_pool(open_read_pool(&cfg.db, &cfg.reads).await?);
@@ -384,7 +385,10 @@ pub async fn derive(
     let Some(llm) = llm::build(&llm_cfg)? else {
         return Err(StartError::NoLlm);
     };
-    let store = open_store(&db).await?.with_derivation(true);
+    let store = open_store(&db)
+        .await?
+        .with_derivation(true)
+        .with_configuration_defaults(cfg.configuration_defaults());
     Migrator::up(store.db(), None)
         .await
         .map_err(StartError::Migrate)?;

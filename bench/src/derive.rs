@@ -125,6 +125,7 @@ async fn measure(args: &Args, url: &str) -> anyhow::Result<()> {
                 ),
                 metadata: None,
                 created_at: None,
+                configuration: None,
             })
             .collect()
     };
@@ -186,6 +187,7 @@ async fn measure(args: &Args, url: &str) -> anyhow::Result<()> {
                             batches += 1;
                             items += messages as u64;
                         }
+                        BatchReport::Summarized { .. } => {}
                         other => anyhow::bail!("batch did not complete: {other:?}"),
                     }
                 }

@@ -87,11 +87,15 @@ pub const RULES: &[Field] = &[
     field("Peer",         "messages",                Peer),
     field("Peer",         "search",                  Peer),
     field("Peer",         "conclusions",             Workspace),
+    // As `GET .../peers/{p}/card`: the workspace's key or the peer's own.
+    field("Peer",         "card",                    Peer),
     // The dialectic reads the peer's conclusions: the same keys.
     field("Peer",         "chat",                    Workspace),
     field("Session",      "peers",                   SessionRead),
     field("Session",      "messages",                SessionRead),
     field("Session",      "search",                  SessionRead),
+    field("Session",      "summaries",               SessionRead),
+    field("Session",      "context",                 SessionRead),
     field("SessionPeer",  "peer",                    Inherit),
     field("Message",      "peer",                    Inherit),
     field("Message",      "session",                 Inherit),

@@ -47,6 +47,51 @@ pub struct DeriverArgs {
         default_value_t = 0.92
     )]
     pub dedup_similarity: f64,
+
+    /// Sessions get short and long summaries (a workspace's or session's
+    /// `summary.enabled` overrides it).
+    #[arg(long, env = "HONCHO_SUMMARY_ENABLED", default_value_t = true,
+          action = clap::ArgAction::Set)]
+    pub summary_enabled: bool,
+
+    /// A short summary every this many messages (`summary.messages_per_short_summary`).
+    #[arg(long, env = "HONCHO_SUMMARY_MESSAGES_PER_SHORT", default_value_t = 20,
+          value_parser = clap::value_parser!(i64).range(1..=1000))]
+    pub summary_messages_per_short: i64,
+
+    /// A long summary every this many messages (`summary.messages_per_long_summary`).
+    #[arg(long, env = "HONCHO_SUMMARY_MESSAGES_PER_LONG", default_value_t = 60,
+          value_parser = clap::value_parser!(i64).range(1..=1000))]
+    pub summary_messages_per_long: i64,
+
+    /// Most tokens of a short summary.
+    #[arg(long, env = "HONCHO_SUMMARY_MAX_TOKENS_SHORT", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(50..=10_000))]
+    pub summary_max_tokens_short: u32,
+
+    /// Most tokens of a long summary.
+    #[arg(long, env = "HONCHO_SUMMARY_MAX_TOKENS_LONG", default_value_t = 4000,
+          value_parser = clap::value_parser!(u32).range(50..=20_000))]
+    pub summary_max_tokens_long: u32,
+
+    /// The deriver keeps peer cards (a workspace's or session's `peer_card.use` and
+    /// `peer_card.create` override it).
+    #[arg(long, env = "HONCHO_PEER_CARD_ENABLED", default_value_t = true,
+          action = clap::ArgAction::Set)]
+    pub peer_card_enabled: bool,
+}
+
+impl DeriverArgs {
+    /// The server's settings under every workspace's configuration.
+    pub fn configuration_defaults(&self) -> crate::store::configuration::Defaults {
+        crate::store::configuration::Defaults {
+            peer_card: self.peer_card_enabled,
+            summary: self.summary_enabled,
+            messages_per_short_summary: self.summary_messages_per_short,
+            messages_per_long_summary: self.summary_messages_per_long,
+            ..Default::default()
+        }
+    }
 }
 
 impl Default for DeriverArgs {
@@ -69,5 +114,13 @@ mod tests {
         );
         assert_eq!((d.batch_secs, d.lease_secs, d.poll_ms), (10.0, 600.0, 500));
         assert_eq!(d.dedup_similarity, 0.92);
+        assert_eq!(
+            d.configuration_defaults(),
+            crate::store::configuration::Defaults::default()
+        );
+        assert_eq!(
+            (d.summary_max_tokens_short, d.summary_max_tokens_long),
+            (1000, 4000)
+        );
     }
 }

@@ -16,6 +16,10 @@ pub(crate) struct Metrics {
     pub llm_calls: IntCounterVec,
     /// Premises the model named that it had not been shown (dropped).
     pub unknown_sources: IntCounterVec,
+    /// Summary steps by kind (short, long) and outcome (ok, failed, lease_lost).
+    pub summaries: IntCounterVec,
+    /// Peer card updates by result (written, unchanged, refused entries).
+    pub cards: IntCounterVec,
 }
 
 impl Metrics {
@@ -64,6 +68,16 @@ pub(crate) fn metrics() -> &'static Metrics {
                 "honcho_deriver_unknown_sources_total",
                 "Premises a model cited that it had not been shown (dropped)",
                 &["pass"],
+            ),
+            summaries: counter(
+                "honcho_deriver_summaries_total",
+                "Session summaries by kind (short, long) and outcome (ok, failed, lease_lost)",
+                &["kind", "outcome"],
+            ),
+            cards: counter(
+                "honcho_deriver_peer_card_total",
+                "Peer card updates by result (written, unchanged) and card entries refused",
+                &["result"],
             ),
             registry,
         }

@@ -18,8 +18,10 @@
 //! `deriverStatus`, the metrics and the log, and `retryFailedDerivations` resumes it.
 
 mod args;
+mod card;
 pub mod metrics;
 mod prompt;
+mod summary;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,7 +32,9 @@ use tokio::sync::watch;
 use crate::embed::conclusion_text;
 use crate::llm::{JsonReply, JsonRequest, Llm, LlmError};
 use crate::store::conclusion::{Conclusion, Level, conclusion_content};
+use crate::store::configuration::Resolved;
 use crate::store::message::{Message, SeqRange};
+use crate::store::peer_card::NewCardEntry;
 use crate::store::queue::{BatchOutcome, Claim, ClaimRules, NewDerived, NewFact, Premise};
 use crate::store::{Store, StoreError};
 use crate::workers::Worker;
@@ -71,6 +75,21 @@ pub enum BatchReport {
     Failed { unit: i64, error: String },
     /// Another worker holds the unit now (this worker's lease ran out); nothing was written.
     LeaseLost { unit: i64 },
+    /// A session's summary of this kind now covers the conversation up to `to_seq`.
+    Summarized {
+        unit: i64,
+        session: String,
+        kind: crate::store::summary::SummaryKind,
+        to_seq: i64,
+    },
+}
+
+/// What both passes drew from a batch, before anything is written.
+struct Derived {
+    facts: Vec<NewFact>,
+    derived: Vec<NewDerived>,
+    /// The deriver's entries of the observer's card of the observed, when they change.
+    card: Option<Vec<NewCardEntry>>,
 }
 
 /// Claims and processes work units; share it between workers (`Arc`).
@@ -81,7 +100,9 @@ pub struct Deriver {
 }
 
 impl Deriver {
+    /// The store's settings under workspaces' configurations become the deriver's flags'.
     pub fn new(store: Store, llm: Arc<dyn Llm>, cfg: DeriverArgs) -> Self {
+        let store = store.with_configuration_defaults(cfg.configuration_defaults());
         Deriver { store, llm, cfg }
     }
 
@@ -94,8 +115,14 @@ impl Deriver {
         }
     }
 
-    /// Claims one ready unit and processes its next batch. `None` when nothing is ready.
+    /// Claims one due summary and writes it, or else one ready unit and processes its next
+    /// batch. `None` when nothing is ready. Summaries go first: there is at most one due per
+    /// session and kind, so they cannot hold conclusions back for long, and a conversation's
+    /// summary is worth most while it is current.
     pub async fn run_once(&self, worker: &str) -> Result<Option<BatchReport>, StoreError> {
+        if let Some(report) = self.summarize_once(worker).await? {
+            return Ok(Some(report));
+        }
         let Some(claim) = self.store.claim_unit(worker, self.rules()).await? else {
             return Ok(None);
         };
@@ -115,9 +142,19 @@ impl Deriver {
         let started = Instant::now();
         let m = metrics();
         let result = match self.derive(claim).await {
-            Ok((facts, derived)) => self
+            Ok(Derived {
+                facts,
+                derived,
+                card,
+            }) => self
                 .store
-                .complete_batch(claim, &facts, &derived, self.cfg.dedup_similarity)
+                .complete_batch_with_card(
+                    claim,
+                    &facts,
+                    &derived,
+                    self.cfg.dedup_similarity,
+                    card.as_deref(),
+                )
                 .await
                 .map_err(DeriverError::Store),
             Err(e) => Err(e),
@@ -134,6 +171,7 @@ impl Deriver {
                     derived_new = outcome.derived_created,
                     derived_reinforced = outcome.derived_reinforced,
                     refused = outcome.refused,
+                    card_entries = ?outcome.card_entries,
                     ms = started.elapsed().as_millis() as u64,
                     "deriver: batch done"
                 );
@@ -168,10 +206,18 @@ impl Deriver {
     }
 
     /// Both passes, nothing written.
-    async fn derive(&self, claim: &Claim) -> Result<(Vec<NewFact>, Vec<NewDerived>), DeriverError> {
-        let mut facts = self.explicit_pass(claim).await?;
+    async fn derive(&self, claim: &Claim) -> Result<Derived, DeriverError> {
+        let settings = self
+            .store
+            .resolved_configuration(&claim.workspace, &claim.session)
+            .await?;
+        let mut facts = self.explicit_pass(claim, &settings).await?;
         if facts.is_empty() {
-            return Ok((facts, Vec::new()));
+            return Ok(Derived {
+                facts,
+                derived: Vec::new(),
+                card: None,
+            });
         }
         let vectors = self
             .embed_conclusions(claim, facts.iter().map(|f| f.content.as_str()))
@@ -179,24 +225,33 @@ impl Deriver {
         for (f, e) in facts.iter_mut().zip(vectors) {
             f.embedding = e;
         }
-        let mut derived = self.reasoning_pass(claim, &facts).await?;
+        let (mut derived, card) = self.reasoning_pass(claim, &facts, &settings).await?;
         let vectors = self
             .embed_conclusions(claim, derived.iter().map(|d| d.content.as_str()))
             .await;
         for (d, e) in derived.iter_mut().zip(vectors) {
             d.embedding = e;
         }
-        Ok((facts, derived))
+        Ok(Derived {
+            facts,
+            derived,
+            card,
+        })
     }
 
     /// The explicit pass: the facts the observed peer states in the batch, each once.
-    async fn explicit_pass(&self, claim: &Claim) -> Result<Vec<NewFact>, DeriverError> {
+    async fn explicit_pass(
+        &self,
+        claim: &Claim,
+        settings: &Resolved,
+    ) -> Result<Vec<NewFact>, DeriverError> {
         let window = self.window(claim).await?;
         let reply = self
             .ask(
                 "explicit",
                 JsonRequest {
-                    system: prompt::explicit_system(&claim.observer, &claim.observed),
+                    system: prompt::explicit_system(&claim.observer, &claim.observed)
+                        + &prompt::custom_instructions(settings),
                     user: prompt::explicit_user(&claim.session, &window, &claim.message_ids),
                     schema_name: "explicit_facts".into(),
                     schema: prompt::explicit_schema(),
@@ -213,7 +268,8 @@ impl Deriver {
         &self,
         claim: &Claim,
         facts: &[NewFact],
-    ) -> Result<Vec<NewDerived>, DeriverError> {
+        settings: &Resolved,
+    ) -> Result<(Vec<NewDerived>, Option<Vec<NewCardEntry>>), DeriverError> {
         let vectors: Vec<Vec<f32>> = facts.iter().filter_map(|f| f.embedding.clone()).collect();
         let existing = self
             .store
@@ -228,19 +284,40 @@ impl Deriver {
         // The explicit call may have taken most of the lease.
         self.store.renew_lease(claim, self.rules().lease).await?;
         let contents: Vec<String> = facts.iter().map(|f| f.content.clone()).collect();
+        let mut system = prompt::reasoning_system(&claim.observer, &claim.observed);
+        let mut user = prompt::reasoning_user(&contents, &existing);
+        let mut schema = prompt::reasoning_schema();
+        let card = match settings.peer_card_create {
+            true => {
+                let entries = self
+                    .store
+                    .peer_card_entries(&claim.workspace, &claim.observer, &claim.observed)
+                    .await?
+                    .unwrap_or_default();
+                let ctx = card::CardContext::new(entries, settings.peer_card_use);
+                system.push_str(&card::system(&claim.observed));
+                user.push_str(&card::user(&ctx));
+                card::extend_schema(&mut schema);
+                Some(ctx)
+            }
+            false => None,
+        };
+        system.push_str(&prompt::custom_instructions(settings));
         let reply = self
             .ask(
                 "reasoning",
                 JsonRequest {
-                    system: prompt::reasoning_system(&claim.observer, &claim.observed),
-                    user: prompt::reasoning_user(&contents, &existing),
+                    system,
+                    user,
                     schema_name: "derived_conclusions".into(),
-                    schema: prompt::reasoning_schema(),
+                    schema,
                     max_tokens: ANSWER_TOKENS,
                 },
             )
             .await?;
-        Ok(derived_of(&reply.value, facts.len(), &existing))
+        let derived = derived_of(&reply.value, facts.len(), &existing);
+        let card = card.and_then(|ctx| card::card_of(&reply.value, &ctx, facts.len(), &existing));
+        Ok((derived, card))
     }
 
     /// Vectors for conclusions of the claim's pair: embedded with the pair's ids, as every

@@ -134,6 +134,16 @@ pub(crate) fn reasoning_user(facts: &[String], existing: &[Conclusion]) -> Strin
     out
 }
 
+/// What the session's `reasoning.custom_instructions` add to a pass's instructions.
+pub(crate) fn custom_instructions(settings: &crate::store::configuration::Resolved) -> String {
+    match &settings.custom_instructions {
+        Some(text) => format!(
+            "\n\nInstructions from the application (follow them where they do not conflict with the above):\n{text}"
+        ),
+        None => String::new(),
+    }
+}
+
 /// How the reasoning prompt names the batch's fact `i`.
 pub(crate) fn fact_label(i: usize) -> String {
     format!("n{}", i + 1)

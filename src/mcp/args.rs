@@ -205,6 +205,9 @@ pub struct SessionContextArgs {
     /// Token budget of the messages, 1 to 100000 (100000).
     #[serde(default)]
     pub tokens: Option<i64>,
+    /// Open with the session's summary when one fits 40% of the budget (true).
+    #[serde(default)]
+    pub summary: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -211,8 +211,9 @@ impl Memory {
     }
 
     #[tool(
-        description = "Get a session's newest messages that fit a token budget, oldest first. \
-        Use it to build the context window for your next turn in that conversation.",
+        description = "Get a session's context within a token budget: its summary (when one \
+        is written and fits) and the newest messages after it, oldest first. Use it to build \
+        the context window for your next turn in that conversation.",
         annotations(read_only_hint = true)
     )]
     async fn get_session_context(

@@ -165,6 +165,7 @@ pub async fn add_messages_to_session(gate: &Gate, a: AddMessagesArgs) -> ToolRes
             content: m.content,
             metadata: m.metadata.map(Value::Object),
             created_at: None,
+            configuration: None,
         })
         .collect();
     let created: Vec<McpMessage> = access
@@ -220,16 +221,28 @@ pub async fn get_session_context(gate: &Gate, a: SessionContextArgs) -> ToolResu
             "tokens must be between 1 and {MAX_CONTEXT_TOKENS}"
         )));
     }
-    let messages: Vec<McpMessage> = access
+    let context = access
         .store()
-        .newest_messages_within(&ws, &s.session_id, budget)
-        .await?
-        .into_iter()
-        .map(McpMessage::from)
-        .collect();
-    let text = message_lines(&messages);
+        .session_context(&ws, &s.session_id, budget, a.summary.unwrap_or(true))
+        .await?;
+    let messages: Vec<McpMessage> = context.messages.into_iter().map(McpMessage::from).collect();
+    let mut text = message_lines(&messages);
+    let summary = context.summary.map(|s| {
+        text = format!(
+            "Summary (up to message {}):\n{}\n\n{text}",
+            s.seq_in_session, s.content
+        );
+        json!({
+            "content": s.content,
+            "message_id": s.message_id,
+            "summary_type": s.kind.as_str(),
+            "seq_in_session": s.seq_in_session,
+            "token_count": s.token_count,
+            "created_at": s.created_at,
+        })
+    });
     Reply::new(
-        &json!({ "session_id": s.session_id, "summary": null, "messages": messages }),
+        &json!({ "session_id": s.session_id, "summary": summary, "messages": messages }),
         text,
     )
 }

@@ -1,6 +1,6 @@
 //! The reads Honcho v3.0.12 fills by LLM, served from what is stored: a peer's representation (its
 //! conclusions, by level, as Honcho v3.0.12 formats them), peer cards, peer and session context,
-//! session summaries (none are written here: null), and the deriver's queue status.
+//! session summaries (written by the deriver), and the deriver's queue status.
 
 use axum::Json;
 use axum::extract::{Path, Query};
@@ -16,7 +16,7 @@ use super::messages::Message;
 use super::{Body, Gate, RestError, RestResult};
 use crate::access::{On, rule};
 use crate::dialectic::representation::{self, DEFAULT_MAX_CONCLUSIONS};
-use crate::store::Store;
+use crate::store::{Store, summary};
 
 pub fn routes() -> OpenApiRouter<RestState> {
     OpenApiRouter::new()
@@ -193,16 +193,32 @@ pub struct SessionContextParams {
     peer_perspective: Option<String>,
     /// 1 to 100 (25).
     max_conclusions: Option<u64>,
+    /// Open with the session's summary that fits 40% of the budget (true).
+    summary: Option<bool>,
 }
 
-/// A summary of a session (none are written by this server).
+/// A summary of a session, written by the deriver.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Summary {
     pub content: String,
+    /// The last message it covers.
     pub message_id: String,
+    /// `honcho_chat_summary_short` or `honcho_chat_summary_long`, as Honcho v3.0.12 names them.
     pub summary_type: String,
     pub created_at: DateTime<Utc>,
     pub token_count: i64,
+}
+
+impl From<summary::Summary> for Summary {
+    fn from(s: summary::Summary) -> Self {
+        Summary {
+            content: s.content,
+            message_id: s.message_id,
+            summary_type: format!("honcho_chat_summary_{}", s.kind.as_str()),
+            created_at: s.created_at,
+            token_count: i64::from(s.token_count),
+        }
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -247,12 +263,15 @@ async fn session_context(
             "tokens must be between 1 and {MAX_CONTEXT_TOKENS}"
         )));
     }
-    let messages: Vec<Message> = store
-        .newest_messages_within(&workspace_id, &session_id, budget)
-        .await?
-        .into_iter()
-        .map(Message::from)
-        .collect();
+    let context = store
+        .session_context(
+            &workspace_id,
+            &session_id,
+            budget,
+            params.summary.unwrap_or(true),
+        )
+        .await?;
+    let messages: Vec<Message> = context.messages.into_iter().map(Message::from).collect();
     let (peer_representation, peer_card) = match &params.peer_target {
         Some(target) => {
             let observer = params.peer_perspective.as_deref().unwrap_or(target);
@@ -270,7 +289,7 @@ async fn session_context(
     Ok(Json(SessionContext {
         id: session_id,
         messages,
-        summary: None,
+        summary: context.summary.map(Summary::from),
         peer_representation,
         peer_card,
     }))
@@ -283,22 +302,27 @@ pub struct Summaries {
     pub long_summary: Option<Summary>,
 }
 
-/// The session's summaries: none are written by this server, so both are null.
+/// The session's short and long summaries, each null until the deriver has written one.
 #[utoipa::path(get, path = "/v3/workspaces/{workspace_id}/sessions/{session_id}/summaries",
     responses((status = 200, body = Summaries)))]
 async fn summaries(
     gate: Gate,
     Path((workspace_id, session_id)): Path<(String, String)>,
 ) -> RestResult<Json<Summaries>> {
-    gate.require(
-        rule!(Session.messages),
-        On::session(&workspace_id, &session_id),
-    )
-    .await?;
+    let access = gate
+        .require(
+            rule!(Session.messages),
+            On::session(&workspace_id, &session_id),
+        )
+        .await?;
+    let both = access
+        .store()
+        .session_summaries(&workspace_id, &session_id)
+        .await?;
     Ok(Json(Summaries {
         id: session_id,
-        short_summary: None,
-        long_summary: None,
+        short_summary: both.short.map(Summary::from),
+        long_summary: both.long.map(Summary::from),
     }))
 }
 

@@ -67,8 +67,8 @@ impl From<crate::store::message::Message> for Message {
 pub struct MessageCreate {
     pub peer_id: String,
     pub content: String,
-    /// Metadata, and a configuration that is accepted and ignored: derivation is configured per
-    /// workspace and session.
+    /// Metadata, and a configuration whose `reasoning.enabled` decides whether the deriver
+    /// learns from this message (over the session's and the workspace's).
     #[serde(flatten)]
     pub attributes: UpdateBody,
     #[serde(default)]
@@ -104,6 +104,7 @@ async fn create(
             content: m.content,
             metadata: m.attributes.metadata,
             created_at: m.created_at,
+            configuration: m.attributes.configuration,
         })
         .collect();
     insert(access.store(), &workspace_id, &session_id, batch).await
@@ -177,6 +178,7 @@ async fn upload(
             content,
             metadata: metadata.clone(),
             created_at,
+            configuration: None,
         })
         .collect();
     insert(access.store(), &workspace_id, &session_id, batch).await

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
 
+use super::configuration::Resolved;
 use super::events::{self, Notice};
 use super::filter::{self, Resource};
 use super::page::{self, Order, Page, Slice};
@@ -21,6 +22,8 @@ pub struct NewMessage {
     pub content: String,
     pub metadata: Option<Value>,
     pub created_at: Option<DateTime<Utc>>,
+    /// Its settings over the session's: only `reasoning` is read ([`super::configuration`]).
+    pub configuration: Option<Value>,
 }
 
 /// Which messages a list covers.
@@ -137,6 +140,7 @@ impl Store {
         let (vectors, has_vector) = FlatVectors::new(embeddings.iter().map(|e| e.as_deref()))?;
         let (rows, vectors, has_vector) = (&rows, &vectors, &has_vector);
         let derive = self.derives();
+        let defaults = self.configuration_defaults();
         let options = TxOptions::default().lock_timeout(LOCK_WAIT);
         self.transaction(options, |txn| async move {
             lock_session(&*txn, workspace, session_name).await?;
@@ -168,7 +172,20 @@ impl Store {
             // Committed with the messages, or never: the outbox row is the event.
             super::webhook::outbox::emit_messages(&*txn, workspace, &ids).await?;
             if derive {
-                super::queue::enqueue(&*txn, workspace, session_name, &ids).await?;
+                let (w, s) = super::configuration::layers(&*txn, workspace, session_name).await?;
+                let settings = Resolved::resolve(&defaults, &[&w, &s]);
+                let reasoned: Vec<i64> = created
+                    .iter()
+                    .zip(&rows.configurations)
+                    .filter(|(_, c)| settings.for_message(c.as_ref()).reasoning)
+                    .map(|(m, _)| m.id)
+                    .collect();
+                super::queue::enqueue(&*txn, workspace, session_name, &reasoned).await?;
+                if let (Some(first), Some(last)) = (created.first(), created.last()) {
+                    let seqs = first.seq_in_session..=last.seq_in_session;
+                    super::summary::enqueue(&*txn, workspace, session_name, &settings, seqs)
+                        .await?;
+                }
             }
             Ok(created)
         })
@@ -308,6 +325,18 @@ impl Store {
         session: &str,
         budget: i64,
     ) -> StoreResult<Vec<Message>> {
+        self.newest_messages_after(workspace, session, budget, 0)
+            .await
+    }
+
+    /// [`Store::newest_messages_within`], of the messages after seq `after` only.
+    pub async fn newest_messages_after(
+        &self,
+        workspace: &str,
+        session: &str,
+        budget: i64,
+        after: i64,
+    ) -> StoreResult<Vec<Message>> {
         let (mut messages, mut used) = (Vec::new(), 0i64);
         'pages: for n in 0..MAX_BUDGET_PAGES {
             let slice = Slice {
@@ -325,7 +354,7 @@ impl Store {
                 .await?;
             for m in page.items {
                 used += i64::from(m.token_count);
-                if used > budget {
+                if used > budget || m.seq_in_session <= after {
                     break 'pages;
                 }
                 messages.push(m);
@@ -402,6 +431,7 @@ struct Rows {
     metadata: Vec<String>,
     tokens: Vec<i32>,
     times: Vec<DateTime<Utc>>,
+    configurations: Vec<Option<Value>>,
 }
 
 impl Rows {
@@ -418,6 +448,7 @@ impl Rows {
             metadata: Vec::with_capacity(n),
             tokens: Vec::new(),
             times: Vec::with_capacity(n),
+            configurations: Vec::with_capacity(n),
         };
         for (i, m) in batch.into_iter().enumerate() {
             validate::name("peer", &m.peer)
@@ -435,6 +466,8 @@ impl Rows {
             rows.contents.push(content);
             rows.metadata.push(metadata.to_string());
             rows.times.push(m.created_at.unwrap_or(now));
+            super::configuration::check_message(i, m.configuration.as_ref())?;
+            rows.configurations.push(m.configuration);
         }
         (rows.contents, rows.tokens) = tokens::count_all(rows.contents).await?;
         Ok(rows)

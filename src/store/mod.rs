@@ -2,6 +2,7 @@
 
 pub mod columns;
 pub mod conclusion;
+pub mod configuration;
 pub mod embedding;
 pub mod erasure;
 pub mod error;
@@ -14,12 +15,14 @@ pub mod meta;
 pub mod page;
 pub mod path;
 pub mod peer;
+pub mod peer_card;
 pub mod queue;
 pub mod replicas;
 pub mod search;
 pub mod search_keys;
 pub mod session;
 pub mod statistics;
+pub mod summary;
 pub mod tokens;
 pub mod tx;
 pub mod validate;
@@ -70,6 +73,8 @@ pub struct Store {
     /// Conclusions act as search keys of the messages they cite (docs/search.md).
     conclusion_keys: bool,
     webhooks: webhook::WebhookPolicy,
+    /// The server's settings under every workspace's configuration.
+    defaults: configuration::Defaults,
 }
 
 impl Store {
@@ -82,6 +87,7 @@ impl Store {
             derive: false,
             conclusion_keys: true,
             webhooks: webhook::WebhookPolicy::default(),
+            defaults: configuration::Defaults::default(),
         }
     }
 
@@ -134,6 +140,17 @@ impl Store {
 
     pub fn derives(&self) -> bool {
         self.derive
+    }
+
+    /// The server's settings for reasoning, peer cards, summaries and dreams, which workspaces,
+    /// sessions and messages override ([`configuration`]).
+    pub fn with_configuration_defaults(mut self, defaults: configuration::Defaults) -> Self {
+        self.defaults = defaults;
+        self
+    }
+
+    pub fn configuration_defaults(&self) -> configuration::Defaults {
+        self.defaults
     }
 
     /// Whether live explicit conclusions raise the messages they cite in message search, for

@@ -97,51 +97,6 @@ impl Store {
         self.list(select, filters, order, slice).await
     }
 
-    /// What `observer` keeps about `observed` as a list of short facts (its peer card), None
-    /// when never set. Kept in the observer's internal metadata, under `peer_cards`.
-    #[tracing::instrument(name = "store.peer_card", level = "debug", skip_all)]
-    pub async fn peer_card(
-        &self,
-        workspace: &str,
-        observer: &str,
-        observed: &str,
-    ) -> StoreResult<Option<Vec<String>>> {
-        let peer = peer::Entity::find()
-            .filter(peer::Column::WorkspaceName.eq(workspace))
-            .filter(peer::Column::Name.eq(observer))
-            .one(self.db())
-            .await?
-            .ok_or_else(|| StoreError::not_found("peer", observer))?;
-        let card = &peer.internal_metadata["peer_cards"][observed];
-        Ok(serde_json::from_value(card.clone()).ok())
-    }
-
-    /// Replaces `observer`'s card of `observed` (NUL characters stripped).
-    #[tracing::instrument(name = "store.set_peer_card", level = "debug", skip_all)]
-    pub async fn set_peer_card(
-        &self,
-        workspace: &str,
-        observer: &str,
-        observed: &str,
-        card: Vec<String>,
-    ) -> StoreResult<Vec<String>> {
-        let card: Vec<String> = card.into_iter().map(|c| c.replace('\0', "")).collect();
-        let value = serde_json::to_value(&card).unwrap_or_default();
-        let done = self
-            .db()
-            .execute_raw(stmt(
-                "UPDATE peers SET internal_metadata = jsonb_set(internal_metadata, '{peer_cards}', \
-                   COALESCE(internal_metadata->'peer_cards', '{}'::jsonb) || jsonb_build_object($3::text, $4::jsonb)) \
-                 WHERE workspace_name = $1 AND name = $2",
-                [workspace.into(), observer.into(), observed.into(), value.into()],
-            ))
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::not_found("peer", observer));
-        }
-        Ok(card)
-    }
-
     /// Sessions the peer has ever been a member of, including ones it left (as Honcho v3.0.12).
     #[tracing::instrument(name = "store.list_peer_sessions", level = "debug", skip_all)]
     pub async fn list_peer_sessions(

@@ -23,6 +23,7 @@ use super::conclusion::Conclusion;
 pub use super::conclusion::derive::{BatchOutcome, NewDerived, NewFact, Premise};
 use super::conclusion::derive::{Pair, record_batch};
 use super::events::{self, Notice};
+use super::peer_card::{self, NewCardEntry};
 use super::vectors::{FlatVectors, nth_vector};
 use super::webhook::{self, EventType};
 use super::{Store, StoreError, StoreResult, TxOptions, columns, new_id, stmt};
@@ -229,13 +230,28 @@ impl Store {
     /// its messages. Derived conclusions go through the same upsert as `recordDerivedConclusion`,
     /// citing their live premises; one whose premises are all gone, or that would reinforce a
     /// conclusion its premises derive from (a cycle), is refused.
-    #[tracing::instrument(name = "store.complete_batch", level = "debug", skip_all)]
     pub async fn complete_batch(
         &self,
         claim: &Claim,
         facts: &[NewFact],
         derived: &[NewDerived],
         dedup_similarity: f64,
+    ) -> StoreResult<BatchOutcome> {
+        self.complete_batch_with_card(claim, facts, derived, dedup_similarity, None)
+            .await
+    }
+
+    /// [`Store::complete_batch`], and with `card` the observer's card of the observed gets
+    /// these deriver entries in place of its earlier ones (its client entries stay;
+    /// [`super::peer_card`]), in the same transaction.
+    #[tracing::instrument(name = "store.complete_batch", level = "debug", skip_all)]
+    pub async fn complete_batch_with_card(
+        &self,
+        claim: &Claim,
+        facts: &[NewFact],
+        derived: &[NewDerived],
+        dedup_similarity: f64,
+        card: Option<&[NewCardEntry]>,
     ) -> StoreResult<BatchOutcome> {
         self.transaction(TxOptions::default(), |txn| async move {
             hold_unit(&txn, claim).await?;
@@ -245,7 +261,21 @@ impl Store {
                 observed: &claim.observed,
                 session: &claim.session,
             };
-            let (out, new_ids) = record_batch(&txn, pair, facts, derived, dedup_similarity).await?;
+            let (mut out, new_ids) =
+                record_batch(&txn, pair, facts, derived, dedup_similarity).await?;
+            if let Some(entries) = card {
+                let fact_ids: Vec<String> = out.facts.iter().map(|c| c.id.clone()).collect();
+                let written = peer_card::write_derived(
+                    &txn,
+                    &claim.workspace,
+                    &claim.observer,
+                    &claim.observed,
+                    entries,
+                    &fact_ids,
+                )
+                .await?;
+                out.card_entries = Some(written);
+            }
             dequeue_batch(&txn, claim).await?;
             if !new_ids.is_empty() {
                 webhook::outbox::emit_conclusions(&*txn, &claim.workspace, &new_ids).await?;
@@ -304,8 +334,8 @@ impl Store {
         Ok(())
     }
 
-    /// Lets the workspace's failed units be claimed again; returns how many queued messages
-    /// that puts back.
+    /// Lets the workspace's failed units be claimed again, summary units too; returns how many
+    /// queued messages (and summaries) that puts back.
     #[tracing::instrument(name = "store.retry_failed_derivations", level = "debug", skip_all)]
     pub async fn retry_failed_derivations(&self, workspace: &str) -> StoreResult<i64> {
         let row = self
@@ -313,8 +343,12 @@ impl Store {
             .query_one_raw(stmt(
                 "WITH u AS ( \
                    UPDATE deriver_units SET failed_at = NULL \
+                   WHERE workspace_name = $1 AND failed_at IS NOT NULL RETURNING id), \
+                 su AS ( \
+                   UPDATE summary_units SET failed_at = NULL, due_at = now() \
                    WHERE workspace_name = $1 AND failed_at IS NOT NULL RETURNING id) \
-                 SELECT count(*) AS n FROM deriver_items WHERE unit_id IN (SELECT id FROM u)",
+                 SELECT (SELECT count(*) FROM deriver_items WHERE unit_id IN (SELECT id FROM u)) \
+                   + (SELECT count(*) FROM su) AS n",
                 [workspace.into()],
             ))
             .await?;
@@ -345,11 +379,33 @@ impl Store {
             status.in_progress = r.try_get("", "in_progress")?;
             status.failed = r.try_get("", "failed")?;
         }
+        // Each due summary counts as one queued item.
+        let summaries = self
+            .reader()
+            .query_one_raw(stmt(
+                "SELECT \
+                   count(*) FILTER (WHERE failed_at IS NULL \
+                     AND NOT COALESCE(lease_until > now(), false)) AS pending, \
+                   count(*) FILTER (WHERE failed_at IS NULL AND lease_until > now()) AS in_progress, \
+                   count(*) FILTER (WHERE failed_at IS NOT NULL) AS failed \
+                 FROM summary_units WHERE workspace_name = $1 AND due_seq > done_seq",
+                [workspace.into()],
+            ))
+            .await?;
+        if let Some(r) = summaries {
+            status.pending += r.try_get::<i64>("", "pending")?;
+            status.in_progress += r.try_get::<i64>("", "in_progress")?;
+            status.failed += r.try_get::<i64>("", "failed")?;
+        }
         let last = self
             .db()
             .query_one_raw(stmt(
-                "SELECT last_error, last_error_at, session_name FROM deriver_units \
-                 WHERE workspace_name = $1 AND last_error IS NOT NULL \
+                "SELECT last_error, last_error_at, session_name FROM ( \
+                   SELECT last_error, last_error_at, session_name FROM deriver_units \
+                   WHERE workspace_name = $1 AND last_error IS NOT NULL \
+                   UNION ALL \
+                   SELECT last_error, last_error_at, session_name FROM summary_units \
+                   WHERE workspace_name = $1 AND last_error IS NOT NULL) e \
                  ORDER BY last_error_at DESC LIMIT 1",
                 [workspace.into()],
             ))

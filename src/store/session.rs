@@ -102,6 +102,7 @@ impl Store {
         validate::name("workspace", workspace)?;
         validate::name("session", name)?;
         let (metadata, configuration) = validate::attributes(metadata, configuration)?;
+        super::configuration::check(configuration.as_ref())?;
         let (metadata, configuration) = (&metadata, &configuration);
         if let SessionReach::Member(me) = reach
             && let Some(other) = peers.iter().find(|p| p.peer != me)
@@ -167,6 +168,7 @@ impl Store {
     ) -> StoreResult<Session> {
         let merge = "configuration || COALESCE($4, '{}'::jsonb)";
         let attributes = validate::attributes(metadata, configuration)?;
+        super::configuration::check(attributes.1.as_ref())?;
         update_named::<session::Entity>(self.db(), "session", merge, workspace, name, attributes)
             .await
     }

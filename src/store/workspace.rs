@@ -26,6 +26,7 @@ impl Store {
     ) -> StoreResult<Workspace> {
         validate::name("workspace", name)?;
         let (metadata, configuration) = validate::attributes(metadata, configuration)?;
+        super::configuration::check(configuration.as_ref())?;
         ensure_workspace(self.db(), name, metadata, configuration).await
     }
 
@@ -38,6 +39,7 @@ impl Store {
         configuration: Option<Value>,
     ) -> StoreResult<Workspace> {
         let (metadata, configuration) = validate::attributes(metadata, configuration)?;
+        super::configuration::check(configuration.as_ref())?;
         workspace::Entity::find()
             .from_raw_sql(stmt(
                 "UPDATE workspaces SET metadata = COALESCE($2, metadata), \

@@ -24,6 +24,9 @@ pub struct MessageInput {
     pub metadata: Option<Json<Value>>,
     /// Defaults to the time of the write.
     pub created_at: Option<DateTime>,
+    /// Its settings over the session's and the workspace's; only `reasoning` is read
+    /// (`{"reasoning": {"enabled": false}}`: the deriver does not learn from this message).
+    pub configuration: Option<Json<Value>>,
 }
 
 /// A peer's membership settings in a session.
@@ -295,6 +298,7 @@ impl CoreMutation {
                 content: m.content,
                 metadata: json(m.metadata),
                 created_at: m.created_at.map(|t| t.0),
+                configuration: json(m.configuration),
             })
             .collect();
         let created = access

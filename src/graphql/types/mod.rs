@@ -8,6 +8,7 @@ pub mod message;
 mod peer;
 pub mod search;
 mod session;
+pub mod summary;
 pub mod webhook;
 mod workspace;
 

@@ -15,6 +15,37 @@ use crate::store::message::MessageScope;
 
 pub struct Peer(pub crate::store::peer::Peer);
 
+/// Who wrote a card entry.
+#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CardOrigin {
+    /// Written through `PUT .../card` or MCP's `set_peer_card`; the deriver never changes it.
+    Client,
+    /// Kept by the deriver from the conclusions it cites.
+    Deriver,
+}
+
+/// One line of a peer card.
+pub struct PeerCardEntry(pub crate::store::peer_card::CardEntry);
+
+#[Object]
+impl PeerCardEntry {
+    async fn content(&self) -> &str {
+        &self.0.content
+    }
+
+    async fn origin(&self) -> CardOrigin {
+        match self.0.origin {
+            crate::store::peer_card::CardOrigin::Client => CardOrigin::Client,
+            crate::store::peer_card::CardOrigin::Deriver => CardOrigin::Deriver,
+        }
+    }
+
+    /// The live conclusions a deriver entry came from (none for a client's).
+    async fn source_ids(&self) -> Vec<ID> {
+        self.0.conclusion_ids.iter().cloned().map(ID).collect()
+    }
+}
+
 #[Object]
 impl Peer {
     async fn id(&self) -> ID {
@@ -35,6 +66,24 @@ impl Peer {
 
     async fn created_at(&self) -> DateTime {
         self.0.created_at.into()
+    }
+
+    /// This peer's card of `target` (of itself when absent): the client's entries, then those
+    /// the deriver keeps, each citing its conclusions (docs/summaries.md#peer-cards). Null when
+    /// it has none.
+    async fn card(
+        &self,
+        ctx: &Context<'_>,
+        target: Option<ID>,
+    ) -> ApiResult<Option<Vec<PeerCardEntry>>> {
+        let on = On::peer(&self.0.workspace_name, &self.0.name);
+        let access = guard::require(ctx, rule!(Peer.card), on).await?;
+        let target = target.map_or_else(|| self.0.name.clone(), |t| t.0);
+        let card = access
+            .store()
+            .peer_card_entries(&self.0.workspace_name, &self.0.name, &target)
+            .await?;
+        Ok(card.map(|entries| entries.into_iter().map(PeerCardEntry).collect()))
     }
 
     /// Sessions this peer is or was a member of.

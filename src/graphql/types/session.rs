@@ -4,6 +4,7 @@ use async_graphql::{Context, ID, Json, Object};
 use serde_json::Value;
 
 use super::search::{self, SearchArgs, SearchResult};
+use super::summary::{SessionContext, SessionSummaries, SessionSummary};
 use super::{Message, Peer};
 use crate::access::{On, rule};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
@@ -11,6 +12,7 @@ use crate::graphql::error::ApiResult;
 use crate::graphql::guard;
 use crate::graphql::loaders::{MembersKey, PeerKey};
 use crate::graphql::prefetch;
+use crate::store::StoreError;
 use crate::store::message::MessageScope;
 
 pub struct Session(pub crate::store::session::Session);
@@ -122,7 +124,50 @@ impl Session {
         prefetch::messages(&access, &page.items, &prefetch::nodes(ctx.look_ahead())).await?;
         Ok(connection(page, Message))
     }
+
+    /// The short and long summaries the deriver keeps of this session (docs/summaries.md).
+    async fn summaries(&self, ctx: &Context<'_>) -> ApiResult<SessionSummaries> {
+        let on = On::session(&self.0.workspace_name, &self.0.name);
+        let access = guard::require(ctx, rule!(Session.summaries), on).await?;
+        let both = access
+            .store()
+            .session_summaries(&self.0.workspace_name, &self.0.name)
+            .await?;
+        Ok(SessionSummaries(both))
+    }
+
+    /// The context of a next turn within `tokens` (1..100000, 100000): with `summary`, the
+    /// summary that fits 40% of the budget and the newest messages after it; without, the
+    /// newest messages that fit. REST's `GET .../context` and MCP's `get_session_context`.
+    async fn context(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default = 100_000)] tokens: i64,
+        #[graphql(default = true)] summary: bool,
+    ) -> ApiResult<SessionContext> {
+        let on = On::session(&self.0.workspace_name, &self.0.name);
+        let access = guard::require(ctx, rule!(Session.context), on).await?;
+        if !(1..=MAX_CONTEXT_TOKENS).contains(&tokens) {
+            return Err(StoreError::invalid(format!(
+                "tokens must be between 1 and {MAX_CONTEXT_TOKENS}"
+            ))
+            .into());
+        }
+        let context = access
+            .store()
+            .session_context(&self.0.workspace_name, &self.0.name, tokens, summary)
+            .await?;
+        let selection = ctx.look_ahead().field("messages");
+        prefetch::messages(&access, &context.messages, &[selection]).await?;
+        Ok(SessionContext {
+            summary: context.summary.map(SessionSummary),
+            messages: context.messages.into_iter().map(Message).collect(),
+        })
+    }
 }
+
+/// The largest context budget (Honcho v3.0.12's).
+const MAX_CONTEXT_TOKENS: i64 = 100_000;
 
 /// A peer's membership in a session.
 pub struct SessionPeer(pub crate::store::session::SessionPeer);

@@ -67,6 +67,9 @@ pub struct BatchOutcome {
     pub derived_reinforced: usize,
     /// Derived conclusions refused: no live premise left, or a cycle.
     pub refused: usize,
+    /// Entries the observer's card of the observed now has from the deriver, when the batch
+    /// rewrote them.
+    pub card_entries: Option<usize>,
 }
 
 impl Store {

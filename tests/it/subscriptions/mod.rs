@@ -324,6 +324,7 @@ async fn write_one(store: &Store, session: &str, peer: &str, content: &str) {
                 content: content.into(),
                 metadata: None,
                 created_at: None,
+                configuration: None,
             }],
         )
         .await
