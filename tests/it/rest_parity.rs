@@ -224,6 +224,12 @@ const CONTEXT_MESSAGES: (Pick, &str) = (
     "/workspace/session/messages/nodes/*/content",
 );
 
+/// Session s1's context, as REST and GraphQL's `Session.context` give it.
+const SESSION_CONTEXT: (Pick, &str) = (
+    At("/messages/*/content"),
+    "/workspace/session/context/messages/*/content",
+);
+
 /// The workspace's peers.
 const PEER_IDS: (Pick, &str) = (At("/items/*/id"), "/workspace/peers/nodes/*/id");
 
@@ -335,8 +341,11 @@ const MATRIX: &[Row] = &[
     Row { same: &[CONTEXT_MESSAGES, PEER_REPRESENTATION],
         ..row("GET", "/v3/workspaces/ws/sessions/s1/context?peer_target=carol&peer_perspective=bob", N,
         r#"{ workspace(id: "ws") { session(id: "s1") { messages { nodes { content } } } peer(id: "bob") { id conclusions(filters: {observed_id: "carol"}) { nodes { content } } } } }"#, "yyFFFFU") },
+    Row { same: &[SESSION_CONTEXT],
+        ..row("GET", "/v3/workspaces/ws/sessions/s1/context?tokens=1000&summary=false", N,
+        r#"{ workspace(id: "ws") { session(id: "s1") { context(tokens: 1000, summary: false) { messages { content } } } } }"#, "yyyFyFU") },
     row("GET", "/v3/workspaces/ws/sessions/s1/summaries", N,
-        r#"{ workspace(id: "ws") { session(id: "s1") { messages { totalCount } } } }"#, "yyyFyFU"),
+        r#"{ workspace(id: "ws") { session(id: "s1") { summaries { short { content } } } } }"#, "yyyFyFU"),
     // Messages.
     Row { same: &[SESSION_MESSAGES],
         ..row("POST", "/v3/workspaces/ws/sessions/s1/messages/list?reverse=true", J(r#"{"filters": {"session_id": "s2"}}"#),
