@@ -2,8 +2,9 @@
 //!
 //! A card written by a client stays in the observer's `internal_metadata.peer_cards` as it
 //! was; the deriver's entries are rows here, one per entry, with their sources in
-//! `peer_card_sources`. A source conclusion that is deleted for good takes its link with it;
-//! an entry left without a live source is not shown and is dropped at the card's next update.
+//! `peer_card_sources`. A source conclusion that is deleted for good (erasure) takes its link
+//! with it, and an entry left with no link is deleted with it, so no line outlives all that it
+//! came from; an entry whose sources are only soft-deleted is not shown.
 
 use sea_orm_migration::prelude::*;
 
@@ -27,9 +28,22 @@ const UP: &[&str] = &[
        PRIMARY KEY (entry_id, conclusion_id)
      )",
     "CREATE INDEX ix_peer_card_sources_conclusion ON peer_card_sources (conclusion_id)",
+    "CREATE FUNCTION peer_card_entries_forget_unsourced() RETURNS trigger LANGUAGE plpgsql AS $$
+     BEGIN
+       DELETE FROM peer_card_entries e
+       WHERE e.id IN (SELECT DISTINCT entry_id FROM old_rows)
+         AND NOT EXISTS (SELECT 1 FROM peer_card_sources s WHERE s.entry_id = e.id);
+       RETURN NULL;
+     END $$",
+    "CREATE TRIGGER peer_card_sources_forget AFTER DELETE ON peer_card_sources
+       REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT
+       EXECUTE FUNCTION peer_card_entries_forget_unsourced()",
 ];
 
 sql_migration!(
     up: UP,
-    down: &["DROP TABLE IF EXISTS peer_card_sources, peer_card_entries"],
+    down: &[
+        "DROP TABLE IF EXISTS peer_card_sources, peer_card_entries;
+         DROP FUNCTION IF EXISTS peer_card_entries_forget_unsourced()",
+    ],
 );

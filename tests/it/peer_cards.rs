@@ -243,6 +243,26 @@ async fn the_next_batch_is_shown_the_card_and_revises_it() {
     )
     .await;
     assert_eq!(contents(&card(&app).await), ["ATTRIBUTE: Lives in Lyon"]);
+    // Erased for good with the message it came from: the line is gone from the database too.
+    let first = app
+        .ok(
+            "{ workspace(id: \"w\") { session(id: \"s\") { messages(first: 1) { nodes { id } } } } }",
+            json!({}),
+        )
+        .await["workspace"]["session"]["messages"]["nodes"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    app.ok(
+        "mutation($id: ID!) { deleteMessage(workspaceId: \"w\", id: $id) { __typename } }",
+        json!({"id": first}),
+    )
+    .await;
+    let left = app
+        .sql_i64("SELECT count(*) FROM peer_card_entries WHERE content LIKE '%French%'")
+        .await;
+    assert_eq!(left, 0);
+    assert_eq!(contents(&card(&app).await), ["ATTRIBUTE: Lives in Lyon"]);
 }
 
 #[tokio::test]
