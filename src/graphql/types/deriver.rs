@@ -4,14 +4,15 @@ use crate::graphql::scalars::DateTime;
 use crate::store::queue::{QueueError, QueueStatus};
 
 /// The deriver's queue for one workspace, counted in queued messages (a message observed by
-/// three peers counts three times: each observer learns from it separately).
+/// three peers counts three times: each observer learns from it separately) and due session
+/// summaries (one each, per session and kind).
 #[derive(SimpleObject)]
 pub struct DeriverStatus {
     /// Waiting for a worker (including those of units not ready yet: too few tokens, too new).
     pub pending: i64,
     /// In a batch a worker holds now.
     pub in_progress: i64,
-    /// Held back by a failed batch until `retryFailedDerivations`.
+    /// Held back by a failed batch, or a failed summary, until `retryFailedDerivations`.
     pub failed: i64,
     /// The most recent failure in the workspace among units that have not completed a batch
     /// since (a unit's next successful batch clears its error; the log and `/metrics` keep
