@@ -46,7 +46,7 @@ enum Command {
     /// Mint an API key signed with HONCHO_AUTH_SECRET and print it.
     Key {
         /// An admin key: reaches everything.
-        #[arg(long, conflicts_with_all = ["workspace", "peer", "session"])]
+        #[arg(long, conflicts_with_all = ["workspace", "peer", "session", "scope"])]
         admin: bool,
         /// The workspace the key is for (alone: a workspace key).
         #[arg(long)]
@@ -57,6 +57,9 @@ enum Command {
         /// A session key for this session of the workspace.
         #[arg(long, requires = "workspace")]
         session: Option<String>,
+        /// Limits a workspace key to this scope's sessions, read only (docs/scopes.md).
+        #[arg(long, requires = "workspace", conflicts_with_all = ["peer", "session"])]
+        scope: Option<String>,
         /// Lifetime, e.g. 90s, 15m, 1h, 7d (without it the key does not expire).
         #[arg(long, value_parser = parse_duration)]
         expires_in: Option<chrono::Duration>,
@@ -184,6 +187,7 @@ async fn run() -> anyhow::Result<()> {
             workspace,
             peer,
             session,
+            scope,
             expires_in,
             auth,
         } => {
@@ -198,6 +202,7 @@ async fn run() -> anyhow::Result<()> {
                 workspace,
                 peer,
                 session,
+                scope,
                 expires_at: expires_in.map(|d| chrono::Utc::now() + d),
             };
             println!("{}", auth.mint(&spec)?);

@@ -49,6 +49,9 @@ pub enum Principal {
     Peer { workspace: String, peer: String },
     /// One session of a workspace.
     Session { workspace: String, session: String },
+    /// The sessions of one scope of a workspace, read only: their messages, and recall (search,
+    /// representation, chat) confined to them (docs/scopes.md).
+    Scope { workspace: String, scope: String },
 }
 
 impl Principal {
@@ -58,7 +61,16 @@ impl Principal {
             Principal::Admin => None,
             Principal::Workspace(w)
             | Principal::Peer { workspace: w, .. }
-            | Principal::Session { workspace: w, .. } => Some(w),
+            | Principal::Session { workspace: w, .. }
+            | Principal::Scope { workspace: w, .. } => Some(w),
+        }
+    }
+
+    /// The scope a key is limited to, if any.
+    pub fn scope(&self) -> Option<&str> {
+        match self {
+            Principal::Scope { scope, .. } => Some(scope),
+            _ => None,
         }
     }
 }
@@ -73,6 +85,9 @@ impl fmt::Display for Principal {
             }
             Principal::Session { workspace, session } => {
                 write!(f, "a session key for {session:?} in {workspace:?}")
+            }
+            Principal::Scope { workspace, scope } => {
+                write!(f, "a scope key for {scope:?} in {workspace:?}")
             }
         }
     }
@@ -93,6 +108,8 @@ pub enum AuthError {
     ScopeWithoutWorkspace,
     #[error("the key has no scope (no admin flag, workspace, peer or session)")]
     NoScope,
+    #[error("a key limited to a scope cannot also name a peer or a session")]
+    ScopeWithPeerOrSession,
 }
 
 /// `HONCHO_AUTH_SECRET` set to nothing: it would sign keys anyone can forge.
@@ -111,6 +128,8 @@ pub enum MintError {
     ScopeWithoutWorkspace,
     #[error("an admin key cannot also be scoped to a workspace, peer or session")]
     AdminWithScope,
+    #[error("a key limited to a scope cannot also name a peer or a session")]
+    ScopeWithPeerOrSession,
     #[error("signing the key failed")]
     Signing,
 }
@@ -133,6 +152,9 @@ pub struct Claims {
     pub p: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub s: Option<String>,
+    /// A scope of `w` the key is limited to (this server's; Honcho has no such claim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sc: Option<String>,
 }
 
 impl Claims {
@@ -144,6 +166,13 @@ impl Claims {
         }
         // Honcho v3.0.12 treats empty strings as absent.
         let some = |v: &Option<String>| v.clone().filter(|x| !x.is_empty());
+        if let Some(scope) = some(&self.sc) {
+            return match (some(&self.w), some(&self.p), some(&self.s)) {
+                (None, _, _) => Err(AuthError::ScopeWithoutWorkspace),
+                (Some(workspace), None, None) => Ok(Principal::Scope { workspace, scope }),
+                _ => Err(AuthError::ScopeWithPeerOrSession),
+            };
+        }
         match (some(&self.w), some(&self.p), some(&self.s)) {
             (None, None, None) => Err(AuthError::NoScope),
             (None, _, _) => Err(AuthError::ScopeWithoutWorkspace),
@@ -161,6 +190,8 @@ pub struct KeySpec {
     pub workspace: Option<String>,
     pub peer: Option<String>,
     pub session: Option<String>,
+    /// Limits a workspace key to one scope's sessions.
+    pub scope: Option<String>,
     pub expires_at: Option<DateTime<Utc>>,
 }
 
@@ -170,11 +201,15 @@ impl KeySpec {
     pub fn claims(&self, now: DateTime<Utc>) -> Result<Claims, MintError> {
         let some = |v: &Option<String>| v.clone().filter(|x| !x.is_empty());
         let (w, p, s) = (some(&self.workspace), some(&self.peer), some(&self.session));
-        if self.admin && (w.is_some() || p.is_some() || s.is_some()) {
+        let sc = some(&self.scope);
+        if self.admin && (w.is_some() || p.is_some() || s.is_some() || sc.is_some()) {
             return Err(MintError::AdminWithScope);
         }
+        if sc.is_some() && (p.is_some() || s.is_some()) {
+            return Err(MintError::ScopeWithPeerOrSession);
+        }
         if !self.admin {
-            if w.is_none() && p.is_none() && s.is_none() {
+            if w.is_none() && p.is_none() && s.is_none() && sc.is_none() {
                 return Err(MintError::NoScope);
             }
             if w.is_none() {
@@ -188,6 +223,7 @@ impl KeySpec {
             w,
             p,
             s,
+            sc,
         })
     }
 }
@@ -525,6 +561,51 @@ mod tests {
             MintError::AdminWithScope
         );
         assert_eq!(Auth::disabled().mint(&spec), Err(MintError::Disabled));
+    }
+
+    #[test]
+    fn a_scope_key_names_its_workspace_and_scope_and_nothing_narrower() {
+        let auth = Auth::with_secret("s3cret").unwrap();
+        let key = auth
+            .mint(&KeySpec {
+                workspace: Some("a".into()),
+                scope: Some("work".into()),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(
+            auth.verify(&key),
+            Ok(Principal::Scope {
+                workspace: "a".into(),
+                scope: "work".into()
+            })
+        );
+        let p = |c| auth.verify(&sign("s3cret", c));
+        assert_eq!(
+            p(json!({"sc": "work"})),
+            Err(AuthError::ScopeWithoutWorkspace)
+        );
+        assert_eq!(
+            p(json!({"w": "a", "p": "x", "sc": "work"})),
+            Err(AuthError::ScopeWithPeerOrSession)
+        );
+        let refuse = |spec: KeySpec| auth.mint(&spec).unwrap_err();
+        assert_eq!(
+            refuse(KeySpec {
+                workspace: Some("a".into()),
+                session: Some("s".into()),
+                scope: Some("work".into()),
+                ..Default::default()
+            }),
+            MintError::ScopeWithPeerOrSession
+        );
+        assert_eq!(
+            refuse(KeySpec {
+                scope: Some("work".into()),
+                ..Default::default()
+            }),
+            MintError::ScopeWithoutWorkspace
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! the caller's key and the sealed store. GraphQL has its own (`graphql::guard`), which adds the
 //! request's loader and reads the caller from the request's data; both ask [`check`].
 
-use super::{AccessError, Caller, Field, On, Principal, Sealed, check};
+use super::{AccessError, Caller, Field, On, Principal, Sealed, check, recall_scope};
 use crate::store::Store;
 use crate::store::search_keys::SearchKeys;
 
@@ -15,14 +15,21 @@ pub struct Gate {
 
 /// What a passed check gives a REST route or an MCP tool: the store. [`Gate::require`] is the
 /// only constructor.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct Access<'a> {
     store: &'a Store,
+    scope: Option<String>,
 }
 
 impl<'a> Access<'a> {
     pub fn store(&self) -> &'a Store {
         self.store
+    }
+
+    /// The scope a recall under this grant runs in, given the one the call asked for
+    /// ([`super::recall_scope`]): a scope key's own, whatever was asked.
+    pub fn recall_scope(&self, asked: Option<&str>) -> Result<Option<String>, AccessError> {
+        recall_scope(self.scope.as_deref(), asked)
     }
 }
 
@@ -36,6 +43,7 @@ impl Gate {
         let granted = check(Some(&self.store), || self.caller.principal(), field, on).await?;
         Ok(Access {
             store: self.store.open(&granted),
+            scope: granted.scope().map(str::to_owned),
         })
     }
 

@@ -51,6 +51,9 @@ pub enum AccessError {
         name: &'static str,
         on: String,
     },
+    /// A scope key asked for recall inside another scope (or none could widen it).
+    #[error("a key limited to scope {key:?} may not recall inside scope {asked:?}")]
+    OutOfScope { key: String, asked: String },
     /// Deciding needed a lookup (a session's members), and it failed.
     #[error("{}", .0.message)]
     Lookup(Failure),
@@ -60,7 +63,9 @@ impl From<AccessError> for Failure {
     fn from(e: AccessError) -> Self {
         match e {
             AccessError::Unauthenticated(_) => Code::Unauthenticated.failure(e.to_string()),
-            AccessError::Forbidden { .. } => Code::Forbidden.failure(e.to_string()),
+            AccessError::Forbidden { .. } | AccessError::OutOfScope { .. } => {
+                Code::Forbidden.failure(e.to_string())
+            }
             AccessError::Lookup(f) => f,
         }
     }
@@ -85,6 +90,23 @@ pub trait Members: Send + Sync {
         session: &str,
         peer: &str,
     ) -> impl Future<Output = Result<bool, Failure>> + Send;
+
+    /// Whether a peer is an active member of one of a scope's sessions: what a scope key's peer
+    /// reads ask.
+    fn peer_in_scope(
+        &self,
+        workspace: &str,
+        scope: &str,
+        peer: &str,
+    ) -> impl Future<Output = Result<bool, Failure>> + Send;
+
+    /// Whether a session is a member of a scope: what a scope key's session reads ask.
+    fn in_scope(
+        &self,
+        workspace: &str,
+        scope: &str,
+        session: &str,
+    ) -> impl Future<Output = Result<bool, Failure>> + Send;
 }
 
 impl Members for Store {
@@ -94,10 +116,48 @@ impl Members for Store {
             .await?;
         Ok(rows.iter().any(|m| m.peer_name == peer))
     }
+
+    async fn in_scope(&self, workspace: &str, scope: &str, session: &str) -> Result<bool, Failure> {
+        Ok(self.session_in_scope(workspace, scope, session).await?)
+    }
+
+    async fn peer_in_scope(
+        &self,
+        workspace: &str,
+        scope: &str,
+        peer: &str,
+    ) -> Result<bool, Failure> {
+        Ok(self.peer_in_scope(workspace, scope, peer).await?)
+    }
 }
 
-/// What a passed check gives: the right to open a [`Sealed`] value. Only [`check`] makes one.
-pub struct Granted(());
+/// What a passed check gives: the right to open a [`Sealed`] value, and the bound of what recall
+/// under it may see (a scope key's scope). Only [`check`] makes one.
+pub struct Granted {
+    scope: Option<String>,
+}
+
+impl Granted {
+    /// The scope the caller's key is limited to: recall under this grant must stay inside it.
+    pub fn scope(&self) -> Option<&str> {
+        self.scope.as_deref()
+    }
+}
+
+/// The scope a recall runs in: the one `asked` for, or the key's own. A key limited to a scope
+/// reaches no other, nor the whole workspace: it asking for another is FORBIDDEN, and asking for
+/// none is its own.
+pub fn recall_scope(key: Option<&str>, asked: Option<&str>) -> Result<Option<String>, AccessError> {
+    match (key, asked) {
+        (None, asked) => Ok(asked.map(str::to_owned)),
+        (Some(key), None) => Ok(Some(key.to_owned())),
+        (Some(key), Some(asked)) if key == asked => Ok(Some(key.to_owned())),
+        (Some(key), Some(asked)) => Err(AccessError::OutOfScope {
+            key: key.to_owned(),
+            asked: asked.to_owned(),
+        }),
+    }
+}
 
 /// A value only a [`Granted`] opens: the store in GraphQL's schema data and REST's state, the
 /// loader in each GraphQL request's data. Anyone may seal (that grants nothing), and cloning one
@@ -151,12 +211,14 @@ pub async fn check<M: Members>(
     on: On<'_>,
 ) -> Result<Granted, AccessError> {
     if field.rule == Rule::Inherit {
-        return Ok(Granted(()));
+        return Ok(Granted { scope: None });
     }
     let principal = principal().map_err(AccessError::Unauthenticated)?;
     let members = members.map(|m| &m.0);
     if allows(members, &principal, field.rule, on).await? {
-        Ok(Granted(()))
+        Ok(Granted {
+            scope: principal.scope().map(str::to_owned),
+        })
     } else {
         Err(AccessError::Forbidden {
             principal: principal.to_string(),
@@ -178,7 +240,13 @@ async fn allows<M: Members>(
     let w = match (rule, p) {
         (Inherit, _) | (_, K::Admin) => return Ok(true),
         (Admin, _) => return Ok(false),
-        (_, K::Workspace(w) | K::Peer { workspace: w, .. } | K::Session { workspace: w, .. }) => w,
+        (
+            _,
+            K::Workspace(w)
+            | K::Peer { workspace: w, .. }
+            | K::Session { workspace: w, .. }
+            | K::Scope { workspace: w, .. },
+        ) => w,
     };
     // Scoped keys never leave their workspace.
     if on.workspace != Some(w.as_str()) {
@@ -187,7 +255,27 @@ async fn allows<M: Members>(
     let is = |mine: &str, theirs: Option<&str>| theirs == Some(mine);
     Ok(match (rule, p) {
         (Inherit, _) | (_, K::Admin | K::Workspace(_)) | (InWorkspace, _) => true,
-        (Peer | CreatePeer, K::Peer { peer, .. }) => is(peer, on.peer),
+        // A scope key reads its scope's sessions and recalls inside them; it writes nothing.
+        (Recall, K::Scope { .. }) => true,
+        (ScopeRead, K::Scope { scope, .. }) => is(scope, on.scope),
+        (PeerRead, K::Scope { scope, .. }) => match (members, on.peer) {
+            (Some(m), Some(peer)) => m
+                .peer_in_scope(w, scope, peer)
+                .await
+                .map_err(AccessError::Lookup)?,
+            (None, Some(_)) => {
+                return Err(AccessError::Lookup(
+                    Code::Internal.failure("no way to look up a scope's peers"),
+                ));
+            }
+            (_, None) => false,
+        },
+        (SessionRead, K::Scope { scope, .. }) => in_scope(members, w, scope, on.session).await?,
+        (MessageRead, K::Scope { scope, .. }) => {
+            on.session.is_none() || in_scope(members, w, scope, on.session).await?
+        }
+        (_, K::Scope { .. }) => false,
+        (Peer | PeerRead | CreatePeer, K::Peer { peer, .. }) => is(peer, on.peer),
         (Session | SessionRead | CreateSession, K::Session { session, .. }) => {
             is(session, on.session)
         }
@@ -207,7 +295,9 @@ async fn allows<M: Members>(
         // and without changing it) is decided by the store inside the write's transaction
         // ([`session_reach`]): a check here would race the write.
         (CreateSession, K::Peer { .. }) => on.session.is_some(),
-        (Admin | Workspace | Peer | Session | MessageWrite, _) => false,
+        (Admin | Workspace | Peer | PeerRead | Session | MessageWrite | Recall | ScopeRead, _) => {
+            false
+        }
     })
 }
 
@@ -239,6 +329,25 @@ async fn member<M: Members>(
     })?;
     members
         .is_member(workspace, session, peer)
+        .await
+        .map_err(AccessError::Lookup)
+}
+
+/// Whether the session is a member of the key's scope.
+async fn in_scope<M: Members>(
+    members: Option<&M>,
+    workspace: &str,
+    scope: &str,
+    session: Option<&str>,
+) -> Result<bool, AccessError> {
+    let Some(session) = session else {
+        return Ok(false);
+    };
+    let members = members.ok_or_else(|| {
+        AccessError::Lookup(Code::Internal.failure("no way to look up a scope's sessions"))
+    })?;
+    members
+        .in_scope(workspace, scope, session)
         .await
         .map_err(AccessError::Lookup)
 }

@@ -6,6 +6,7 @@ pub struct On<'a> {
     pub workspace: Option<&'a str>,
     pub peer: Option<&'a str>,
     pub session: Option<&'a str>,
+    pub scope: Option<&'a str>,
 }
 
 impl<'a> On<'a> {
@@ -35,6 +36,13 @@ impl<'a> On<'a> {
         }
     }
 
+    pub fn scope(workspace: &'a str, scope: &'a str) -> Self {
+        On {
+            scope: Some(scope),
+            ..On::workspace(workspace)
+        }
+    }
+
     /// A message of `session` (None when there is no such message).
     pub fn message(workspace: &'a str, session: Option<&'a str>) -> Self {
         On {
@@ -50,6 +58,7 @@ impl fmt::Display for On<'_> {
             ("workspace", self.workspace),
             ("peer", self.peer),
             ("session", self.session),
+            ("scope", self.scope),
         ]
         .iter()
         .filter_map(|(k, v)| v.map(|v| format!("{k} {v:?}")))

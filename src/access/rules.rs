@@ -41,6 +41,14 @@ pub enum Rule {
     /// `Subscription.messageCreated`): W; S when the session is its own; P when the author is
     /// its own peer or the session is one its peer is an active member of.
     MessageFeed,
+    /// Recall (search, representation, chat): W, or a scope key, whose capability then confines
+    /// the recall to its scope's sessions ([`super::Granted::scope`]).
+    Recall,
+    /// One scope: W, or that scope's own key.
+    ScopeRead,
+    /// A peer as an object (id, metadata): [`Rule::Peer`], or a scope key when the peer is an
+    /// active member of one of its scope's sessions (the way to that peer's recall).
+    PeerRead,
 }
 
 /// One row of [`RULES`].
@@ -67,13 +75,13 @@ pub const RULES: &[Field] = &[
     // Queries.
     field("QueryRoot",    "workspace",               InWorkspace),
     field("QueryRoot",    "workspaces",              Admin),
-    field("Workspace",    "peer",                    Peer),
+    field("Workspace",    "peer",                    PeerRead),
     field("Workspace",    "session",                 SessionRead),
     field("Workspace",    "message",                 MessageRead),
     field("Workspace",    "peers",                   Workspace),
     field("Workspace",    "sessions",                Workspace),
     field("Workspace",    "messages",                Workspace),
-    field("Workspace",    "search",                  Workspace),
+    field("Workspace",    "search",                  Recall),
     field("Workspace",    "conclusion",              Workspace),
     field("Workspace",    "conclusions",             Workspace),
     field("Workspace",    "queryConclusions",        Workspace),
@@ -90,7 +98,15 @@ pub const RULES: &[Field] = &[
     // As `GET .../peers/{p}/card`: the workspace's key or the peer's own.
     field("Peer",         "card",                    Peer),
     // The dialectic reads the peer's conclusions: the same keys.
-    field("Peer",         "chat",                    Workspace),
+    field("Peer",         "chat",                    Recall),
+    field("Peer",         "representation",          Recall),
+    // A card lives in its observer's row and is bound to no session: no scope key reads one.
+    field("Peer",         "card",                    Peer),
+    // Scopes (docs/scopes.md): managed by workspace keys; a scope key reads its own.
+    field("Workspace",    "scopes",                  Workspace),
+    field("Workspace",    "scope",                   ScopeRead),
+    field("Scope",        "sessions",                ScopeRead),
+    field("Scope",        "status",                  ScopeRead),
     field("Session",      "peers",                   SessionRead),
     field("Session",      "messages",                SessionRead),
     field("Session",      "search",                  SessionRead),
@@ -143,6 +159,9 @@ pub const RULES: &[Field] = &[
     field("MutationRoot", "recordDerivedConclusion", Admin),
     field("MutationRoot", "retryFailedDerivations",  Admin),
     field("MutationRoot", "createKey",               Admin),
+    field("MutationRoot", "getOrCreateScope",        Workspace),
+    field("MutationRoot", "addSessionsToScope",      Workspace),
+    field("MutationRoot", "removeSessionFromScope",  Workspace),
     field("MutationRoot", "createWebhook",           Workspace),
     field("MutationRoot", "deleteWebhook",           Workspace),
     field("MutationRoot", "testWebhook",             Workspace),
@@ -150,7 +169,7 @@ pub const RULES: &[Field] = &[
     field("SubscriptionRoot", "messageCreated",    MessageFeed),
     field("SubscriptionRoot", "conclusionCreated", Workspace),
     // Checked once: the answer is written from what the key could read when it asked.
-    field("SubscriptionRoot", "peerChat",          Workspace),
+    field("SubscriptionRoot", "peerChat",          Recall),
 ];
 
 const fn str_eq(a: &str, b: &str) -> bool {

@@ -83,6 +83,29 @@ pub struct Question {
     pub level: ReasoningLevel,
     /// A JSON Schema (an object at the root): the answer is then a JSON object of that shape.
     pub response_format: Option<Value>,
+    /// Recall is confined to a scope ([`confine`]): peer cards, which no session bounds, are
+    /// left out.
+    pub scoped: bool,
+}
+
+/// Confines the question's recall to the scope's sessions (nothing changes without a scope): the
+/// allowed sessions become those of the scope, or of both when the question already had some.
+/// NOT_FOUND for a missing scope.
+pub async fn confine(
+    store: &Store,
+    q: &mut Question,
+    scope: Option<&str>,
+) -> Result<(), DialecticError> {
+    let Some(scope) = scope else {
+        return Ok(());
+    };
+    let members = store.scope_session_names(&q.workspace, scope).await?;
+    q.sessions = Some(match q.sessions.take() {
+        Some(asked) => asked.into_iter().filter(|s| members.contains(s)).collect(),
+        None => members,
+    });
+    q.scoped = true;
+    Ok(())
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -317,8 +340,12 @@ async fn gather(store: &Store, q: &Question) -> Result<Material, DialecticError>
         return Err(StoreError::not_found("session", s.clone()).into());
     }
     let scope = session_filter(q);
-    let observer_card = store.peer_card(w, &q.observer, &q.observer).await?;
-    let observed_card = if q.observer == q.observed {
+    let observer_card = if q.scoped {
+        None
+    } else {
+        store.peer_card(w, &q.observer, &q.observer).await?
+    };
+    let observed_card = if q.observer == q.observed || q.scoped {
         None
     } else {
         store.peer_card(w, &q.observer, &q.observed).await?

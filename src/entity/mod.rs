@@ -6,6 +6,8 @@ pub mod conclusion;
 pub mod erasure_job;
 pub mod message;
 pub mod peer;
+pub mod scope;
+pub mod scope_session;
 pub mod session;
 pub mod session_peer;
 pub mod workspace;

@@ -64,10 +64,11 @@ pub fn request_loader(store: &Sealed<Store>) -> Sealed<RequestLoader> {
 
 /// What a passed check gives a resolver: the store and the request's loader. The fields are
 /// private and [`require`] is the only constructor.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct Access<'a> {
     store: &'a Store,
     loader: &'a RequestLoader,
+    scope: Option<String>,
 }
 
 impl<'a> Access<'a> {
@@ -77,6 +78,11 @@ impl<'a> Access<'a> {
 
     pub fn loader(&self) -> &'a RequestLoader {
         self.loader
+    }
+
+    /// The scope a recall under this grant runs in ([`access::recall_scope`]).
+    pub fn recall_scope(&self, asked: Option<&str>) -> ApiResult<Option<String>> {
+        Ok(access::recall_scope(self.scope.as_deref(), asked)?)
     }
 }
 
@@ -94,6 +100,7 @@ pub async fn require<'a>(ctx: &Context<'a>, field: Field, on: On<'_>) -> ApiResu
     Ok(Access {
         store: ctx.data::<Sealed<Store>>()?.open(&granted),
         loader: ctx.data::<Sealed<RequestLoader>>()?.open(&granted),
+        scope: granted.scope().map(str::to_owned),
     })
 }
 
@@ -110,6 +117,27 @@ impl Members for RequestLoader {
             .map_err(Failure::from)?
             .unwrap_or_default();
         Ok(members.iter().any(|m| m.peer_name == peer))
+    }
+
+    async fn peer_in_scope(
+        &self,
+        workspace: &str,
+        scope: &str,
+        peer: &str,
+    ) -> Result<bool, Failure> {
+        Ok(self
+            .loader()
+            .store()
+            .peer_in_scope(workspace, scope, peer)
+            .await?)
+    }
+
+    async fn in_scope(&self, workspace: &str, scope: &str, session: &str) -> Result<bool, Failure> {
+        Ok(self
+            .loader()
+            .store()
+            .session_in_scope(workspace, scope, session)
+            .await?)
     }
 }
 
@@ -193,12 +221,16 @@ mod tests {
                 "CreatePeer" => CreatePeer,
                 "CreateSession" => CreateSession,
                 "MessageFeed" => MessageFeed,
+                "Recall" => Recall,
+                "ScopeRead" => ScopeRead,
+                "PeerRead" => PeerRead,
                 other => panic!("unknown rule {other}"),
             };
             let on = On {
                 workspace: w.as_deref(),
                 peer: p.as_deref(),
                 session: s.as_deref(),
+                scope: None,
             };
             let field = Field {
                 ty: "Probe",
@@ -249,6 +281,10 @@ mod tests {
             workspace: "ws".into(),
             peer: "alice".into(),
         };
+        let work = || Principal::Scope {
+            workspace: "ws".into(),
+            scope: "work".into(),
+        };
         let s1 = || Principal::Session {
             workspace: "ws".into(),
             session: "s1".into(),
@@ -297,6 +333,24 @@ mod tests {
             (s1(), "MessageFeed", "ws/-/s1", "y"),
             (s1(), "MessageFeed", "ws/alice/s2", "F"),
             (s1(), "MessageFeed", "ws", "F"),
+            (s1(), "Recall", "ws", "F"),
+            (alice(), "Recall", "ws", "F"),
+            (w(), "Recall", "ws", "y"),
+            (work(), "Recall", "ws", "y"),
+            (work(), "Recall", "other", "F"),
+            (work(), "InWorkspace", "ws", "y"),
+            (work(), "Workspace", "ws", "F"),
+            (work(), "Peer", "ws/alice", "F"),
+            (work(), "Session", "ws/-/s1", "F"),
+            (work(), "MessageWrite", "ws/-/s1", "F"),
+            (work(), "CreateSession", "ws/-/s1", "F"),
+            (work(), "CreatePeer", "ws/zed", "F"),
+            (work(), "MessageRead", "ws", "y"),
+            (work(), "ScopeRead", "ws", "F"),
+            (alice(), "PeerRead", "ws/alice", "y"),
+            (alice(), "PeerRead", "ws/bob", "F"),
+            (s1(), "PeerRead", "ws/alice", "F"),
+            (w(), "PeerRead", "ws/alice", "y"),
         ];
         let mut wrong = Vec::new();
         for (p, rule, target, want) in cases {

@@ -22,6 +22,11 @@ impl Loaders {
     pub fn new(store: Store) -> Self {
         Loaders { store }
     }
+
+    /// The store the loaders read (for a lookup no loader batches).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
 }
 
 /// (workspace, peer name)

@@ -151,11 +151,12 @@ impl SubscriptionRoot {
         target: Option<ID>,
         session_id: Option<ID>,
         #[graphql(default)] reasoning_level: ReasoningLevel,
+        scope: Option<ID>,
     ) -> Result<impl Stream<Item = ApiResult<ChatPiece>>, ApiError> {
         let on = On::peer(&workspace_id, &peer_id);
         let access = guard::require(ctx, rule!(SubscriptionRoot.peerChat), on).await?;
         let dialectic = ctx.data_opt::<Dialectic>().ok_or_else(no_llm)?;
-        let question = chat_question(
+        let mut question = chat_question(
             &workspace_id,
             &peer_id,
             &query,
@@ -163,6 +164,8 @@ impl SubscriptionRoot {
             session_id,
             reasoning_level,
         );
+        let within = access.recall_scope(scope.as_deref().map(|s| s.as_str()))?;
+        crate::dialectic::confine(access.store(), &mut question, within.as_deref()).await?;
         let pieces = dialectic.answer_stream(access.store(), &question).await?;
         Ok(pieces.map(|piece| match piece {
             Ok(content) => Ok(ChatPiece { content }),
@@ -219,6 +222,7 @@ impl Feed for MessageFilter {
             workspace: Some(&self.workspace),
             peer: self.peer.as_deref(),
             session: self.session.as_deref(),
+            scope: None,
         }
     }
 

@@ -49,6 +49,9 @@ pub struct SearchArgs {
     /// Messages on either side of a match, 0 to 10 (2).
     #[serde(default)]
     pub context_window: Option<i64>,
+    /// Only messages and conclusions of this scope's sessions.
+    #[serde(default)]
+    pub scope: Option<String>,
 }
 
 /// How hard the dialectic may think.
@@ -76,6 +79,9 @@ pub struct ChatArgs {
     /// Show the model this session's latest turns and search its messages.
     #[serde(default)]
     pub session_id: Option<String>,
+    /// Recall only inside this scope's sessions (peer cards are left out).
+    #[serde(default)]
+    pub scope: Option<String>,
     /// Reasoning effort (low): higher answers in more detail, more slowly.
     #[serde(default)]
     pub reasoning_level: Option<ReasoningLevel>,
@@ -110,6 +116,9 @@ pub struct RepresentationArgs {
     /// Most conclusions, 1 to 100 (25).
     #[serde(default)]
     pub max_conclusions: Option<u64>,
+    /// Only conclusions drawn in this scope's sessions (the peer card is then left out).
+    #[serde(default)]
+    pub scope: Option<String>,
 }
 
 /// A page of a list.
@@ -208,6 +217,9 @@ pub struct SessionContextArgs {
     /// Open with the session's summary when one fits 40% of the budget (true).
     #[serde(default)]
     pub summary: Option<bool>,
+    /// Recall inside this scope: no messages unless the session is one of its sessions.
+    #[serde(default)]
+    pub scope: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

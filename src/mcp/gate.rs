@@ -35,7 +35,8 @@ impl Gate {
             Ok(
                 Principal::Workspace(w)
                 | Principal::Peer { workspace: w, .. }
-                | Principal::Session { workspace: w, .. },
+                | Principal::Session { workspace: w, .. }
+                | Principal::Scope { workspace: w, .. },
             ) => Some(w),
             _ => None,
         });

@@ -26,7 +26,8 @@ pub async fn chat(gate: &Gate, a: ChatArgs) -> ToolResult<Reply> {
              get_peer_context, query_conclusions or search instead",
         ));
     };
-    let question = Question {
+    let within = access.recall_scope(a.scope.as_deref())?;
+    let mut question = Question {
         observed: a.target_peer_id.unwrap_or_else(|| a.peer_id.clone()),
         observer: a.peer_id,
         workspace: ws,
@@ -42,7 +43,9 @@ pub async fn chat(gate: &Gate, a: ChatArgs) -> ToolResult<Reply> {
             Some(ReasoningLevel::Max) => dialectic::ReasoningLevel::Max,
         },
         response_format: None,
+        scoped: false,
     };
+    dialectic::confine(access.store(), &mut question, within.as_deref()).await?;
     let content = dialectic.answer(access.store(), &question).await?;
     let text = content.clone().unwrap_or_else(|| "None".into());
     Reply::new(&json!({ "content": content }), text)
@@ -62,7 +65,7 @@ fn card_text(card: &Option<Vec<String>>) -> String {
 pub async fn get_peer_card(gate: &Gate, a: PeerArgs) -> ToolResult<Reply> {
     let ws = gate.workspace(a.ws.workspace_id.as_deref())?;
     let access = gate
-        .require(rule!(Workspace.peer), On::peer(&ws, &a.peer_id))
+        .require(rule!(Peer.card), On::peer(&ws, &a.peer_id))
         .await?;
     let target = a.target_peer_id.as_deref().unwrap_or(&a.peer_id);
     let card = access.store().peer_card(&ws, &a.peer_id, target).await?;
@@ -90,12 +93,17 @@ pub async fn get_representation(gate: &Gate, a: RepresentationArgs) -> ToolResul
     let p = a.peer;
     let ws = gate.workspace(p.ws.workspace_id.as_deref())?;
     let access = gate
-        .require(rule!(Peer.conclusions), On::peer(&ws, &p.peer_id))
+        .require(rule!(Peer.representation), On::peer(&ws, &p.peer_id))
         .await?;
     let target = p.target_peer_id.as_deref().unwrap_or(&p.peer_id);
+    let within = access.recall_scope(a.scope.as_deref())?;
     let scope = a
         .session_id
         .map_or_else(|| json!({}), |s| json!({ "session_id": s }));
+    let scope = access
+        .store()
+        .within_scope(&ws, within.as_deref(), scope)
+        .await?;
     let text = representation::represent(
         access.store(),
         &ws,
@@ -112,20 +120,31 @@ pub async fn get_peer_context(gate: &Gate, a: RepresentationArgs) -> ToolResult<
     let p = a.peer;
     let ws = gate.workspace(p.ws.workspace_id.as_deref())?;
     let access = gate
-        .require(rule!(Peer.conclusions), On::peer(&ws, &p.peer_id))
+        .require(rule!(Peer.representation), On::peer(&ws, &p.peer_id))
         .await?;
     let store = access.store();
     let target = p
         .target_peer_id
         .clone()
         .unwrap_or_else(|| p.peer_id.clone());
+    let within = access.recall_scope(a.scope.as_deref())?;
     let scope = a
         .session_id
         .map_or_else(|| json!({}), |s| json!({ "session_id": s }));
+    let scope = store.within_scope(&ws, within.as_deref(), scope).await?;
     let max = a.max_conclusions.unwrap_or(DEFAULT_MAX_CONCLUSIONS);
     let representation =
         representation::represent(store, &ws, &p.peer_id, &target, &scope, max).await?;
-    let peer_card = store.peer_card(&ws, &p.peer_id, &target).await?;
+    // A card is bound to no session: recall inside a scope leaves it out, and a scope key,
+    // which reaches no peer, never reads it.
+    let peer_card = match within {
+        Some(_) => None,
+        None => {
+            gate.require(rule!(Peer.card), On::peer(&ws, &p.peer_id))
+                .await?;
+            store.peer_card(&ws, &p.peer_id, &target).await?
+        }
+    };
     let text = format!(
         "Peer card:\n{}\n\nRepresentation:\n{}",
         card_text(&peer_card),

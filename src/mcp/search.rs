@@ -53,11 +53,16 @@ pub async fn search(gate: &Gate, a: SearchArgs) -> ToolResult<Reply> {
     check_context_window(window)?;
     let store = access.store();
     let keys = gate.search_keys(&ws).await;
+    // A scope key searches inside its scope whatever it asks; others where they ask.
+    let within = access.recall_scope(a.scope.as_deref())?;
+    let message_filters = store
+        .within_scope(&ws, within.as_deref(), filters(a.message_filters))
+        .await?;
     let results = store
         .search(
             scope,
             &a.query,
-            &filters(a.message_filters),
+            &message_filters,
             a.message_limit.unwrap_or(DEFAULT_SEARCH_LIMIT),
             keys,
         )
@@ -115,6 +120,7 @@ pub async fn search(gate: &Gate, a: SearchArgs) -> ToolResult<Reply> {
                         target_peer_id: None,
                     };
                     let filter = pair(&me, filters(a.conclusion_filters));
+                    let filter = store.within_scope(&ws, within.as_deref(), filter).await?;
                     let found = access
                         .store()
                         .query_conclusions(

@@ -221,13 +221,27 @@ pub async fn get_session_context(gate: &Gate, a: SessionContextArgs) -> ToolResu
             "tokens must be between 1 and {MAX_CONTEXT_TOKENS}"
         )));
     }
-    let context = access
-        .store()
-        .session_context(&ws, &s.session_id, budget, a.summary.unwrap_or(true))
-        .await?;
-    let messages: Vec<McpMessage> = context.messages.into_iter().map(McpMessage::from).collect();
+    let store = access.store();
+    let outside = match access.recall_scope(a.scope.as_deref())? {
+        Some(scope) => {
+            store.require_scope(&ws, &scope).await?;
+            !store.session_in_scope(&ws, &scope, &s.session_id).await?
+        }
+        None => false,
+    };
+    // A session outside the recall scope gives nothing: neither its messages nor its summary.
+    let (messages, summary) = if outside {
+        (Vec::new(), None)
+    } else {
+        let context = store
+            .session_context(&ws, &s.session_id, budget, a.summary.unwrap_or(true))
+            .await?;
+        let messages: Vec<McpMessage> =
+            context.messages.into_iter().map(McpMessage::from).collect();
+        (messages, context.summary)
+    };
     let mut text = message_lines(&messages);
-    let summary = context.summary.map(|s| {
+    let summary = summary.map(|s| {
         text = format!(
             "Summary (up to message {}):\n{}\n\n{text}",
             s.seq_in_session, s.content

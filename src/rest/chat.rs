@@ -21,10 +21,10 @@ use utoipa_axum::routes;
 
 use super::RestState;
 use super::error::ErrorBody;
-use super::{Body, Gate, RestError, RestResult};
+use super::{Body, Gate, RestError, RestResult, ScopeOption};
 use crate::access::Failure;
 use crate::access::{On, rule};
-use crate::dialectic::{DialecticError, Question, ReasoningLevel, session_allowlist};
+use crate::dialectic::{self, DialecticError, Question, ReasoningLevel, session_allowlist};
 
 pub fn routes() -> OpenApiRouter<RestState> {
     OpenApiRouter::new().routes(routes!(chat))
@@ -44,6 +44,9 @@ pub struct ChatBody {
     #[schema(value_type = Option<Object>)]
     #[serde(default)]
     pub filters: Option<Value>,
+    /// Recall only inside this scope's sessions (docs/scopes.md); peer cards are left out.
+    #[serde(default)]
+    pub scope: Option<ScopeOption>,
     /// Answer with server-sent events.
     #[serde(default)]
     pub stream: bool,
@@ -92,7 +95,8 @@ async fn chat(
              stored conclusions are under POST .../conclusions/list and .../conclusions/query",
         ));
     };
-    let question = Question {
+    let within = access.recall_scope(ScopeOption::one(body.scope.as_ref())?)?;
+    let mut question = Question {
         observed: body.target.unwrap_or_else(|| peer_id.clone()),
         observer: peer_id,
         workspace: workspace_id,
@@ -104,7 +108,9 @@ async fn chat(
             None => ReasoningLevel::default(),
         },
         response_format: body.response_format,
+        scoped: false,
     };
+    dialectic::confine(access.store(), &mut question, within.as_deref()).await?;
     if !body.stream {
         let content = dialectic.answer(access.store(), &question).await?;
         return Ok(Json(ChatAnswer { content }).into_response());

@@ -24,6 +24,8 @@ pub struct KeyParams {
     workspace_id: Option<String>,
     peer_id: Option<String>,
     session_id: Option<String>,
+    /// Limits a workspace key to this scope's sessions, read only (this server's).
+    scope_id: Option<String>,
     expires_at: Option<DateTime<Utc>>,
 }
 
@@ -46,6 +48,7 @@ async fn create(gate: Gate, Query(params): Query<KeyParams>) -> RestResult<Json<
         workspace: params.workspace_id,
         peer: params.peer_id,
         session: params.session_id,
+        scope: params.scope_id,
         expires_at: params.expires_at,
     };
     let key = auth.mint(&spec).map_err(|e| match e {

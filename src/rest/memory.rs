@@ -13,7 +13,7 @@ use utoipa_axum::routes;
 
 use super::RestState;
 use super::messages::Message;
-use super::{Body, Gate, RestError, RestResult};
+use super::{Body, Gate, RestError, RestResult, ScopeOption};
 use crate::access::{On, rule};
 use crate::dialectic::representation::{self, DEFAULT_MAX_CONCLUSIONS};
 use crate::store::{Store, summary};
@@ -31,16 +31,19 @@ pub fn routes() -> OpenApiRouter<RestState> {
 /// A session context's token budget when none is asked for, and the largest one (Honcho v3.0.12's).
 const MAX_CONTEXT_TOKENS: i64 = 100_000;
 
-/// `observer`'s representation of `observed` (of `session`'s conclusions only, when given).
+/// `observer`'s representation of `observed` (of `session`'s conclusions only, when given; of
+/// the conclusions of the scope's sessions only, when `within` one).
 async fn represent(
     store: &Store,
     workspace: &str,
     observer: &str,
     observed: &str,
     session: Option<&str>,
+    within: Option<&str>,
     max: u64,
 ) -> RestResult<String> {
     let scope = session.map_or_else(|| json!({}), |s| json!({"session_id": s}));
+    let scope = store.within_scope(workspace, within, scope).await?;
     Ok(representation::represent(store, workspace, observer, observed, &scope, max).await?)
 }
 
@@ -55,6 +58,9 @@ pub struct RepresentationBody {
     /// 1 to 100 (25).
     #[serde(default)]
     pub max_conclusions: Option<u64>,
+    /// Only conclusions drawn in this scope's sessions (docs/scopes.md).
+    #[serde(default)]
+    pub scope: Option<ScopeOption>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -71,9 +77,13 @@ async fn representation(
     Body(body): Body<Option<RepresentationBody>>,
 ) -> RestResult<Json<Representation>> {
     let access = gate
-        .require(rule!(Peer.conclusions), On::peer(&workspace_id, &peer_id))
+        .require(
+            rule!(Peer.representation),
+            On::peer(&workspace_id, &peer_id),
+        )
         .await?;
     let body = body.unwrap_or_default();
+    let within = access.recall_scope(ScopeOption::one(body.scope.as_ref())?)?;
     let target = body.target.as_deref().unwrap_or(&peer_id);
     let representation = represent(
         access.store(),
@@ -81,6 +91,7 @@ async fn representation(
         &peer_id,
         target,
         body.session_id.as_deref(),
+        within.as_deref(),
         body.max_conclusions.unwrap_or(DEFAULT_MAX_CONCLUSIONS),
     )
     .await?;
@@ -94,6 +105,8 @@ pub struct TargetParams {
     target: Option<String>,
     /// 1 to 100 (25).
     max_conclusions: Option<u64>,
+    /// Only conclusions drawn in this scope's sessions; the card is then left out.
+    scope: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -110,7 +123,7 @@ async fn card(
     Query(params): Query<TargetParams>,
 ) -> RestResult<Json<PeerCard>> {
     let access = gate
-        .require(rule!(Workspace.peer), On::peer(&workspace_id, &peer_id))
+        .require(rule!(Peer.card), On::peer(&workspace_id, &peer_id))
         .await?;
     let target = params.target.as_deref().unwrap_or(&peer_id);
     let peer_card = access
@@ -167,13 +180,34 @@ async fn peer_context(
     Query(params): Query<TargetParams>,
 ) -> RestResult<Json<PeerContext>> {
     let access = gate
-        .require(rule!(Peer.conclusions), On::peer(&workspace_id, &peer_id))
+        .require(
+            rule!(Peer.representation),
+            On::peer(&workspace_id, &peer_id),
+        )
         .await?;
     let store = access.store();
+    let within = access.recall_scope(params.scope.as_deref())?;
     let target = params.target.clone().unwrap_or_else(|| peer_id.clone());
     let max = params.max_conclusions.unwrap_or(DEFAULT_MAX_CONCLUSIONS);
-    let representation = represent(store, &workspace_id, &peer_id, &target, None, max).await?;
-    let peer_card = store.peer_card(&workspace_id, &peer_id, &target).await?;
+    let representation = represent(
+        store,
+        &workspace_id,
+        &peer_id,
+        &target,
+        None,
+        within.as_deref(),
+        max,
+    )
+    .await?;
+    // A card is bound to no session: recall inside a scope leaves it out.
+    let peer_card = match within {
+        Some(_) => None,
+        None => {
+            gate.require(rule!(Peer.card), On::peer(&workspace_id, &peer_id))
+                .await?;
+            store.peer_card(&workspace_id, &peer_id, &target).await?
+        }
+    };
     Ok(Json(PeerContext {
         peer_id,
         target_id: target,
@@ -195,6 +229,9 @@ pub struct SessionContextParams {
     max_conclusions: Option<u64>,
     /// Open with the session's summary that fits 40% of the budget (true).
     summary: Option<bool>,
+    /// Recall inside this scope: no messages unless the session is one of its sessions, and
+    /// `peer_target`'s representation only from its sessions, without the card (docs/scopes.md).
+    scope: Option<String>,
 }
 
 /// A summary of a session, written by the deriver.
@@ -246,15 +283,20 @@ async fn session_context(
         )
         .await?;
     // `peer_target` adds the perspective peer's memory, which the session's key does not
-    // cover: its conclusions (`Peer.conclusions`, as the representation route) and its cards,
-    // kept in its own row (`Workspace.peer`, as the card route). Checked before anything is read.
+    // cover: its conclusions (`Peer.representation`, as the representation route) and its
+    // cards, kept in its own row (`Peer.card`, as the card route), which recall inside a
+    // scope leaves out. Checked before anything is read.
+    let mut within = access.recall_scope(params.scope.as_deref())?;
     if let Some(target) = &params.peer_target {
         let on = On::peer(
             &workspace_id,
             params.peer_perspective.as_deref().unwrap_or(target),
         );
-        gate.require(rule!(Peer.conclusions), on).await?;
-        gate.require(rule!(Workspace.peer), on).await?;
+        let recall = gate.require(rule!(Peer.representation), on).await?;
+        within = recall.recall_scope(params.scope.as_deref())?;
+        if within.is_none() {
+            gate.require(rule!(Peer.card), on).await?;
+        }
     }
     let store = access.store();
     let budget = params.tokens.unwrap_or(MAX_CONTEXT_TOKENS);
@@ -263,25 +305,52 @@ async fn session_context(
             "tokens must be between 1 and {MAX_CONTEXT_TOKENS}"
         )));
     }
-    let context = store
-        .session_context(
-            &workspace_id,
-            &session_id,
-            budget,
-            params.summary.unwrap_or(true),
-        )
-        .await?;
-    let messages: Vec<Message> = context.messages.into_iter().map(Message::from).collect();
+    let outside = match &within {
+        Some(scope) => {
+            store.require_scope(&workspace_id, scope).await?;
+            !store
+                .session_in_scope(&workspace_id, scope, &session_id)
+                .await?
+        }
+        None => false,
+    };
+    // A session outside the recall scope gives nothing: neither its messages nor its summary.
+    let (messages, summary) = if outside {
+        (Vec::new(), None)
+    } else {
+        let context = store
+            .session_context(
+                &workspace_id,
+                &session_id,
+                budget,
+                params.summary.unwrap_or(true),
+            )
+            .await?;
+        let messages: Vec<Message> = context.messages.into_iter().map(Message::from).collect();
+        (messages, context.summary)
+    };
     let (peer_representation, peer_card) = match &params.peer_target {
         Some(target) => {
             let observer = params.peer_perspective.as_deref().unwrap_or(target);
             let max = params.max_conclusions.unwrap_or(DEFAULT_MAX_CONCLUSIONS);
-            let rep = represent(store, &workspace_id, observer, target, None, max).await?;
-            let card = store
-                .peer_card(&workspace_id, observer, target)
-                .await
-                .ok()
-                .flatten();
+            let rep = represent(
+                store,
+                &workspace_id,
+                observer,
+                target,
+                None,
+                within.as_deref(),
+                max,
+            )
+            .await?;
+            let card = match within {
+                Some(_) => None,
+                None => store
+                    .peer_card(&workspace_id, observer, target)
+                    .await
+                    .ok()
+                    .flatten(),
+            };
             (Some(rep), card)
         }
         None => (None, None),
@@ -289,7 +358,7 @@ async fn session_context(
     Ok(Json(SessionContext {
         id: session_id,
         messages,
-        summary: context.summary.map(Summary::from),
+        summary: summary.map(Summary::from),
         peer_representation,
         peer_card,
     }))

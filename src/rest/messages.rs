@@ -287,13 +287,19 @@ async fn update(
 /// The messages of `scope` that match the search, best first.
 pub async fn search(
     gate: &Gate,
-    store: &Store,
+    access: &Access<'_>,
     scope: MessageScope<'_>,
     body: &SearchBody,
 ) -> RestResult<Json<Vec<Message>>> {
+    let store = access.store();
     let keys = gate.search_keys(scope.workspace()).await;
+    // A scope key searches inside its scope whatever it asks; others where they ask.
+    let within = access.recall_scope(body.scope.as_deref())?;
+    let filters = store
+        .within_scope(scope.workspace(), within.as_deref(), body.filters())
+        .await?;
     let found = store
-        .search(scope, &body.query, &body.filters(), body.limit(), keys)
+        .search(scope, &body.query, &filters, body.limit(), keys)
         .await?;
     Ok(Json(found.into_iter().map(Message::from).collect()))
 }

@@ -17,8 +17,8 @@ pub mod keys;
 pub mod memory;
 pub mod messages;
 pub mod peers;
+pub mod scopes;
 pub mod sessions;
-pub mod unsupported;
 pub mod webhooks;
 pub mod workspaces;
 
@@ -60,7 +60,7 @@ fn api() -> OpenApiRouter<RestState> {
         .merge(memory::routes())
         .merge(chat::routes())
         .merge(webhooks::routes())
-        .merge(unsupported::routes())
+        .merge(scopes::routes())
 }
 
 /// What every route is served with: the access layer's [`access::Services`].
@@ -329,6 +329,9 @@ pub struct SearchBody {
     /// 1 to 100 (10).
     #[serde(default)]
     pub limit: Option<u64>,
+    /// Only the sessions of this scope (Honcho main's workspace search option).
+    #[serde(default)]
+    pub scope: Option<String>,
 }
 
 impl SearchBody {
@@ -342,6 +345,32 @@ impl SearchBody {
     pub fn limit(&self) -> u64 {
         self.limit
             .unwrap_or(crate::store::search::DEFAULT_SEARCH_LIMIT)
+    }
+}
+
+/// The `scope` option of chat and representation: a scope's id, or a list of them (Honcho main
+/// takes a list as the union of the scopes). Recall here runs inside one scope at a time, so a
+/// list must name one.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum ScopeOption {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl ScopeOption {
+    /// The one scope asked for, if any; 422 for a list of more than one.
+    pub fn one(option: Option<&ScopeOption>) -> RestResult<Option<&str>> {
+        match option {
+            None => Ok(None),
+            Some(ScopeOption::One(s)) => Ok(Some(s)),
+            Some(ScopeOption::Many(list)) => match list.as_slice() {
+                [one] => Ok(Some(one)),
+                _ => Err(RestError::invalid(
+                    "scope takes one scope id here (a list must hold exactly one)",
+                )),
+            },
+        }
     }
 }
 

@@ -174,7 +174,7 @@ async fn search(
         .await?;
     super::messages::search(
         &gate,
-        access.store(),
+        &access,
         MessageScope::Peer(&workspace_id, &peer_id),
         &body,
     )

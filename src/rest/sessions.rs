@@ -409,7 +409,7 @@ async fn search(
         .await?;
     super::messages::search(
         &gate,
-        access.store(),
+        &access,
         MessageScope::Session(&workspace_id, &session_id),
         &body,
     )

@@ -163,7 +163,7 @@ async fn search(
         .await?;
     super::messages::search(
         &gate,
-        access.store(),
+        &access,
         MessageScope::Workspace(&workspace_id),
         &body,
     )

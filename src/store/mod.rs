@@ -18,6 +18,7 @@ pub mod peer;
 pub mod peer_card;
 pub mod queue;
 pub mod replicas;
+pub mod scope;
 pub mod search;
 pub mod search_keys;
 pub mod session;

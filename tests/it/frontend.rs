@@ -510,6 +510,7 @@ async fn strict_mode_runs_the_manifest_documents_only() {
         workspace: Some("w".into()),
         peer: None,
         session: None,
+        scope: None,
         expires_at: None,
     });
     for authorization in [None, Some(workspace_key)] {
@@ -522,6 +523,7 @@ async fn strict_mode_runs_the_manifest_documents_only() {
         workspace: None,
         peer: None,
         session: None,
+        scope: None,
         expires_at: None,
     });
     let (status, _, body) = parts(send(Some(admin_key)).await.unwrap()).await;

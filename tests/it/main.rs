@@ -33,6 +33,7 @@ mod replicas;
 mod rest;
 mod rest_parity;
 mod schema_file;
+mod scopes;
 mod search;
 mod search_keys;
 mod sessions;

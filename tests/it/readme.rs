@@ -151,6 +151,7 @@ async fn every_command_and_query_in_the_readme_runs() {
         workspace: None,
         peer: None,
         session: None,
+        scope: None,
         expires_at: None,
     });
     let http = honcho_graphql::outbound::client();

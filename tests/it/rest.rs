@@ -581,9 +581,10 @@ async fn rest_serves_its_openapi_document_and_says_what_it_does_not_serve() {
             "{p} missing from the OpenAPI document"
         );
     }
+    // Scopes are served (tests/it/scopes.rs): a body without an id is refused, not 501.
     let (status, err) = api.post("/v3/workspaces/w/scopes", json!({})).await;
-    assert_eq!(status, 501);
-    assert!(err["detail"].as_str().unwrap().contains("scopes"));
+    assert_eq!(status, 422);
+    assert!(err["detail"].as_str().unwrap().contains("id"));
     // Without an LLM, chat says what to configure.
     let (status, err) = api
         .post("/v3/workspaces/w/peers/p/chat", json!({"query": "hi"}))

@@ -156,6 +156,14 @@ async fn seed(app: &TestApp) -> Fixture {
             .await
             .unwrap();
     }
+    app.store
+        .get_or_create_scope("ws", "sc", None)
+        .await
+        .unwrap();
+    app.store
+        .add_sessions_to_scope("ws", "sc", &["s1".to_owned()])
+        .await
+        .unwrap();
     Fixture { m1, m2, c1 }
 }
 
@@ -274,6 +282,22 @@ const MATRIX: &[Row] = &[
     Row { same: &[(At("/*/content"), "/workspace/search/results/*/content")],
         ..row("POST", "/v3/workspaces/ws/search", J(r#"{"query": "secret", "filters": {"session_id": "s2"}, "limit": 5}"#),
         r#"{ workspace(id: "ws") { search(query: "secret", filters: {session_id: "s2"}, limit: 5) { ... on MessageHits { results { content } } } } }"#, "yyFFFFU") },
+    Row { same: &[(At("/*/content"), "/workspace/search/results/*/content")],
+        ..row("POST", "/v3/workspaces/ws/search", J(r#"{"query": "secret", "scope": "sc"}"#),
+        r#"{ workspace(id: "ws") { search(query: "secret", scope: "sc") { ... on MessageHits { results { content } } } } }"#, "yyFFFFU") },
+    // Scopes (docs/scopes.md): workspace keys manage and read them.
+    Row { same: &[(At("/items/*/id"), "/workspace/scopes/*/id")],
+        ..row("POST", "/v3/workspaces/ws/scopes/list?page=1&size=10&reverse=true", N,
+        r#"{ workspace(id: "ws") { scopes(order: DESC) { id } } }"#,              "yyFFFFU") },
+    Row { same: &[(At("/id"), "/workspace/scope/id")],
+        ..row("GET", "/v3/workspaces/ws/scopes/sc", N,
+        r#"{ workspace(id: "ws") { scope(id: "sc") { id } } }"#,                  "yyFFFFU") },
+    Row { same: &[(At("/items/*/id"), "/workspace/scope/sessions/*/id")],
+        ..row("POST", "/v3/workspaces/ws/scopes/sc/sessions/list?page=1&size=10&reverse=true", N,
+        r#"{ workspace(id: "ws") { scope(id: "sc") { sessions(order: DESC) { id } } } }"#, "yyFFFFU") },
+    Row { same: &[(At("/session_count"), "/workspace/scope/status/sessionCount")],
+        ..row("GET", "/v3/workspaces/ws/scopes/sc/status", N,
+        r#"{ workspace(id: "ws") { scope(id: "sc") { status { sessionCount } } } }"#, "yyFFFFU") },
     // Peers. A filter narrows inside the route's scope; it never reaches past it.
     Row { same: &[PEER_IDS],
         ..row("POST", "/v3/workspaces/ws/peers/list?reverse=true", J(r#"{"filters": {"workspace_id": "other"}}"#),
@@ -419,6 +443,13 @@ const MATRIX: &[Row] = &[
         r#"mutation { deleteConclusion(workspaceId: "ws", id: "{c1}") }"#,         "yyFFFFU"),
     row("DELETE", "/v3/workspaces/ws/sessions/s1", N,
         r#"mutation { deleteSession(workspaceId: "ws", id: "s1") }"#,              "yyFFyFU"),
+    Row { same: &[(At("/id"), "/getOrCreateScope/id")],
+        ..row("POST", "/v3/workspaces/ws/scopes", J(r#"{"id": "sc2", "metadata": {"a": 1}}"#),
+        r#"mutation { getOrCreateScope(workspaceId: "ws", id: "sc2", metadata: {a: 1}) { id } }"#, "yyFFFFU") },
+    row("POST", "/v3/workspaces/ws/scopes/sc/sessions", J(r#"{"session_ids": ["s2"]}"#),
+        r#"mutation { addSessionsToScope(workspaceId: "ws", scopeId: "sc", sessionIds: ["s2"]) { id } }"#, "yyFFFFU"),
+    row("DELETE", "/v3/workspaces/ws/scopes/sc/sessions/s1", N,
+        r#"mutation { removeSessionFromScope(workspaceId: "ws", scopeId: "sc", sessionId: "s1") { id } }"#, "yyFFFFU"),
     // Webhooks: admin and workspace keys only. A public URL: no private targets here.
     Row { same: &[(At("/items/*/url"), "/workspace/webhooks/*/url")],
         ..row("GET", "/v3/workspaces/ws/webhooks?page=1&size=10&reverse=true", N,
@@ -439,16 +470,6 @@ const MATRIX: &[Row] = &[
 
 /// Routes the matrix leaves out, and why.
 const EXEMPT: &[(&str, &str, &str)] = &[
-    (
-        "post",
-        "/v3/workspaces/{workspace_id}/scopes",
-        "501: not served, reads nothing",
-    ),
-    (
-        "post",
-        "/v3/workspaces/{workspace_id}/scopes/{rest}",
-        "501: not served, reads nothing",
-    ),
     // `/v3/openapi.json` and `/docs` (documentation, no key) are not in the document.
 ];
 
@@ -464,6 +485,11 @@ const NOT_WIDENING: &[(&str, &str)] = &[
     ("stream", "how the answer is sent"),
     ("reasoning_level", "the answer's token budget"),
     ("response_format", "the answer's shape"),
+    (
+        "scope",
+        "narrows recall to a scope's sessions, never past the route's rule (tests/it/scopes.rs)",
+    ),
+    ("scope_id", "limits the key minted (an admin's call)"),
 ];
 
 // ---------------------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ pub struct KeysMutation;
 impl KeysMutation {
     /// Mints an API key (admin keys only): a workspace key (`workspaceId`), a peer key
     /// (`workspaceId` + `peerId`) or a session key (`workspaceId` + `sessionId`), valid until
-    /// `expiresAt` (for ever without it). BAD_USER_INPUT when auth is disabled.
+    /// `expiresAt` (for ever without it). `scopeId` with `workspaceId` limits the key to that
+    /// scope's sessions, read only (docs/scopes.md). BAD_USER_INPUT when auth is disabled.
     async fn create_key(
         &self,
         ctx: &Context<'_>,
@@ -22,6 +23,7 @@ impl KeysMutation {
         peer_id: Option<ID>,
         session_id: Option<ID>,
         expires_at: Option<DateTime>,
+        scope_id: Option<ID>,
     ) -> ApiResult<String> {
         guard::require(ctx, rule!(MutationRoot.createKey), On::nothing()).await?;
         let auth = ctx.data::<Auth>()?;
@@ -30,6 +32,7 @@ impl KeysMutation {
             workspace: workspace_id.map(|w| w.0),
             peer: peer_id.map(|p| p.0),
             session: session_id.map(|s| s.0),
+            scope: scope_id.map(|s| s.0),
             expires_at: expires_at.map(|t| t.0),
         };
         auth.mint(&spec).map_err(|e| match e {

@@ -4,6 +4,7 @@ mod conclusions;
 mod core;
 mod erasure;
 mod keys;
+mod scopes;
 mod webhooks;
 
 use async_graphql::MergedObject;
@@ -14,5 +15,6 @@ pub struct MutationRoot(
     conclusions::ConclusionMutation,
     erasure::ErasureMutation,
     keys::KeysMutation,
+    scopes::ScopesMutation,
     webhooks::WebhooksMutation,
 );

@@ -1,12 +1,12 @@
 use crate::graphql::scalars::DateTime;
 use crate::graphql::types::filter::{ConclusionWhere, MessageWhere, SessionWhere, filter_json};
 use async_graphql::{Context, Enum, ID, Json, Object};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::search::{self, SearchArgs, SearchResult};
 use super::{Conclusion, Message, Session};
 use crate::access::{On, rule};
-use crate::dialectic::{self, Dialectic, Question};
+use crate::dialectic::{self, Dialectic, Question, representation};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
 use crate::graphql::error::{ApiError, ApiResult, Code};
 use crate::graphql::guard;
@@ -129,6 +129,7 @@ impl Peer {
         #[graphql(default_with = "Some(10)")] limit: Option<i32>,
         #[graphql(default_with = "Some(false)")] include_context: Option<bool>,
         #[graphql(default_with = "Some(2)")] context_window: Option<i32>,
+        scope: Option<ID>,
     ) -> ApiResult<SearchResult> {
         let on = On::peer(&self.0.workspace_name, &self.0.name);
         let access = guard::require(ctx, rule!(Peer.search), on).await?;
@@ -143,6 +144,7 @@ impl Peer {
                 limit,
                 include_context,
                 context_window,
+                scope,
             },
         )
         .await
@@ -161,11 +163,12 @@ impl Peer {
         target: Option<ID>,
         session_id: Option<ID>,
         #[graphql(default)] reasoning_level: ReasoningLevel,
+        scope: Option<ID>,
     ) -> ApiResult<Option<String>> {
         let on = On::peer(&self.0.workspace_name, &self.0.name);
         let access = guard::require(ctx, rule!(Peer.chat), on).await?;
         let dialectic = ctx.data_opt::<Dialectic>().ok_or_else(no_llm)?;
-        let question = chat_question(
+        let mut question = chat_question(
             &self.0.workspace_name,
             &self.0.name,
             &query,
@@ -173,7 +176,47 @@ impl Peer {
             session_id,
             reasoning_level,
         );
+        let within = access.recall_scope(scope.as_deref().map(|s| s.as_str()))?;
+        dialectic::confine(access.store(), &mut question, within.as_deref()).await?;
         Ok(dialectic.answer(access.store(), &question).await?)
+    }
+
+    /// This peer's card of itself, or of `target`: the facts a client set (null when never
+    /// set). Bound to no session, so a key limited to a scope never reads one.
+    async fn card(&self, ctx: &Context<'_>, target: Option<ID>) -> ApiResult<Option<Vec<String>>> {
+        let on = On::peer(&self.0.workspace_name, &self.0.name);
+        let access = guard::require(ctx, rule!(Peer.card), on).await?;
+        let observed = target.map_or_else(|| self.0.name.clone(), |t| t.0);
+        Ok(access
+            .store()
+            .peer_card(&self.0.workspace_name, &self.0.name, &observed)
+            .await?)
+    }
+
+    /// What this peer knows of itself, or of `target`, from its stored conclusions (the newest
+    /// `maxConclusions`, 1..100, 25; by level, as Honcho formats a representation): only those
+    /// drawn in `sessionId`, or in `scope`'s sessions, when given.
+    async fn representation(
+        &self,
+        ctx: &Context<'_>,
+        target: Option<ID>,
+        session_id: Option<ID>,
+        scope: Option<ID>,
+        max_conclusions: Option<i32>,
+    ) -> ApiResult<String> {
+        let on = On::peer(&self.0.workspace_name, &self.0.name);
+        let access = guard::require(ctx, rule!(Peer.representation), on).await?;
+        let within = access.recall_scope(scope.as_deref().map(|s| s.as_str()))?;
+        let store = access.store();
+        let w = &self.0.workspace_name;
+        let bound = session_id.map_or_else(|| json!({}), |s| json!({"session_id": s.0}));
+        let bound = store.within_scope(w, within.as_deref(), bound).await?;
+        let max = match max_conclusions {
+            None => representation::DEFAULT_MAX_CONCLUSIONS,
+            Some(n) => u64::try_from(n).unwrap_or(0),
+        };
+        let observed = target.map_or_else(|| self.0.name.clone(), |t| t.0);
+        Ok(representation::represent(store, w, &self.0.name, &observed, &bound, max).await?)
     }
 
     /// Messages this peer wrote, in every session, in the order they were written.
@@ -258,6 +301,7 @@ pub(crate) fn chat_question(
         query: query.replace('\0', ""),
         level: level.into(),
         response_format: None,
+        scoped: false,
     }
 }
 

@@ -94,6 +94,8 @@ pub struct SearchArgs {
     pub limit: Option<i32>,
     pub include_context: Option<bool>,
     pub context_window: Option<i32>,
+    /// Only the sessions of this scope.
+    pub scope: Option<ID>,
 }
 
 /// Runs a search for one of the `search` fields. Context windows go through the request's
@@ -116,6 +118,12 @@ pub async fn search(
     check_context_window(window)?;
     let include_context = args.include_context.unwrap_or(false);
     let filters = filter_json(args.filters, args.where_)?;
+    // A scope key searches inside its scope whatever it asks; others where they ask.
+    let within = access.recall_scope(args.scope.as_deref().map(|s| s.as_str()))?;
+    let filters = access
+        .store()
+        .within_scope(scope.workspace(), within.as_deref(), filters)
+        .await?;
     let keys = guard::search_keys(ctx, scope.workspace()).await;
     let results = access
         .store()

@@ -76,6 +76,7 @@ impl Session {
         #[graphql(default_with = "Some(10)")] limit: Option<i32>,
         #[graphql(default_with = "Some(false)")] include_context: Option<bool>,
         #[graphql(default_with = "Some(2)")] context_window: Option<i32>,
+        scope: Option<ID>,
     ) -> ApiResult<SearchResult> {
         let on = On::session(&self.0.workspace_name, &self.0.name);
         let access = guard::require(ctx, rule!(Session.search), on).await?;
@@ -90,6 +91,7 @@ impl Session {
                 limit,
                 include_context,
                 context_window,
+                scope,
             },
         )
         .await

@@ -45,6 +45,33 @@ impl Workspace {
         Ok(access.store().deriver_status(&self.0.name).await?.into())
     }
 
+    /// The workspace's scopes by creation (`order: DESC` for the newest first): `first`
+    /// (1..100, 50) from `offset` (docs/scopes.md).
+    async fn scopes(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        offset: Option<i32>,
+        #[graphql(default)] order: SortOrder,
+    ) -> ApiResult<Vec<super::Scope>> {
+        let on = On::workspace(&self.0.name);
+        let access = guard::require(ctx, rule!(Workspace.scopes), on).await?;
+        let (skip, take) = super::scope::window(first, offset)?;
+        let (items, _) = access
+            .store()
+            .scopes(&self.0.name, order.into(), skip, take)
+            .await?;
+        Ok(items.into_iter().map(super::Scope).collect())
+    }
+
+    /// A scope, or null.
+    async fn scope(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<super::Scope>> {
+        let on = On::scope(&self.0.name, &id);
+        let access = guard::require(ctx, rule!(Workspace.scope), on).await?;
+        let scope = access.store().scope(&self.0.name, &id).await?;
+        Ok(scope.map(super::Scope))
+    }
+
     /// A peer's erasure (from `erasePeer`), or null.
     async fn erasure_job(
         &self,
@@ -174,6 +201,7 @@ impl Workspace {
         #[graphql(default_with = "Some(10)")] limit: Option<i32>,
         #[graphql(default_with = "Some(false)")] include_context: Option<bool>,
         #[graphql(default_with = "Some(2)")] context_window: Option<i32>,
+        scope: Option<ID>,
     ) -> ApiResult<SearchResult> {
         let on = On::workspace(&self.0.name);
         let access = guard::require(ctx, rule!(Workspace.search), on).await?;
@@ -188,6 +216,7 @@ impl Workspace {
                 limit,
                 include_context,
                 context_window,
+                scope,
             },
         )
         .await
