@@ -13,6 +13,7 @@ pub mod entity;
 mod flags;
 pub mod graphql;
 pub mod http;
+pub mod import_honcho;
 pub mod llm;
 pub mod mcp;
 pub mod media;

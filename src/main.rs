@@ -1,6 +1,7 @@
 use clap::{Parser, Subcommand};
 use migration::{Migrator, MigratorTrait};
 
+use futures::StreamExt;
 use honcho_graphql::auth::{AuthArgs, KeySpec, parse_duration};
 use honcho_graphql::config::{DbConfig, McpConfig, ServeConfig};
 use honcho_graphql::deriver::DeriverArgs;
@@ -8,7 +9,9 @@ use honcho_graphql::llm::LlmArgs;
 use honcho_graphql::store::Store;
 use honcho_graphql::store::embedding::ReembedProgress;
 use honcho_graphql::store::erasure::{DEFAULT_ERASURE_BATCH, ErasureJob, ErasureProgress};
+use honcho_graphql::store::export::{ImportOptions, ImportProgress, ImportReport, OnConflict};
 use indicatif::{ProgressBar, ProgressStyle};
+use tokio::io::AsyncWriteExt;
 
 #[derive(Parser)]
 #[command(name = "honcho-graphql", version, about = "Honcho's memory model over GraphQL")]
@@ -94,6 +97,66 @@ enum Command {
         #[command(flatten)]
         db: DbConfig,
     },
+    /// Write a workspace, everything of it, to stdout as zstd-compressed JSON lines
+    /// (docs/export.md), consistent as of one moment while writes go on.
+    Export {
+        #[arg(long)]
+        workspace: String,
+        #[command(flatten)]
+        db: DbConfig,
+    },
+    /// Read an export from stdin into its workspace (or --workspace); run again after a stop to
+    /// finish it: rows already written are left as they are.
+    Import {
+        /// Import under this name instead of the exported workspace's (ids are derived anew).
+        #[arg(long)]
+        workspace: Option<String>,
+        /// What to do with a row that exists with other content.
+        #[arg(long, value_enum, default_value = "fail")]
+        on_conflict: ConflictFlag,
+        /// Records per transaction.
+        #[arg(long, default_value_t = 500)]
+        batch: usize,
+        #[command(flatten)]
+        db: DbConfig,
+    },
+    /// Copy a workspace from a running Honcho v3 server through its REST API; run again after a
+    /// stop to go on from where it was.
+    ImportHoncho {
+        /// The Honcho server, e.g. https://api.honcho.dev (without /v3).
+        #[arg(long)]
+        base_url: String,
+        #[arg(long)]
+        workspace: String,
+        /// A key of the source server (admin, or the workspace's).
+        #[arg(long, env = "HONCHO_SOURCE_API_KEY")]
+        api_key: Option<String>,
+        #[arg(long, value_enum, default_value = "fail")]
+        on_conflict: ConflictFlag,
+        #[command(flatten)]
+        db: DbConfig,
+    },
+}
+
+/// What `import` does with a row that exists with other content.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ConflictFlag {
+    /// Stop; the batch holding it is not written.
+    Fail,
+    /// Keep the existing row.
+    Skip,
+    /// Overwrite it with the file's.
+    Replace,
+}
+
+impl From<ConflictFlag> for OnConflict {
+    fn from(f: ConflictFlag) -> Self {
+        match f {
+            ConflictFlag::Fail => OnConflict::Fail,
+            ConflictFlag::Skip => OnConflict::Skip,
+            ConflictFlag::Replace => OnConflict::Replace,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -182,6 +245,57 @@ async fn run() -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::Export { workspace, db } => {
+            let store = honcho_graphql::open_store(&db).await?;
+            Migrator::up(store.db(), None).await?;
+            let mut stream = store.export_workspace(&workspace).await?;
+            let mut out = tokio::io::stdout();
+            while let Some(chunk) = stream.next().await {
+                out.write_all(&chunk?).await?;
+            }
+            out.flush().await?;
+            Ok(())
+        }
+        Command::Import {
+            workspace,
+            on_conflict,
+            batch,
+            db,
+        } => {
+            let store = honcho_graphql::open_store(&db).await?;
+            Migrator::up(store.db(), None).await?;
+            let options = ImportOptions {
+                workspace,
+                on_conflict: on_conflict.into(),
+                batch,
+            };
+            let bar = ImportBar::new();
+            let report = store.import_file(std::io::stdin(), options, &bar).await?;
+            bar.0.finish_and_clear();
+            eprintln!("{}", describe(&report));
+            Ok(())
+        }
+        Command::ImportHoncho {
+            base_url,
+            workspace,
+            api_key,
+            on_conflict,
+            db,
+        } => {
+            let store = honcho_graphql::open_store(&db).await?;
+            Migrator::up(store.db(), None).await?;
+            let job = honcho_graphql::import_honcho::ImportHoncho {
+                base_url,
+                workspace,
+                api_key,
+                on_conflict: on_conflict.into(),
+            };
+            let bar = ImportBar::new();
+            let report = job.run(&store, &bar).await?;
+            bar.0.finish_and_clear();
+            eprintln!("{}", describe(&report));
+            Ok(())
+        }
         Command::Key {
             admin,
             workspace,
@@ -212,6 +326,48 @@ async fn run() -> anyhow::Result<()> {
             print!("{}", honcho_graphql::graphql::sdl());
             Ok(())
         }
+    }
+}
+
+fn describe(r: &ImportReport) -> String {
+    format!(
+        "imported into {}: {} rows written, {} unchanged, {} skipped, {} replaced; {} messages \
+         read; vectors {}",
+        r.workspace,
+        r.inserted,
+        r.unchanged,
+        r.skipped,
+        r.replaced,
+        r.messages,
+        if r.vectors_reused {
+            "kept".to_owned()
+        } else {
+            format!("computed here ({})", r.embedded)
+        }
+    )
+}
+
+/// An import's progress on the terminal: records written, by kind.
+struct ImportBar(ProgressBar);
+
+impl ImportBar {
+    fn new() -> Self {
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg:>12} {pos} {per_sec}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        ImportBar(bar)
+    }
+}
+
+impl ImportProgress for ImportBar {
+    fn advanced(&self, kind: &'static str, n: u64) {
+        if self.0.message() != kind {
+            self.0.set_message(kind);
+            self.0.set_position(0);
+        }
+        self.0.inc(n);
     }
 }
 

@@ -35,6 +35,7 @@ mod m20261202_000090_lighter_message_graph;
 mod m20261203_000140_webhooks;
 mod m20261203_000150_erasure;
 mod m20261203_000160_erasure_forgets_webhook_deliveries;
+mod m20261203_000200_import_checkpoints;
 mod m20261203_000210_scopes;
 mod m20261203_000220_session_summaries;
 mod m20261203_000221_peer_card_entries;
@@ -171,6 +172,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000140_webhooks::Migration),
             Box::new(m20261203_000150_erasure::Migration),
             Box::new(m20261203_000160_erasure_forgets_webhook_deliveries::Migration),
+            Box::new(m20261203_000200_import_checkpoints::Migration),
             Box::new(m20261203_000210_scopes::Migration),
             Box::new(m20261203_000220_session_summaries::Migration),
             Box::new(m20261203_000221_peer_card_entries::Migration),

@@ -88,6 +88,9 @@ pub const RULES: &[Field] = &[
     field("Workspace",    "deriverStatus",           Workspace),
     field("Workspace",    "erasureJob",              Workspace),
     field("DeriverStatus", "lastError",              Inherit),
+    // The whole workspace in one file (docs/export.md): what `Workspace.peers`, `messages` and
+    // `conclusions` reach together; the HTTP route `/export/workspaces/{id}` answers to it too.
+    field("Workspace",    "export",                  Workspace),
     // Webhooks: admin and workspace keys only (Honcho v3.0.12's webhook routes).
     field("Workspace",    "webhooks",                Workspace),
     field("Workspace",    "webhookDeliveries",       Workspace),

@@ -13,6 +13,7 @@
 pub mod chat;
 pub mod conclusions;
 pub mod error;
+pub mod export;
 pub mod keys;
 pub mod memory;
 pub mod messages;
@@ -74,6 +75,10 @@ pub fn router(state: RestState) -> axum::Router {
     let (router, doc) = api().split_for_parts();
     router
         .layer(DefaultBodyLimit::disable())
+        .route(
+            "/export/workspaces/{workspace_id}",
+            axum::routing::get(export::download),
+        )
         .route(
             "/v3/openapi.json",
             axum::routing::get(move || async move { Json(doc) }),

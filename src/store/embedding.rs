@@ -26,6 +26,8 @@ struct Pass {
     id_type: &'static str,
     /// Every row, or only those without an embedding.
     every_row: bool,
+    /// Only this workspace's rows (`$2` of the batch's query).
+    workspace: Option<String>,
 }
 
 impl Pass {
@@ -67,9 +69,14 @@ impl Pass {
         } else {
             ", observer, observed".to_owned()
         };
+        let workspace = if self.workspace.is_some() {
+            "AND t.workspace_name = $2"
+        } else {
+            ""
+        };
         format!(
             "SELECT id::text AS id, content {context} FROM {table} t \
-             WHERE {rows} AND id > $1::{id_type} ORDER BY id LIMIT 64",
+             WHERE {rows} {workspace} AND id > $1::{id_type} ORDER BY id LIMIT 64",
             table = self.table,
             rows = self.rows(),
             id_type = self.id_type,
@@ -145,6 +152,7 @@ impl Store {
                 table,
                 id_type,
                 every_row: all && !resize,
+                workspace: None,
             };
             progress.table(table, self.rows_to_embed(&pass).await?);
             done += self.embed_table(&pass, embedder.as_ref(), progress).await?;
@@ -155,6 +163,26 @@ impl Store {
         if all || resize {
             // Every vector is now of the current text (the warning at start-up stops).
             self.set_meta(EMBEDDING_TEXT, CONTEXTUAL).await?;
+        }
+        Ok(done)
+    }
+
+    /// Embeds the rows of `workspace` that have no embedding (an import's, whose vectors came
+    /// from another model); the number embedded.
+    pub(crate) async fn embed_missing_in(&self, workspace: &str) -> StoreResult<u64> {
+        let embedder = self
+            .embedder()
+            .ok_or_else(|| StoreError::invalid("HONCHO_EMBEDDER=none: nothing to embed with"))?
+            .clone();
+        let mut done = 0;
+        for (table, id_type) in TABLES {
+            let pass = Pass {
+                table,
+                id_type,
+                every_row: false,
+                workspace: Some(workspace.to_owned()),
+            };
+            done += self.embed_table(&pass, embedder.as_ref(), &()).await?;
         }
         Ok(done)
     }
@@ -188,9 +216,11 @@ impl Store {
         let mut done = 0;
         let mut after = pass.first_key().to_owned();
         loop {
+            let mut values = vec![after.clone().into()];
+            values.extend(pass.workspace.clone().map(Into::into));
             let rows = self
                 .db()
-                .query_all_raw(stmt(&pass.batch_sql(), [after.clone().into()]))
+                .query_all_raw(stmt(&pass.batch_sql(), values))
                 .await?;
             if rows.is_empty() {
                 return Ok(done);

@@ -7,6 +7,7 @@ pub mod embedding;
 pub mod erasure;
 pub mod error;
 pub mod events;
+pub mod export;
 pub mod filter;
 pub mod gin_pending;
 mod keys;

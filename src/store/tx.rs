@@ -133,6 +133,20 @@ impl Store {
         Ok(locked.then_some(txn))
     }
 
+    /// A read-only REPEATABLE READ transaction the caller holds across many statements (and
+    /// awaits in between): every statement sees the database as of the first one, whatever is
+    /// written meanwhile. For long reads that must be consistent (an export); nothing is retried,
+    /// and the caller ends it by dropping it (there is nothing to commit).
+    pub(crate) async fn snapshot(&self) -> StoreResult<DatabaseTransaction> {
+        Ok(self
+            .db()
+            .begin_with_config(
+                Some(sea_orm::IsolationLevel::RepeatableRead),
+                Some(sea_orm::AccessMode::ReadOnly),
+            )
+            .await?)
+    }
+
     /// Runs `body` in a transaction with `options`, committing when it returns `Ok` and rolling
     /// back when it returns `Err`; retried whole on deadlocks and serialization failures.
     pub async fn transaction<T, F, Fut>(&self, options: TxOptions, body: F) -> StoreResult<T>

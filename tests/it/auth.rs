@@ -327,6 +327,7 @@ const MATRIX: &[Row] = &[
     row("MutationRoot.deleteConclusion",     r#"mutation { deleteConclusion(workspaceId: "ws", id: "{c1}") }"#,             "yyFFFFF"),
     // Erasure: workspace keys only, never a peer's or a session's (docs/erasure.md).
     row("Workspace.erasureJob",  r#"{ workspace(id: "ws") { erasureJob(id: "nosuchjob") { id } } }"#,                 "yyFFFFF"),
+    row("Workspace.export",      r#"{ workspace(id: "ws") { export { format } } }"#,                             "yyFFFFF"),
     row("MutationRoot.deleteMessage",        r#"mutation { deleteMessage(workspaceId: "ws", id: "{m1}") { messages } }"#, "yyFFFFF"),
     row("MutationRoot.deleteSession",        r#"mutation { deleteSession(workspaceId: "ws", id: "s1") }"#,                  "yyFFFyF"),
     // s2 and the clone are still active: CONFLICT, after the guard let it through.

@@ -12,6 +12,7 @@ mod cursors;
 mod deriver;
 mod embeddings;
 mod erasure;
+mod export;
 mod fake_llm;
 mod filter_sql;
 mod filters;

@@ -3,6 +3,7 @@
 pub mod conclusion;
 pub mod deriver;
 pub mod erasure;
+pub mod export;
 pub mod filter;
 pub mod message;
 mod peer;

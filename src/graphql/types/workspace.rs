@@ -84,6 +84,21 @@ impl Workspace {
         Ok(job.map(Into::into))
     }
 
+    /// What an export of the workspace holds, and the path that streams it (admin and
+    /// workspace keys; docs/export.md).
+    async fn export(&self, ctx: &Context<'_>) -> ApiResult<super::export::WorkspaceExport> {
+        let on = On::workspace(&self.0.name);
+        let access = guard::require(ctx, rule!(Workspace.export), on).await?;
+        let store = access.store();
+        let counts = store.export_counts(&self.0.name).await?;
+        let model = store.embedding_model().await?;
+        Ok(super::export::WorkspaceExport::new(
+            &self.0.name,
+            model,
+            counts,
+        ))
+    }
+
     /// The webhook endpoints the workspace's events are sent to, oldest first (admin and
     /// workspace keys).
     async fn webhooks(&self, ctx: &Context<'_>) -> ApiResult<Vec<WebhookEndpoint>> {

@@ -1,0 +1,351 @@
+//! Export: a workspace as compressed JSON lines, read from one snapshot in keyset pages.
+//!
+//! The snapshot is a read-only REPEATABLE READ transaction ([`Store::snapshot`]): every page
+//! sees the database as of the first statement, so a message written while the export runs is
+//! in no page (not half in), and a conclusion never cites a message the file lacks. Each page is
+//! [`PAGE`] rows in the order of a unique index, serialised and compressed before the next is
+//! read, so memory holds one page whatever the workspace's size.
+
+use std::io::Write;
+use std::pin::Pin;
+
+use chrono::{DateTime, Utc};
+use futures::Stream;
+use sea_orm::{ConnectionTrait, DatabaseTransaction, QueryResult, Value as SqlValue};
+use serde_json::Value;
+
+use super::{
+    ConclusionRecord, EmbeddingModel, End, FORMAT, Header, MemberRecord, MessageRecord, PAGE,
+    PeerRecord, Record, SessionRecord, VERSION, WorkspaceRecord, encode_vector,
+};
+use crate::store::{Store, StoreError, StoreResult, stmt};
+
+/// The compressed bytes of an export, a page at a time.
+pub type ExportStream = Pin<Box<dyn Stream<Item = StoreResult<Vec<u8>>> + Send>>;
+
+/// zstd's default level: about as fast as the pages are read, a fifth of the JSON's size.
+const LEVEL: i32 = 3;
+
+impl Store {
+    /// The workspace's export (docs/export.md): NOT_FOUND before any byte when there is no such
+    /// workspace; then its header, workspace, peers, sessions, members, messages, conclusions and
+    /// end lines, zstd-compressed.
+    #[tracing::instrument(name = "store.export_workspace", level = "debug", skip_all)]
+    pub async fn export_workspace(&self, workspace: &str) -> StoreResult<ExportStream> {
+        let txn = self.snapshot().await?;
+        let header = header(&txn, workspace).await?;
+        let ws = workspace_record(&txn, workspace)
+            .await?
+            .ok_or_else(|| StoreError::not_found("workspace", workspace))?;
+        let workspace = workspace.to_owned();
+        let stream = async_stream::try_stream! {
+            let mut out = Lines::new()?;
+            out.push(&Record::Header(header))?;
+            out.push(&Record::Workspace(ws))?;
+            yield out.take();
+            let mut end = End::default();
+            for kind in Kind::ALL {
+                let mut after: Option<Vec<SqlValue>> = None;
+                loop {
+                    let rows = page(&txn, &workspace, kind, after.as_deref()).await?;
+                    let Some(last) = rows.last() else { break };
+                    after = Some(kind.key_of(last)?);
+                    let n = rows.len() as u64;
+                    for row in &rows {
+                        out.push(&kind.record(row)?)?;
+                    }
+                    *kind.count(&mut end) += n;
+                    // The compressor holds back up to a block (128 KiB) of input.
+                    let chunk = out.take();
+                    if !chunk.is_empty() {
+                        yield chunk;
+                    }
+                    if n < PAGE {
+                        break;
+                    }
+                }
+            }
+            out.push(&Record::End(end))?;
+            yield out.finish()?;
+            // Read-only: there is nothing to commit, only the snapshot to let go of.
+            txn.rollback().await?;
+        };
+        Ok(Box::pin(stream))
+    }
+}
+
+/// The compressor, and what it has written since it was last emptied.
+struct Lines(zstd::stream::write::Encoder<'static, Vec<u8>>);
+
+impl Lines {
+    fn new() -> StoreResult<Self> {
+        Ok(Lines(
+            zstd::stream::write::Encoder::new(Vec::new(), LEVEL).map_err(io)?,
+        ))
+    }
+
+    fn push(&mut self, record: &Record) -> StoreResult<()> {
+        let mut line = serde_json::to_vec(record)
+            .map_err(|e| StoreError::Internal(format!("serialising an export line: {e}")))?;
+        line.push(b'\n');
+        self.0.write_all(&line).map_err(io)
+    }
+
+    fn take(&mut self) -> Vec<u8> {
+        std::mem::take(self.0.get_mut())
+    }
+
+    fn finish(self) -> StoreResult<Vec<u8>> {
+        self.0.finish().map_err(io)
+    }
+}
+
+fn io(e: std::io::Error) -> StoreError {
+    StoreError::Internal(format!("compressing an export: {e}"))
+}
+
+async fn header(txn: &DatabaseTransaction, workspace: &str) -> StoreResult<Header> {
+    let rows = txn
+        .query_all_raw(stmt(
+            "SELECT key, value FROM honcho_meta WHERE key IN ('embedding_model', 'embedding_dims')",
+            [],
+        ))
+        .await?;
+    let mut model = None;
+    let mut dims = 0;
+    for r in rows {
+        let key: String = r.try_get("", "key")?;
+        let value: String = r.try_get("", "value")?;
+        match key.as_str() {
+            "embedding_model" => model = Some(value),
+            _ => dims = value.parse().unwrap_or(0),
+        }
+    }
+    Ok(Header {
+        format: FORMAT.into(),
+        version: VERSION,
+        workspace: workspace.into(),
+        embedding: EmbeddingModel { model, dims },
+    })
+}
+
+async fn workspace_record(
+    txn: &DatabaseTransaction,
+    workspace: &str,
+) -> StoreResult<Option<WorkspaceRecord>> {
+    let row = txn
+        .query_one_raw(stmt(
+            "SELECT name, metadata, internal_metadata, configuration, created_at \
+             FROM workspaces WHERE name = $1",
+            [workspace.into()],
+        ))
+        .await?;
+    row.map(|r| {
+        Ok(WorkspaceRecord {
+            name: r.try_get("", "name")?,
+            metadata: r.try_get("", "metadata")?,
+            internal_metadata: r.try_get("", "internal_metadata")?,
+            configuration: r.try_get("", "configuration")?,
+            created_at: r.try_get("", "created_at")?,
+        })
+    })
+    .transpose()
+}
+
+/// What the file holds after the workspace, in this order: what a record refers to comes
+/// before it (a message's session and peer, a conclusion's messages).
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Peers,
+    Sessions,
+    Members,
+    Messages,
+    Conclusions,
+}
+
+impl Kind {
+    const ALL: [Kind; 5] = [
+        Kind::Peers,
+        Kind::Sessions,
+        Kind::Members,
+        Kind::Messages,
+        Kind::Conclusions,
+    ];
+
+    /// The page's query: `$1` the workspace, `$2..` the last key of the page before (the first
+    /// page compares with nothing), in the order of a unique index.
+    fn sql(self, first: bool) -> String {
+        let (select, key, after) = match self {
+            Kind::Peers => (
+                "SELECT name, metadata, internal_metadata, configuration, created_at FROM peers t",
+                "name",
+                "name > $2",
+            ),
+            Kind::Sessions => (
+                "SELECT name, metadata, internal_metadata, configuration, created_at \
+                 FROM sessions t",
+                "name",
+                "name > $2",
+            ),
+            Kind::Members => (
+                "SELECT session_name, peer_name, configuration, internal_metadata, joined_at, \
+                 left_at FROM session_peers t",
+                "session_name, peer_name",
+                "(session_name, peer_name) > ($2, $3)",
+            ),
+            Kind::Messages => (
+                "SELECT public_id, session_name, peer_name, seq_in_session, content, metadata, \
+                 internal_metadata, token_count, created_at, embedding::real[] AS embedding \
+                 FROM messages t",
+                "session_name, seq_in_session",
+                "(session_name, seq_in_session) > ($2, $3)",
+            ),
+            Kind::Conclusions => (
+                "SELECT id, observer, observed, session_name, content, level, times_derived, \
+                 source_ids, metadata, internal_metadata, created_at, deleted_at, \
+                 embedding::real[] AS embedding, \
+                 ARRAY(SELECT m.public_id FROM conclusion_messages cm \
+                   JOIN messages m ON m.id = cm.message_id \
+                   WHERE cm.conclusion_id = t.id ORDER BY m.public_id) AS message_ids \
+                 FROM conclusions t",
+                "id",
+                "id > $2",
+            ),
+        };
+        let after = if first {
+            String::new()
+        } else {
+            format!("AND {after}")
+        };
+        format!("{select} WHERE workspace_name = $1 {after} ORDER BY {key} LIMIT {PAGE}")
+    }
+
+    /// The key of `row` to start the next page after.
+    fn key_of(self, row: &QueryResult) -> StoreResult<Vec<SqlValue>> {
+        Ok(match self {
+            Kind::Peers | Kind::Sessions => vec![row.try_get::<String>("", "name")?.into()],
+            Kind::Members => vec![
+                row.try_get::<String>("", "session_name")?.into(),
+                row.try_get::<String>("", "peer_name")?.into(),
+            ],
+            Kind::Messages => vec![
+                row.try_get::<String>("", "session_name")?.into(),
+                row.try_get::<i64>("", "seq_in_session")?.into(),
+            ],
+            Kind::Conclusions => vec![row.try_get::<String>("", "id")?.into()],
+        })
+    }
+
+    fn count(self, end: &mut End) -> &mut u64 {
+        match self {
+            Kind::Peers => &mut end.peers,
+            Kind::Sessions => &mut end.sessions,
+            Kind::Members => &mut end.members,
+            Kind::Messages => &mut end.messages,
+            Kind::Conclusions => &mut end.conclusions,
+        }
+    }
+
+    fn record(self, r: &QueryResult) -> StoreResult<Record> {
+        let json = |c: &str| -> StoreResult<Value> { Ok(r.try_get("", c)?) };
+        let time = |c: &str| -> StoreResult<DateTime<Utc>> { Ok(r.try_get("", c)?) };
+        let vector = || -> StoreResult<Option<String>> {
+            let v: Option<Vec<f32>> = r.try_get("", "embedding")?;
+            Ok(v.map(|v| encode_vector(&v)))
+        };
+        Ok(match self {
+            Kind::Peers => Record::Peer(PeerRecord {
+                name: r.try_get("", "name")?,
+                metadata: json("metadata")?,
+                internal_metadata: json("internal_metadata")?,
+                configuration: json("configuration")?,
+                created_at: time("created_at")?,
+            }),
+            Kind::Sessions => Record::Session(SessionRecord {
+                name: r.try_get("", "name")?,
+                metadata: json("metadata")?,
+                internal_metadata: json("internal_metadata")?,
+                configuration: json("configuration")?,
+                created_at: time("created_at")?,
+            }),
+            Kind::Members => Record::Member(MemberRecord {
+                session: r.try_get("", "session_name")?,
+                peer: r.try_get("", "peer_name")?,
+                configuration: json("configuration")?,
+                internal_metadata: json("internal_metadata")?,
+                joined_at: time("joined_at")?,
+                left_at: r.try_get("", "left_at")?,
+            }),
+            Kind::Messages => Record::Message(MessageRecord {
+                id: r.try_get("", "public_id")?,
+                session: r.try_get("", "session_name")?,
+                peer: r.try_get("", "peer_name")?,
+                seq_in_session: r.try_get("", "seq_in_session")?,
+                content: r.try_get("", "content")?,
+                metadata: json("metadata")?,
+                internal_metadata: json("internal_metadata")?,
+                token_count: r.try_get("", "token_count")?,
+                created_at: time("created_at")?,
+                embedding: vector()?,
+            }),
+            Kind::Conclusions => Record::Conclusion(ConclusionRecord {
+                id: r.try_get("", "id")?,
+                observer: r.try_get("", "observer")?,
+                observed: r.try_get("", "observed")?,
+                session: r.try_get("", "session_name")?,
+                content: r.try_get("", "content")?,
+                level: r.try_get("", "level")?,
+                times_derived: r.try_get("", "times_derived")?,
+                source_ids: r.try_get("", "source_ids")?,
+                message_ids: r.try_get("", "message_ids")?,
+                metadata: json("metadata")?,
+                internal_metadata: json("internal_metadata")?,
+                created_at: time("created_at")?,
+                deleted_at: r.try_get("", "deleted_at")?,
+                embedding: vector()?,
+            }),
+        })
+    }
+}
+
+async fn page(
+    txn: &DatabaseTransaction,
+    workspace: &str,
+    kind: Kind,
+    after: Option<&[SqlValue]>,
+) -> StoreResult<Vec<QueryResult>> {
+    let mut values: Vec<SqlValue> = vec![workspace.into()];
+    values.extend(after.unwrap_or_default().iter().cloned());
+    Ok(txn
+        .query_all_raw(stmt(&kind.sql(after.is_none()), values))
+        .await?)
+}
+
+impl Store {
+    /// How many rows of each kind an export of `workspace` would hold now (NOT_FOUND for no
+    /// such workspace).
+    #[tracing::instrument(name = "store.export_counts", level = "debug", skip_all)]
+    pub async fn export_counts(&self, workspace: &str) -> StoreResult<End> {
+        let row = self
+            .db()
+            .query_one_raw(stmt(
+                "SELECT (SELECT count(*) FROM peers WHERE workspace_name = w.name) AS peers, \
+                   (SELECT count(*) FROM sessions WHERE workspace_name = w.name) AS sessions, \
+                   (SELECT count(*) FROM session_peers WHERE workspace_name = w.name) AS members, \
+                   (SELECT count(*) FROM messages WHERE workspace_name = w.name) AS messages, \
+                   (SELECT count(*) FROM conclusions WHERE workspace_name = w.name) AS conclusions \
+                 FROM workspaces w WHERE w.name = $1",
+                [workspace.into()],
+            ))
+            .await?
+            .ok_or_else(|| StoreError::not_found("workspace", workspace))?;
+        let n = |c: &str| -> StoreResult<u64> { Ok(row.try_get::<i64>("", c)?.max(0) as u64) };
+        Ok(End {
+            peers: n("peers")?,
+            sessions: n("sessions")?,
+            members: n("members")?,
+            messages: n("messages")?,
+            conclusions: n("conclusions")?,
+        })
+    }
+}

@@ -1,0 +1,999 @@
+//! Import: an export's records into a workspace, in batches of one kind, each batch one
+//! transaction. A record is keyed by what names it in the workspace (a peer's or a session's
+//! name, a membership's pair, a message's or a conclusion's id): a row with its key and the same
+//! content is left as it is, so an import killed midway and run again writes each row once.
+//! A row with its key and different content is a conflict, settled by [`OnConflict`].
+//!
+//! Imported under another workspace name, messages and conclusions take new ids, derived from
+//! the name and the old id (the same on every run): ids are unique across the server, and the
+//! workspace the file came from may live beside the copy.
+
+use std::collections::HashSet;
+
+use sea_orm::{ConnectionTrait, Value as SqlValue};
+use sha2::{Digest, Sha256};
+
+use super::{
+    ConclusionRecord, EmbeddingModel, End, Header, MemberRecord, MessageRecord, PAGE, PeerRecord,
+    Record, SessionRecord, WorkspaceRecord, decode_vector,
+};
+use crate::store::vectors::{FlatVectors, nth_vector};
+use crate::store::{Store, StoreError, StoreResult, TxOptions, new_id, stmt};
+
+/// What an import does with a row that exists with other content.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnConflict {
+    /// Stop: the batch holding it is not written (batches before it are).
+    #[default]
+    Fail,
+    /// Keep the existing row.
+    Skip,
+    /// Overwrite the existing row with the file's.
+    Replace,
+}
+
+#[derive(Clone, Debug)]
+pub struct ImportOptions {
+    /// The workspace to import into (None: the one the file was exported from).
+    pub workspace: Option<String>,
+    pub on_conflict: OnConflict,
+    /// Records per transaction.
+    pub batch: usize,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        ImportOptions {
+            workspace: None,
+            on_conflict: OnConflict::Fail,
+            batch: PAGE as usize,
+        }
+    }
+}
+
+/// What an import did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImportReport {
+    pub workspace: String,
+    /// Rows written that did not exist.
+    pub inserted: u64,
+    /// Rows that existed with the same content.
+    pub unchanged: u64,
+    /// Rows that existed with other content and were kept ([`OnConflict::Skip`]).
+    pub skipped: u64,
+    /// Rows that existed with other content and were overwritten ([`OnConflict::Replace`]).
+    pub replaced: u64,
+    /// Messages read from the file.
+    pub messages: u64,
+    /// Whether the file's vectors were kept (same model and dimension as this server's).
+    pub vectors_reused: bool,
+    /// Vectors computed here because the file's came from another model.
+    pub embedded: u64,
+}
+
+/// What an import reports as it goes.
+pub trait ImportProgress: Send + Sync {
+    /// `n` more records of `kind` (`peer`, `message`, …) are written.
+    fn advanced(&self, _kind: &'static str, _n: u64) {}
+}
+
+impl ImportProgress for () {}
+
+/// An import under way: [`Importer::push`] each record after the header, then
+/// [`Importer::finish`].
+pub struct Importer {
+    store: Store,
+    source: String,
+    options: ImportOptions,
+    reuse_vectors: bool,
+    pending: Vec<Record>,
+    read: End,
+    end: Option<End>,
+    report: ImportReport,
+}
+
+impl Store {
+    /// Starts importing a file whose first line was `header` (docs/export.md).
+    pub async fn importer(&self, header: Header, options: ImportOptions) -> StoreResult<Importer> {
+        let target = options
+            .workspace
+            .clone()
+            .unwrap_or_else(|| header.workspace.clone());
+        crate::store::validate::name("workspace", &target)?;
+        // As `serve` does: vectors of the wrong model or size are refused before any is
+        // written, and the database records the model whose vectors it is about to hold.
+        if self.embedder().is_some() {
+            self.check_embedder().await?;
+        }
+        let here = self.embedding_model().await?;
+        let reuse_vectors = header.embedding.model.is_some() && header.embedding == here;
+        Ok(Importer {
+            store: self.clone(),
+            source: header.workspace,
+            options: ImportOptions {
+                batch: options.batch.clamp(1, 10_000),
+                ..options
+            },
+            reuse_vectors,
+            pending: Vec::new(),
+            read: End::default(),
+            end: None,
+            report: ImportReport {
+                workspace: target,
+                vectors_reused: reuse_vectors,
+                ..ImportReport::default()
+            },
+        })
+    }
+
+    /// Imports the export `input` holds (zstd-compressed JSON lines, read on a thread of its
+    /// own): the header, then every record, in batches ([`Importer`]).
+    pub async fn import_file(
+        &self,
+        input: impl std::io::Read + Send + 'static,
+        options: ImportOptions,
+        progress: &dyn ImportProgress,
+    ) -> StoreResult<ImportReport> {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<StoreResult<Record>>(1024);
+        let reader = tokio::task::spawn_blocking(move || {
+            let unreadable = |e: std::io::Error| {
+                StoreError::invalid(format!("the input is not a zstd-compressed export: {e}"))
+            };
+            let lines = match zstd::stream::read::Decoder::new(input) {
+                Ok(d) => std::io::BufReader::new(d),
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(unreadable(e)));
+                    return;
+                }
+            };
+            for line in std::io::BufRead::split(lines, b'\n') {
+                let record = line.map_err(unreadable).and_then(|l| Record::parse(&l));
+                let failed = record.is_err();
+                if tx.blocking_send(record).is_err() || failed {
+                    return;
+                }
+            }
+        });
+        let header = match rx.recv().await {
+            Some(first) => first?.into_header()?,
+            None => return Err(StoreError::invalid("the input is empty: no export header")),
+        };
+        let mut importer = self.importer(header, options).await?;
+        while let Some(record) = rx.recv().await {
+            importer.push(record?, progress).await?;
+        }
+        reader
+            .await
+            .map_err(|e| StoreError::Internal(format!("the export reader stopped: {e}")))?;
+        importer.finish(progress).await
+    }
+
+    /// The model (and dimension) of the vectors this server writes: its embedder's, else what
+    /// the database records.
+    pub async fn embedding_model(&self) -> StoreResult<EmbeddingModel> {
+        if let Some(e) = self.embedder() {
+            return Ok(EmbeddingModel {
+                model: Some(e.model_id().to_owned()),
+                dims: e.dims() as u32,
+            });
+        }
+        let rows = self
+            .db()
+            .query_all_raw(stmt(
+                "SELECT key, value FROM honcho_meta \
+                 WHERE key IN ('embedding_model', 'embedding_dims')",
+                [],
+            ))
+            .await?;
+        let mut here = EmbeddingModel {
+            model: None,
+            dims: 0,
+        };
+        for r in rows {
+            let key: String = r.try_get("", "key")?;
+            let value: String = r.try_get("", "value")?;
+            match key.as_str() {
+                "embedding_model" => here.model = Some(value),
+                _ => here.dims = value.parse().unwrap_or(0),
+            }
+        }
+        Ok(here)
+    }
+}
+
+fn kind_of(r: &Record) -> &'static str {
+    match r {
+        Record::Header(_) => "header",
+        Record::Workspace(_) => "workspace",
+        Record::Peer(_) => "peer",
+        Record::Session(_) => "session",
+        Record::Member(_) => "member",
+        Record::Message(_) => "message",
+        Record::Conclusion(_) => "conclusion",
+        Record::End(_) => "end",
+    }
+}
+
+impl Importer {
+    /// The workspace written to.
+    pub fn workspace(&self) -> &str {
+        &self.report.workspace
+    }
+
+    /// How many records of each kind were pushed so far.
+    pub fn read(&self) -> End {
+        self.read.clone()
+    }
+
+    /// Writes the records pushed so far (they are written in full batches otherwise).
+    pub async fn flush_now(&mut self, progress: &dyn ImportProgress) -> StoreResult<()> {
+        self.flush(progress).await
+    }
+
+    /// Takes the next record; writes a batch when one is full.
+    pub async fn push(&mut self, record: Record, progress: &dyn ImportProgress) -> StoreResult<()> {
+        if self.end.is_some() {
+            return Err(StoreError::invalid("a record after the end line"));
+        }
+        if self
+            .pending
+            .first()
+            .is_some_and(|p| kind_of(p) != kind_of(&record))
+            || self.pending.len() >= self.options.batch
+        {
+            self.flush(progress).await?;
+        }
+        match record {
+            Record::Header(_) => return Err(StoreError::invalid("a second header line")),
+            Record::End(end) => {
+                self.flush(progress).await?;
+                self.end = Some(end);
+            }
+            Record::Workspace(ws) => self.workspace_record(ws).await?,
+            other => {
+                match &other {
+                    Record::Peer(_) => self.read.peers += 1,
+                    Record::Session(_) => self.read.sessions += 1,
+                    Record::Member(_) => self.read.members += 1,
+                    Record::Message(_) => self.read.messages += 1,
+                    _ => self.read.conclusions += 1,
+                }
+                self.pending.push(other);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes what is left, checks the file was whole, and embeds what came from another model.
+    pub async fn finish(mut self, progress: &dyn ImportProgress) -> StoreResult<ImportReport> {
+        self.flush(progress).await?;
+        self.report.messages = self.read.messages;
+        match &self.end {
+            Some(end) if *end == self.read => {}
+            Some(end) => {
+                return Err(StoreError::invalid(format!(
+                    "the file's end line counts {end:?} but it held {:?}",
+                    self.read
+                )));
+            }
+            None => {
+                return Err(StoreError::invalid(
+                    "the file ends without its end line (truncated?): what it held is \
+                     imported; import the whole file again to finish",
+                ));
+            }
+        }
+        if !self.reuse_vectors && self.store.embedder().is_some() {
+            self.report.embedded = self.store.embed_missing_in(&self.report.workspace).await?;
+        }
+        Ok(self.report)
+    }
+
+    fn remap(&self, id: String) -> String {
+        if self.source == self.report.workspace {
+            id
+        } else {
+            derived_id(&self.report.workspace, &id)
+        }
+    }
+
+    async fn workspace_record(&mut self, ws: WorkspaceRecord) -> StoreResult<()> {
+        let rows = Batch {
+            table: "workspaces",
+            what: "workspace",
+            key: &["name"],
+            keyed_by_workspace: false,
+            arrays: vec![
+                ("id", "text", vec![new_id().into()]),
+                ("name", "text", vec![self.report.workspace.clone().into()]),
+                ("metadata", "jsonb", vec![ws.metadata.to_string().into()]),
+                (
+                    "internal_metadata",
+                    "jsonb",
+                    vec![ws.internal_metadata.to_string().into()],
+                ),
+                (
+                    "configuration",
+                    "jsonb",
+                    vec![ws.configuration.to_string().into()],
+                ),
+                ("created_at", "timestamptz", vec![ws.created_at.into()]),
+            ],
+            insert_only: &["id"],
+            extra: None,
+        };
+        let outcome = self.write(rows).await?;
+        self.tally(outcome);
+        Ok(())
+    }
+
+    async fn flush(&mut self, progress: &dyn ImportProgress) -> StoreResult<()> {
+        let pending = std::mem::take(&mut self.pending);
+        let Some(first) = pending.first() else {
+            return Ok(());
+        };
+        let kind = kind_of(first);
+        let n = pending.len() as u64;
+        let batch = match kind {
+            "peer" | "session" => self.named(pending),
+            "member" => members(pending),
+            "message" => self.messages(pending)?,
+            _ => self.conclusions(pending)?,
+        };
+        let outcome = self.write(batch).await?;
+        self.tally(outcome);
+        progress.advanced(kind, n);
+        Ok(())
+    }
+
+    fn tally(&mut self, o: Outcome) {
+        self.report.inserted += o.inserted;
+        self.report.unchanged += o.unchanged;
+        self.report.skipped += o.skipped;
+        self.report.replaced += o.replaced;
+    }
+
+    fn named(&self, pending: Vec<Record>) -> Batch {
+        let mut cols = Columns::new(&["id", "name", "metadata", "internal", "config", "created"]);
+        let table = match pending.first() {
+            Some(Record::Peer(_)) => "peers",
+            _ => "sessions",
+        };
+        for r in pending {
+            let (name, metadata, internal, config, created) = match r {
+                Record::Peer(PeerRecord {
+                    name,
+                    metadata,
+                    internal_metadata,
+                    configuration,
+                    created_at,
+                })
+                | Record::Session(SessionRecord {
+                    name,
+                    metadata,
+                    internal_metadata,
+                    configuration,
+                    created_at,
+                }) => (name, metadata, internal_metadata, configuration, created_at),
+                _ => continue,
+            };
+            cols.push(vec![
+                new_id().into(),
+                name.into(),
+                metadata.to_string().into(),
+                internal.to_string().into(),
+                config.to_string().into(),
+                created.into(),
+            ]);
+        }
+        let [id, name, metadata, internal, config, created] = cols.take();
+        Batch {
+            table,
+            what: if table == "peers" { "peer" } else { "session" },
+            key: &["name"],
+            keyed_by_workspace: true,
+            arrays: vec![
+                ("id", "text", id),
+                ("name", "text", name),
+                ("metadata", "jsonb", metadata),
+                ("internal_metadata", "jsonb", internal),
+                ("configuration", "jsonb", config),
+                ("created_at", "timestamptz", created),
+            ],
+            insert_only: &["id"],
+            extra: None,
+        }
+    }
+
+    fn messages(&self, pending: Vec<Record>) -> StoreResult<Batch> {
+        let mut cols = Columns::new(&[
+            "id", "session", "peer", "seq", "content", "metadata", "internal", "tokens", "created",
+        ]);
+        let mut vectors: Vec<Option<Vec<f32>>> = Vec::with_capacity(pending.len());
+        for r in pending {
+            let Record::Message(MessageRecord {
+                id,
+                session,
+                peer,
+                seq_in_session,
+                content,
+                metadata,
+                internal_metadata,
+                token_count,
+                created_at,
+                embedding,
+            }) = r
+            else {
+                continue;
+            };
+            vectors.push(self.vector(&id, embedding)?);
+            cols.push(vec![
+                self.remap(id).into(),
+                session.into(),
+                peer.into(),
+                seq_in_session.into(),
+                content.into(),
+                metadata.to_string().into(),
+                internal_metadata.to_string().into(),
+                token_count.into(),
+                created_at.into(),
+            ]);
+        }
+        let [
+            id,
+            session,
+            peer,
+            seq,
+            content,
+            metadata,
+            internal,
+            tokens,
+            created,
+        ] = cols.take();
+        let (flat, present) = FlatVectors::new(vectors.iter().map(|v| v.as_deref()))?;
+        Ok(Batch {
+            table: "messages",
+            what: "message",
+            key: &["public_id"],
+            keyed_by_workspace: true,
+            arrays: vec![
+                ("public_id", "text", id),
+                ("session_name", "text", session),
+                ("peer_name", "text", peer),
+                ("seq_in_session", "bigint", seq),
+                ("content", "text", content),
+                ("metadata", "jsonb", metadata),
+                ("internal_metadata", "jsonb", internal),
+                ("token_count", "int", tokens),
+                ("created_at", "timestamptz", created),
+            ],
+            insert_only: &[],
+            extra: Some(Extra::Vectors {
+                flat,
+                present,
+                reused: self.reuse_vectors,
+            }),
+        })
+    }
+
+    fn conclusions(&self, pending: Vec<Record>) -> StoreResult<Batch> {
+        let mut cols = Columns::new(&[
+            "id", "observer", "observed", "session", "content", "level", "times", "sources",
+            "metadata", "internal", "created", "deleted",
+        ]);
+        let mut vectors: Vec<Option<Vec<f32>>> = Vec::with_capacity(pending.len());
+        let mut links = (Vec::new(), Vec::new());
+        for r in pending {
+            let Record::Conclusion(ConclusionRecord {
+                id,
+                observer,
+                observed,
+                session,
+                content,
+                level,
+                times_derived,
+                source_ids,
+                message_ids,
+                metadata,
+                internal_metadata,
+                created_at,
+                deleted_at,
+                embedding,
+            }) = r
+            else {
+                continue;
+            };
+            vectors.push(self.vector(&id, embedding)?);
+            let id = self.remap(id);
+            for m in message_ids {
+                links.0.push(SqlValue::from(id.clone()));
+                links.1.push(SqlValue::from(self.remap(m)));
+            }
+            let sources = source_ids.map(|s| {
+                serde_json::Value::from(s.into_iter().map(|i| self.remap(i)).collect::<Vec<_>>())
+                    .to_string()
+            });
+            cols.push(vec![
+                id.into(),
+                observer.into(),
+                observed.into(),
+                session.unwrap_or_default().into(),
+                content.into(),
+                level.into(),
+                times_derived.into(),
+                sources.unwrap_or_default().into(),
+                metadata.to_string().into(),
+                internal_metadata.to_string().into(),
+                created_at.into(),
+                deleted_at
+                    .map(|d| d.to_rfc3339())
+                    .unwrap_or_default()
+                    .into(),
+            ]);
+        }
+        let [
+            id,
+            observer,
+            observed,
+            session,
+            content,
+            level,
+            times,
+            sources,
+            metadata,
+            internal,
+            created,
+            deleted,
+        ] = cols.take();
+        let (flat, present) = FlatVectors::new(vectors.iter().map(|v| v.as_deref()))?;
+        Ok(Batch {
+            table: "conclusions",
+            what: "conclusion",
+            key: &["id"],
+            keyed_by_workspace: true,
+            arrays: vec![
+                ("id", "text", id),
+                ("observer", "text", observer),
+                ("observed", "text", observed),
+                ("session_name", "nulltext", session),
+                ("content", "text", content),
+                ("level", "text", level),
+                ("times_derived", "int", times),
+                ("source_ids", "jsontextarray", sources),
+                ("metadata", "jsonb", metadata),
+                ("internal_metadata", "jsonb", internal),
+                ("created_at", "timestamptz", created),
+                ("deleted_at", "nulltimestamptz", deleted),
+            ],
+            insert_only: &[],
+            extra: Some(Extra::Conclusions {
+                flat,
+                present,
+                reused: self.reuse_vectors,
+                links,
+            }),
+        })
+    }
+
+    /// The record's vector when the file's model is this server's, None otherwise.
+    fn vector(&self, id: &str, embedding: Option<String>) -> StoreResult<Option<Vec<f32>>> {
+        if !self.reuse_vectors {
+            return Ok(None);
+        }
+        embedding
+            .map(|e| {
+                decode_vector(&e)
+                    .ok_or_else(|| StoreError::invalid(format!("the vector of {id} is not base64")))
+            })
+            .transpose()
+    }
+
+    async fn write(&self, batch: Batch) -> StoreResult<Outcome> {
+        let workspace = self.report.workspace.clone();
+        let on_conflict = self.options.on_conflict;
+        let batch = &batch;
+        self.store
+            .transaction(TxOptions::default(), |txn| {
+                let workspace = workspace.clone();
+                async move { batch.run(&*txn, &workspace, on_conflict).await }
+            })
+            .await
+    }
+}
+
+/// 21 characters of nanoid's alphabet from `workspace` and `id`: an id for a copy under another
+/// name that every run of the same import derives again.
+pub fn derived_id(workspace: &str, id: &str) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
+    let digest = Sha256::new()
+        .chain_update(workspace.as_bytes())
+        .chain_update([0])
+        .chain_update(id.as_bytes())
+        .finalize();
+    digest
+        .iter()
+        .take(21)
+        .map(|b| ALPHABET[(b & 63) as usize] as char)
+        .collect()
+}
+
+fn members(pending: Vec<Record>) -> Batch {
+    let mut cols = Columns::new(&["session", "peer", "config", "internal", "joined", "left"]);
+    for r in pending {
+        let Record::Member(MemberRecord {
+            session,
+            peer,
+            configuration,
+            internal_metadata,
+            joined_at,
+            left_at,
+        }) = r
+        else {
+            continue;
+        };
+        cols.push(vec![
+            session.into(),
+            peer.into(),
+            configuration.to_string().into(),
+            internal_metadata.to_string().into(),
+            joined_at.into(),
+            left_at.map(|d| d.to_rfc3339()).unwrap_or_default().into(),
+        ]);
+    }
+    let [session, peer, config, internal, joined, left] = cols.take();
+    Batch {
+        table: "session_peers",
+        what: "membership",
+        key: &["session_name", "peer_name"],
+        keyed_by_workspace: true,
+        arrays: vec![
+            ("session_name", "text", session),
+            ("peer_name", "text", peer),
+            ("configuration", "jsonb", config),
+            ("internal_metadata", "jsonb", internal),
+            ("joined_at", "timestamptz", joined),
+            ("left_at", "nulltimestamptz", left),
+        ],
+        insert_only: &[],
+        extra: None,
+    }
+}
+
+/// Column-wise values of a batch, filled a row at a time.
+struct Columns<const N: usize>([Vec<SqlValue>; N]);
+
+impl<const N: usize> Columns<N> {
+    fn new(_names: &[&str; N]) -> Self {
+        Columns(std::array::from_fn(|_| Vec::new()))
+    }
+
+    fn push(&mut self, row: Vec<SqlValue>) {
+        for (col, v) in self.0.iter_mut().zip(row) {
+            col.push(v);
+        }
+    }
+
+    fn take(self) -> [Vec<SqlValue>; N] {
+        self.0
+    }
+}
+
+/// What a batch writes besides its columns.
+enum Extra {
+    Vectors {
+        flat: FlatVectors,
+        present: Vec<bool>,
+        reused: bool,
+    },
+    Conclusions {
+        flat: FlatVectors,
+        present: Vec<bool>,
+        reused: bool,
+        /// (conclusion id, message public id) pairs.
+        links: (Vec<SqlValue>, Vec<SqlValue>),
+    },
+}
+
+/// One batch of one table: arrays bound column-wise, each named `(column, kind, values)`, where
+/// kind is an SQL type, or `nulltext`/`nulltimestamptz` (empty text is NULL) or `jsontextarray`
+/// (a JSON array's text, empty for NULL).
+struct Batch {
+    table: &'static str,
+    what: &'static str,
+    key: &'static [&'static str],
+    /// Whether the table has a `workspace_name` column bound to `$1`.
+    keyed_by_workspace: bool,
+    arrays: Vec<(&'static str, &'static str, Vec<SqlValue>)>,
+    /// Columns written by an insert only (an internal id), never compared or replaced.
+    insert_only: &'static [&'static str],
+    extra: Option<Extra>,
+}
+
+#[derive(Default)]
+struct Outcome {
+    inserted: u64,
+    unchanged: u64,
+    skipped: u64,
+    replaced: u64,
+}
+
+impl Batch {
+    /// `unnest(...) WITH ORDINALITY AS s(...)`, its arrays from `$2`, and the values bound
+    /// (`$1` the workspace, then the arrays, then the vectors).
+    fn source(&self, workspace: &str) -> (String, Vec<SqlValue>) {
+        let mut values: Vec<SqlValue> = vec![workspace.into()];
+        let mut args = Vec::new();
+        let mut names = Vec::new();
+        for (i, (name, kind, vals)) in self.arrays.iter().enumerate() {
+            let ty = match *kind {
+                "jsonb" | "nulltext" | "jsontextarray" | "nulltimestamptz" => "text",
+                other => other,
+            };
+            args.push(format!("${}::{ty}[]", i + 2));
+            names.push(*name);
+            values.push(array_value(ty, vals.clone()));
+        }
+        let mut select = String::new();
+        if let Some(Extra::Vectors { present, .. } | Extra::Conclusions { present, .. }) =
+            &self.extra
+        {
+            args.push(format!("${}::bool[]", values.len() + 1));
+            names.push("has_vector");
+            values.push(present.clone().into());
+        }
+        select.push_str(&format!(
+            "unnest({}) WITH ORDINALITY AS s({}, ord)",
+            args.join(", "),
+            names.join(", ")
+        ));
+        if let Some(
+            Extra::Vectors {
+                flat, reused: true, ..
+            }
+            | Extra::Conclusions {
+                flat, reused: true, ..
+            },
+        ) = &self.extra
+        {
+            values.push(flat.values.clone().into());
+            values.push(flat.dims.into());
+        }
+        (select, values)
+    }
+
+    /// The SQL value of column `name` from the source row `s`.
+    fn expr(&self, name: &str) -> String {
+        let kind = self
+            .arrays
+            .iter()
+            .find(|(n, _, _)| *n == name)
+            .map_or("text", |(_, k, _)| *k);
+        match kind {
+            "jsonb" => format!("s.{name}::jsonb"),
+            "nulltext" => format!("NULLIF(s.{name}, '')"),
+            "nulltimestamptz" => format!("NULLIF(s.{name}, '')::timestamptz"),
+            "jsontextarray" => format!(
+                "CASE WHEN s.{name} = '' THEN NULL ELSE \
+                 ARRAY(SELECT jsonb_array_elements_text(s.{name}::jsonb)) END"
+            ),
+            _ => format!("s.{name}"),
+        }
+    }
+
+    /// The vector of the source row, when the batch carries vectors the server may keep.
+    fn vector_expr(&self, n_values: usize) -> Option<String> {
+        match &self.extra {
+            Some(Extra::Vectors { reused: true, .. } | Extra::Conclusions { reused: true, .. }) => {
+                let v = nth_vector(
+                    &format!("${}::real[]", n_values - 1),
+                    &format!("${}::int", n_values),
+                    "s.ord",
+                );
+                Some(format!("CASE WHEN s.has_vector THEN {v} END"))
+            }
+            _ => None,
+        }
+    }
+
+    fn key_text(&self, alias: &str) -> String {
+        self.key
+            .iter()
+            .map(|k| format!("{alias}.{k}"))
+            .collect::<Vec<_>>()
+            .join(" || '/' || ")
+    }
+
+    async fn run<C: ConnectionTrait>(
+        &self,
+        db: &C,
+        workspace: &str,
+        on_conflict: OnConflict,
+    ) -> StoreResult<Outcome> {
+        let (source, values) = self.source(workspace);
+        let vector = self.vector_expr(values.len());
+        let columns: Vec<&str> = self.arrays.iter().map(|(n, _, _)| *n).collect();
+        let mut insert_cols: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+        let mut insert_vals: Vec<String> = columns.iter().map(|c| self.expr(c)).collect();
+        if self.keyed_by_workspace {
+            insert_cols.push("workspace_name".into());
+            insert_vals.push("$1".into());
+        }
+        if let Some(v) = &vector {
+            insert_cols.push("embedding".into());
+            insert_vals.push(v.clone());
+        }
+        let inserted: HashSet<String> = db
+            .query_all_raw(stmt(
+                &format!(
+                    "INSERT INTO {table} AS t ({cols}) SELECT {vals} FROM {source} \
+                     ON CONFLICT DO NOTHING RETURNING {key} AS k",
+                    table = self.table,
+                    cols = insert_cols.join(", "),
+                    vals = insert_vals.join(", "),
+                    key = self.key_text("t"),
+                ),
+                values.clone(),
+            ))
+            .await?
+            .iter()
+            .map(|r| r.try_get::<String>("", "k"))
+            .collect::<Result<_, _>>()?;
+        let compared: Vec<&str> = columns
+            .iter()
+            .copied()
+            .filter(|c| !self.insert_only.contains(c))
+            .collect();
+        let mut t_cols: Vec<String> = compared.iter().map(|c| format!("t.{c}")).collect();
+        let mut s_cols: Vec<String> = compared.iter().map(|c| self.expr(c)).collect();
+        if let Some(v) = &vector {
+            t_cols.push("t.embedding".into());
+            s_cols.push(v.clone());
+        }
+        let scope = if self.keyed_by_workspace {
+            "t.workspace_name = $1 AND "
+        } else {
+            ""
+        };
+        let join = self
+            .key
+            .iter()
+            .map(|k| format!("t.{k} = {}", self.expr(k)))
+            .collect::<Vec<_>>()
+            .join(" AND ");
+        let existing = db
+            .query_all_raw(stmt(
+                &format!(
+                    "SELECT {skey} AS k, t.{first} IS NOT NULL AS present, \
+                     ROW({t}) IS DISTINCT FROM ROW({s}) AS differs \
+                     FROM {source} LEFT JOIN {table} t ON {scope}{join}",
+                    skey = self.key_text("s"),
+                    first = self.key[0],
+                    t = t_cols.join(", "),
+                    s = s_cols.join(", "),
+                    table = self.table,
+                ),
+                values.clone(),
+            ))
+            .await?;
+        let mut outcome = Outcome {
+            inserted: inserted.len() as u64,
+            ..Outcome::default()
+        };
+        let mut differing = Vec::new();
+        for r in &existing {
+            let key: String = r.try_get("", "k")?;
+            if inserted.contains(&key) {
+                continue;
+            }
+            let present: bool = r.try_get("", "present")?;
+            if !present {
+                return Err(StoreError::Conflict(format!(
+                    "{} {key} cannot be written: its id is taken outside this workspace, or \
+                     another {} holds its place (the same seq in its session, the same derived \
+                     content); nothing of this batch was written",
+                    self.what, self.what
+                )));
+            }
+            if r.try_get::<bool>("", "differs")? {
+                differing.push(key);
+            } else {
+                outcome.unchanged += 1;
+            }
+        }
+        if !differing.is_empty() {
+            match on_conflict {
+                OnConflict::Fail => {
+                    return Err(StoreError::Conflict(format!(
+                        "{} {} exists with other content ({} in this batch); nothing of this \
+                         batch was written (--on-conflict skip keeps what exists, replace \
+                         overwrites it)",
+                        self.what,
+                        differing[0],
+                        differing.len()
+                    )));
+                }
+                OnConflict::Skip => outcome.skipped = differing.len() as u64,
+                OnConflict::Replace => {
+                    let mut sets: Vec<String> = compared
+                        .iter()
+                        .map(|c| format!("{c} = {}", self.expr(c)))
+                        .collect();
+                    match &vector {
+                        Some(v) => sets.push(format!("embedding = {v}")),
+                        None if self.extra.is_some() => sets.push("embedding = NULL".into()),
+                        None => {}
+                    }
+                    let mut vals = values.clone();
+                    vals.push(differing.clone().into());
+                    db.execute_raw(stmt(
+                        &format!(
+                            "UPDATE {table} t SET {sets} FROM {source} \
+                             WHERE {scope}{join} AND {skey} = ANY(${n}::text[])",
+                            table = self.table,
+                            sets = sets.join(", "),
+                            skey = self.key_text("s"),
+                            n = vals.len(),
+                        ),
+                        vals,
+                    ))
+                    .await?;
+                    outcome.replaced = differing.len() as u64;
+                    if matches!(self.extra, Some(Extra::Conclusions { .. })) {
+                        db.execute_raw(stmt(
+                            "DELETE FROM conclusion_messages WHERE conclusion_id = ANY($1::text[])",
+                            [differing.clone().into()],
+                        ))
+                        .await?;
+                    }
+                }
+            }
+        }
+        if let Some(Extra::Conclusions { links, .. }) = &self.extra
+            && !links.0.is_empty()
+        {
+            db.execute_raw(stmt(
+                "INSERT INTO conclusion_messages (conclusion_id, message_id) \
+                 SELECT l.c, m.id FROM unnest($2::text[], $3::text[]) AS l(c, m_id) \
+                 JOIN messages m ON m.workspace_name = $1 AND m.public_id = l.m_id \
+                 JOIN conclusions c ON c.id = l.c AND c.workspace_name = $1 \
+                 ON CONFLICT DO NOTHING",
+                [
+                    workspace.into(),
+                    array_value("text", links.0.clone()),
+                    array_value("text", links.1.clone()),
+                ],
+            ))
+            .await?;
+        }
+        Ok(outcome)
+    }
+}
+
+/// An SQL array of `ty` from its elements.
+fn array_value(ty: &str, vals: Vec<SqlValue>) -> SqlValue {
+    use sea_orm::sea_query::ArrayType;
+    let at = match ty {
+        "bigint" => ArrayType::BigInt,
+        "int" => ArrayType::Int,
+        "timestamptz" => ArrayType::ChronoDateTimeUtc,
+        _ => ArrayType::String,
+    };
+    SqlValue::Array(at, Some(Box::new(vals)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_ids_are_nanoid_shaped_and_stable() {
+        let a = derived_id("copy", "V1StGXR8_Z5jdHi6B-myT");
+        assert_eq!(a.len(), 21);
+        assert!(
+            a.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        );
+        assert_eq!(a, derived_id("copy", "V1StGXR8_Z5jdHi6B-myT"));
+        assert_ne!(a, derived_id("other", "V1StGXR8_Z5jdHi6B-myT"));
+    }
+}
