@@ -39,6 +39,7 @@ mod m20261203_000200_import_checkpoints;
 mod m20261203_000210_scopes;
 mod m20261203_000220_session_summaries;
 mod m20261203_000221_peer_card_entries;
+mod m20261203_000230_dreams;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -176,6 +177,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000210_scopes::Migration),
             Box::new(m20261203_000220_session_summaries::Migration),
             Box::new(m20261203_000221_peer_card_entries::Migration),
+            Box::new(m20261203_000230_dreams::Migration),
         ]
     }
 }

@@ -91,6 +91,8 @@ pub const RULES: &[Field] = &[
     // The whole workspace in one file (docs/export.md): what `Workspace.peers`, `messages` and
     // `conclusions` reach together; the HTTP route `/export/workspaces/{id}` answers to it too.
     field("Workspace",    "export",                  Workspace),
+    field("DeriverStatus", "dreams",                 Inherit),
+    field("DreamStatus",  "lastError",               Inherit),
     // Webhooks: admin and workspace keys only (Honcho v3.0.12's webhook routes).
     field("Workspace",    "webhooks",                Workspace),
     field("Workspace",    "webhookDeliveries",       Workspace),
@@ -100,6 +102,8 @@ pub const RULES: &[Field] = &[
     field("Peer",         "conclusions",             Workspace),
     // As `GET .../peers/{p}/card`: the workspace's key or the peer's own.
     field("Peer",         "card",                    Peer),
+    // A representation is text made of the peer's conclusions: the same keys.
+    field("Peer",         "representation",          Workspace),
     // The dialectic reads the peer's conclusions: the same keys.
     field("Peer",         "chat",                    Recall),
     field("Peer",         "representation",          Recall),
@@ -168,6 +172,8 @@ pub const RULES: &[Field] = &[
     field("MutationRoot", "createWebhook",           Workspace),
     field("MutationRoot", "deleteWebhook",           Workspace),
     field("MutationRoot", "testWebhook",             Workspace),
+    // Dreams (docs/dreams.md): Honcho v3.0.12's schedule_dream takes the workspace's key.
+    field("MutationRoot", "scheduleDream",           Workspace),
     // Subscriptions (checked when the subscription starts and again before each event).
     field("SubscriptionRoot", "messageCreated",    MessageFeed),
     field("SubscriptionRoot", "conclusionCreated", Workspace),

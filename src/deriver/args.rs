@@ -79,6 +79,9 @@ pub struct DeriverArgs {
     #[arg(long, env = "HONCHO_PEER_CARD_ENABLED", default_value_t = true,
           action = clap::ArgAction::Set)]
     pub peer_card_enabled: bool,
+
+    #[command(flatten)]
+    pub dream: super::dream_args::DreamArgs,
 }
 
 impl DeriverArgs {

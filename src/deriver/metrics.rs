@@ -20,6 +20,8 @@ pub(crate) struct Metrics {
     pub summaries: IntCounterVec,
     /// Peer card updates by result (written, unchanged, refused entries).
     pub cards: IntCounterVec,
+    /// Dreams by outcome: ok, failed, lease_lost.
+    pub dreams: IntCounterVec,
 }
 
 impl Metrics {
@@ -58,6 +60,11 @@ pub(crate) fn metrics() -> &'static Metrics {
                 "honcho_deriver_conclusions_total",
                 "Conclusions the deriver produced, by level and result (created, reinforced, refused)",
                 &["level", "result"],
+            ),
+            dreams: counter(
+                "honcho_deriver_dreams_total",
+                "Dreams (memory consolidation) by outcome (ok, failed, lease_lost)",
+                &["outcome"],
             ),
             llm_calls: counter(
                 "honcho_deriver_llm_calls_total",

@@ -19,6 +19,8 @@
 
 mod args;
 mod card;
+mod dream;
+mod dream_args;
 pub mod metrics;
 mod prompt;
 mod summary;
@@ -39,6 +41,8 @@ use crate::store::queue::{BatchOutcome, Claim, ClaimRules, NewDerived, NewFact, 
 use crate::store::{Store, StoreError};
 use crate::workers::Worker;
 pub use args::DeriverArgs;
+pub use dream::DreamReport;
+pub use dream_args::DreamArgs;
 use metrics::metrics;
 
 /// Messages shown before the batch as context (within the token budget).
@@ -46,7 +50,7 @@ const CONTEXT_MESSAGES: i64 = 6;
 /// Existing conclusions shown to the reasoning pass.
 const NEAREST_CONCLUSIONS: i64 = 20;
 /// Most tokens one answer may take.
-const ANSWER_TOKENS: u32 = 2048;
+pub(crate) const ANSWER_TOKENS: u32 = 2048;
 /// How often a worker logs the queue's size while it works.
 const PROGRESS_EVERY: Duration = Duration::from_secs(30);
 
@@ -386,6 +390,32 @@ impl Deriver {
     }
 }
 
+impl Deriver {
+    /// One batch, or when none is ready one dream (messages first); adds the messages a batch
+    /// processed to `done`. Whether there was nothing to do.
+    async fn next_work(&self, name: &str, done: &mut u64) -> bool {
+        match self.run_once(name).await {
+            Ok(Some(BatchReport::Done { messages, .. })) => {
+                *done += messages as u64;
+                false
+            }
+            Ok(Some(_)) => false,
+            Ok(None) => match self.dream_once(name).await {
+                Ok(Some(_)) => false,
+                Ok(None) => true,
+                Err(e) => {
+                    tracing::error!(worker = %name, error = %e, "deriver: dream queue error");
+                    true
+                }
+            },
+            Err(e) => {
+                tracing::error!(worker = %name, error = %e, "deriver: queue error");
+                true
+            }
+        }
+    }
+}
+
 /// A batch in flight when `shutdown` turns true is abandoned: its lease runs out and another
 /// worker takes it.
 impl Worker for Deriver {
@@ -396,26 +426,26 @@ impl Worker for Deriver {
     async fn work(self: Arc<Self>, name: String, i: u32, mut shutdown: watch::Receiver<bool>) {
         let poll = Duration::from_millis(self.cfg.poll_ms.max(10));
         let mut last_progress = Instant::now();
+        let mut last_dream_check: Option<Instant> = None;
         let mut done = 0u64;
         loop {
             if *shutdown.borrow() {
                 break;
             }
             let idle = tokio::select! {
-                r = self.run_once(&name) => match r {
-                    Ok(Some(BatchReport::Done { messages, .. })) => {
-                        done += messages as u64;
-                        false
-                    }
-                    Ok(Some(_)) => false,
-                    Ok(None) => true,
-                    Err(e) => {
-                        tracing::error!(worker = %name, error = %e, "deriver: queue error");
-                        true
-                    }
-                },
+                idle = self.next_work(&name, &mut done) => idle,
                 _ = shutdown.changed() => break,
             };
+            if i == 0
+                && last_dream_check.is_none_or(|t| t.elapsed() >= self.cfg.dream.check_every())
+            {
+                last_dream_check = Some(Instant::now());
+                match self.schedule_due_dreams().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(pairs = n, "deriver: dreams scheduled"),
+                    Err(e) => tracing::error!(error = %e, "deriver: the dream check failed"),
+                }
+            }
             if i == 0 && last_progress.elapsed() >= PROGRESS_EVERY {
                 last_progress = Instant::now();
                 if let Ok(backlog) = self.store.deriver_backlog().await {

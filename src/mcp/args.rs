@@ -119,6 +119,34 @@ pub struct RepresentationArgs {
     /// Only conclusions drawn in this scope's sessions (the peer card is then left out).
     #[serde(default)]
     pub scope: Option<String>,
+    /// Curates the representation around the conclusions that best answer this.
+    #[serde(default)]
+    pub search_query: Option<String>,
+    /// With `search_query`: how many conclusions the search gives, 1 to 100 (a third).
+    #[serde(default)]
+    pub search_top_k: Option<u64>,
+    /// With `search_query`: cosine distance, 0 to 1, beyond which a conclusion is not found.
+    #[serde(default)]
+    pub search_max_distance: Option<f64>,
+    /// Gives a share to the conclusions derived most often (false for the representation,
+    /// true for the peer context, as Honcho v3.0.12's routes).
+    #[serde(default)]
+    pub include_most_frequent: Option<bool>,
+}
+
+impl RepresentationArgs {
+    /// The recall asked for; `frequent` is the tool's `include_most_frequent` default.
+    pub fn recall(&self, frequent: bool) -> crate::dialectic::representation::Recall {
+        crate::dialectic::representation::Recall {
+            max: self
+                .max_conclusions
+                .unwrap_or(crate::dialectic::representation::DEFAULT_MAX_CONCLUSIONS),
+            search_query: self.search_query.clone(),
+            search_top_k: self.search_top_k,
+            search_max_distance: self.search_max_distance,
+            include_most_frequent: self.include_most_frequent.unwrap_or(frequent),
+        }
+    }
 }
 
 /// A page of a list.

@@ -11,7 +11,7 @@ use super::gate::Gate;
 use super::reply::Reply;
 use crate::access::Code;
 use crate::access::{On, rule};
-use crate::dialectic::representation::{self, DEFAULT_MAX_CONCLUSIONS};
+use crate::dialectic::representation;
 use crate::dialectic::{self, Question};
 
 pub async fn chat(gate: &Gate, a: ChatArgs) -> ToolResult<Reply> {
@@ -90,6 +90,7 @@ pub async fn set_peer_card(gate: &Gate, a: SetPeerCardArgs) -> ToolResult<Reply>
 }
 
 pub async fn get_representation(gate: &Gate, a: RepresentationArgs) -> ToolResult<Reply> {
+    let recall = a.recall(false);
     let p = a.peer;
     let ws = gate.workspace(p.ws.workspace_id.as_deref())?;
     let access = gate
@@ -104,19 +105,14 @@ pub async fn get_representation(gate: &Gate, a: RepresentationArgs) -> ToolResul
         .store()
         .within_scope(&ws, within.as_deref(), scope)
         .await?;
-    let text = representation::represent(
-        access.store(),
-        &ws,
-        &p.peer_id,
-        target,
-        &scope,
-        a.max_conclusions.unwrap_or(DEFAULT_MAX_CONCLUSIONS),
-    )
-    .await?;
+    let text =
+        representation::represent_with(access.store(), &ws, &p.peer_id, target, &scope, &recall)
+            .await?;
     Reply::new(&json!({ "representation": text }), text.clone())
 }
 
 pub async fn get_peer_context(gate: &Gate, a: RepresentationArgs) -> ToolResult<Reply> {
+    let recall = a.recall(true);
     let p = a.peer;
     let ws = gate.workspace(p.ws.workspace_id.as_deref())?;
     let access = gate
@@ -132,9 +128,8 @@ pub async fn get_peer_context(gate: &Gate, a: RepresentationArgs) -> ToolResult<
         .session_id
         .map_or_else(|| json!({}), |s| json!({ "session_id": s }));
     let scope = store.within_scope(&ws, within.as_deref(), scope).await?;
-    let max = a.max_conclusions.unwrap_or(DEFAULT_MAX_CONCLUSIONS);
     let representation =
-        representation::represent(store, &ws, &p.peer_id, &target, &scope, max).await?;
+        representation::represent_with(store, &ws, &p.peer_id, &target, &scope, &recall).await?;
     // A card is bound to no session: recall inside a scope leaves it out, and a scope key,
     // which reaches no peer, never reads it.
     let peer_card = match within {

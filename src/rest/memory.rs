@@ -15,7 +15,7 @@ use super::RestState;
 use super::messages::Message;
 use super::{Body, Gate, RestError, RestResult, ScopeOption};
 use crate::access::{On, rule};
-use crate::dialectic::representation::{self, DEFAULT_MAX_CONCLUSIONS};
+use crate::dialectic::representation::{self, DEFAULT_MAX_CONCLUSIONS, Recall};
 use crate::store::{Store, summary};
 
 pub fn routes() -> OpenApiRouter<RestState> {
@@ -40,11 +40,63 @@ async fn represent(
     observed: &str,
     session: Option<&str>,
     within: Option<&str>,
-    max: u64,
+    recall: &Recall,
 ) -> RestResult<String> {
     let scope = session.map_or_else(|| json!({}), |s| json!({"session_id": s}));
     let scope = store.within_scope(workspace, within, scope).await?;
-    Ok(representation::represent(store, workspace, observer, observed, &scope, max).await?)
+    Ok(
+        representation::represent_with(store, workspace, observer, observed, &scope, recall)
+            .await?,
+    )
+}
+
+/// Honcho v3.0.12's semantic options of a representation, as the REST routes take them.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct SearchOptions {
+    /// Curates the representation around the conclusions that best answer this.
+    #[serde(default)]
+    pub search_query: Option<String>,
+    /// With `search_query`: how many conclusions the search gives, 1 to 100 (a third of
+    /// `max_conclusions`).
+    #[serde(default)]
+    pub search_top_k: Option<u64>,
+    /// With `search_query`: cosine distance, 0 to 1, beyond which a conclusion is not found.
+    #[serde(default)]
+    pub search_max_distance: Option<f64>,
+    /// Gives a share to the conclusions derived most often.
+    #[serde(default)]
+    pub include_most_frequent: Option<bool>,
+    /// 1 to 100 (25).
+    #[serde(default)]
+    pub max_conclusions: Option<u64>,
+}
+
+/// The search options of a query-string struct (serde_urlencoded reads no numbers through
+/// `#[serde(flatten)]`, so those structs repeat the fields).
+macro_rules! search_of {
+    ($p:expr) => {
+        SearchOptions {
+            search_query: $p.search_query.clone(),
+            search_top_k: $p.search_top_k,
+            search_max_distance: $p.search_max_distance,
+            include_most_frequent: $p.include_most_frequent,
+            max_conclusions: $p.max_conclusions,
+        }
+    };
+}
+
+impl SearchOptions {
+    /// The recall these options ask for; `frequent` is the route's `include_most_frequent`
+    /// default (Honcho v3.0.12's defaults differ between routes).
+    fn recall(&self, frequent: bool) -> Recall {
+        Recall {
+            max: self.max_conclusions.unwrap_or(DEFAULT_MAX_CONCLUSIONS),
+            search_query: self.search_query.clone(),
+            search_top_k: self.search_top_k,
+            search_max_distance: self.search_max_distance,
+            include_most_frequent: self.include_most_frequent.unwrap_or(frequent),
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -55,9 +107,8 @@ pub struct RepresentationBody {
     /// The peer represented (the path's peer when absent).
     #[serde(default)]
     pub target: Option<String>,
-    /// 1 to 100 (25).
-    #[serde(default)]
-    pub max_conclusions: Option<u64>,
+    #[serde(flatten)]
+    pub search: SearchOptions,
     /// Only conclusions drawn in this scope's sessions (docs/scopes.md).
     #[serde(default)]
     pub scope: Option<ScopeOption>,
@@ -92,7 +143,7 @@ async fn representation(
         target,
         body.session_id.as_deref(),
         within.as_deref(),
-        body.max_conclusions.unwrap_or(DEFAULT_MAX_CONCLUSIONS),
+        &body.search.recall(false),
     )
     .await?;
     Ok(Json(Representation { representation }))
@@ -103,8 +154,6 @@ async fn representation(
 pub struct TargetParams {
     /// The other peer (the path's peer when absent).
     target: Option<String>,
-    /// 1 to 100 (25).
-    max_conclusions: Option<u64>,
     /// Only conclusions drawn in this scope's sessions; the card is then left out.
     scope: Option<String>,
 }
@@ -171,13 +220,34 @@ pub struct PeerContext {
     pub peer_card: Option<Vec<String>>,
 }
 
-/// The peer's representation and card of itself, or of `target`, in one call.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PeerContextParams {
+    /// The other peer (the path's peer when absent).
+    target: Option<String>,
+    /// Curates the representation around the conclusions that best answer this.
+    search_query: Option<String>,
+    /// With `search_query`: how many conclusions the search gives, 1 to 100.
+    search_top_k: Option<u64>,
+    /// With `search_query`: cosine distance, 0 to 1, beyond which a conclusion is not found.
+    search_max_distance: Option<f64>,
+    /// Gives a share to the conclusions derived most often.
+    include_most_frequent: Option<bool>,
+    /// 1 to 100 (25).
+    max_conclusions: Option<u64>,
+    /// Only conclusions drawn in this scope's sessions; the card is then left out.
+    scope: Option<String>,
+}
+
+/// The peer's representation and card of itself, or of `target`, in one call. The most
+/// frequent conclusions are included unless `include_most_frequent=false` (Honcho v3.0.12's
+/// default here).
 #[utoipa::path(get, path = "/v3/workspaces/{workspace_id}/peers/{peer_id}/context",
-    params(TargetParams), responses((status = 200, body = PeerContext)))]
+    params(PeerContextParams), responses((status = 200, body = PeerContext)))]
 async fn peer_context(
     gate: Gate,
     Path((workspace_id, peer_id)): Path<(String, String)>,
-    Query(params): Query<TargetParams>,
+    Query(params): Query<PeerContextParams>,
 ) -> RestResult<Json<PeerContext>> {
     let access = gate
         .require(
@@ -188,7 +258,7 @@ async fn peer_context(
     let store = access.store();
     let within = access.recall_scope(params.scope.as_deref())?;
     let target = params.target.clone().unwrap_or_else(|| peer_id.clone());
-    let max = params.max_conclusions.unwrap_or(DEFAULT_MAX_CONCLUSIONS);
+    let recall = search_of!(params).recall(true);
     let representation = represent(
         store,
         &workspace_id,
@@ -196,7 +266,7 @@ async fn peer_context(
         &target,
         None,
         within.as_deref(),
-        max,
+        &recall,
     )
     .await?;
     // A card is bound to no session: recall inside a scope leaves it out.
@@ -225,6 +295,14 @@ pub struct SessionContextParams {
     peer_target: Option<String>,
     /// Whose view of `peer_target` (its own when absent).
     peer_perspective: Option<String>,
+    /// Curates the representation around the conclusions that best answer this.
+    search_query: Option<String>,
+    /// With `search_query`: how many conclusions the search gives, 1 to 100.
+    search_top_k: Option<u64>,
+    /// With `search_query`: cosine distance, 0 to 1, beyond which a conclusion is not found.
+    search_max_distance: Option<f64>,
+    /// Gives a share to the conclusions derived most often.
+    include_most_frequent: Option<bool>,
     /// 1 to 100 (25).
     max_conclusions: Option<u64>,
     /// Open with the session's summary that fits 40% of the budget (true).
@@ -298,6 +376,7 @@ async fn session_context(
             gate.require(rule!(Peer.card), on).await?;
         }
     }
+    search_of!(params).recall(false).check()?;
     let store = access.store();
     let budget = params.tokens.unwrap_or(MAX_CONTEXT_TOKENS);
     if !(1..=MAX_CONTEXT_TOKENS).contains(&budget) {
@@ -332,7 +411,7 @@ async fn session_context(
     let (peer_representation, peer_card) = match &params.peer_target {
         Some(target) => {
             let observer = params.peer_perspective.as_deref().unwrap_or(target);
-            let max = params.max_conclusions.unwrap_or(DEFAULT_MAX_CONCLUSIONS);
+            let recall = search_of!(params).recall(false);
             let rep = represent(
                 store,
                 &workspace_id,
@@ -340,7 +419,7 @@ async fn session_context(
                 target,
                 None,
                 within.as_deref(),
-                max,
+                &recall,
             )
             .await?;
             let card = match within {

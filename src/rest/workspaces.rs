@@ -26,6 +26,7 @@ pub fn routes() -> OpenApiRouter<RestState> {
         .routes(routes!(list))
         .routes(routes!(update, delete))
         .routes(routes!(search))
+        .routes(routes!(schedule_dream))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -168,4 +169,52 @@ async fn search(
         &body,
     )
     .await
+}
+
+/// Honcho v3.0.12's dream request. `session_id` and `rebuild` are read and ignored: a dream here
+/// always consolidates everything the observer holds about the observed, across sessions.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ScheduleDreamBody {
+    pub observer: String,
+    /// The observer itself when absent.
+    #[serde(default)]
+    pub observed: Option<String>,
+    /// `omni` (the default), the only kind this server dreams.
+    #[serde(default)]
+    pub dream_type: Option<String>,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub rebuild: Option<bool>,
+}
+
+/// Queues a dream (memory consolidation, docs/dreams.md) of what `observer` holds about
+/// `observed`; 204. 422 for an unknown `dream_type` or when dreams are off; 404 for an unknown
+/// peer.
+#[utoipa::path(post, path = "/v3/workspaces/{workspace_id}/schedule_dream",
+    request_body = ScheduleDreamBody, responses((status = 204), (status = 404), (status = 422)))]
+async fn schedule_dream(
+    gate: Gate,
+    Path(workspace_id): Path<String>,
+    Body(body): Body<ScheduleDreamBody>,
+) -> RestResult<StatusCode> {
+    let access = gate
+        .require(
+            rule!(MutationRoot.scheduleDream),
+            On::workspace(&workspace_id),
+        )
+        .await?;
+    if let Some(kind) = body.dream_type.as_deref()
+        && kind != "omni"
+    {
+        return Err(super::RestError::invalid(format!(
+            "dream_type must be \"omni\" (got {kind:?}): the only dream this server runs"
+        )));
+    }
+    let observed = body.observed.as_deref().unwrap_or(&body.observer);
+    access
+        .store()
+        .schedule_dream(&workspace_id, &body.observer, observed)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -3,6 +3,7 @@
 pub mod columns;
 pub mod conclusion;
 pub mod configuration;
+pub mod dream;
 pub mod embedding;
 pub mod erasure;
 pub mod error;
@@ -72,6 +73,8 @@ pub struct Store {
     /// `createMessages` queues work for the deriver (only when an LLM is configured: without
     /// one the queue would only grow).
     derive: bool,
+    /// Dreams may be asked for (HONCHO_DREAM_ENABLED; they also need `derive`).
+    dreams: bool,
     /// Conclusions act as search keys of the messages they cite (docs/search.md).
     conclusion_keys: bool,
     webhooks: webhook::WebhookPolicy,
@@ -87,6 +90,7 @@ impl Store {
             replicas: None,
             embedder: None,
             derive: false,
+            dreams: true,
             conclusion_keys: true,
             webhooks: webhook::WebhookPolicy::default(),
             defaults: configuration::Defaults::default(),
@@ -153,6 +157,16 @@ impl Store {
 
     pub fn configuration_defaults(&self) -> configuration::Defaults {
         self.defaults
+    }
+
+    /// Whether dreams may be asked for (on by default; they also need derivation).
+    pub fn with_dreams(mut self, on: bool) -> Self {
+        self.dreams = on;
+        self
+    }
+
+    pub fn dreams(&self) -> bool {
+        self.dreams && self.derive
     }
 
     /// Whether live explicit conclusions raise the messages they cite in message search, for

@@ -292,6 +292,7 @@ const MATRIX: &[Row] = &[
     row("Workspace.conclusions", r#"{ workspace(id: "ws") { conclusions { totalCount } } }"#,                           "yyFFFFF"),
     row("Workspace.queryConclusions", r#"{ workspace(id: "ws") { queryConclusions(query: "tea") { id } } }"#,           "yyFFFFF"),
     row("Peer.conclusions",      r#"{ workspace(id: "ws") { message(id: "{m1}") { peer { conclusions { totalCount } } } } }"#, "yyFFFFF"),
+    row("Peer.representation",   r#"{ workspace(id: "ws") { message(id: "{m1}") { peer { representation(searchQuery: "tea") } } } }"#, "yyFFFFF"),
     // The dialectic reads conclusions too (no LLM here: the keys allowed hear so).
     Row { tolerate: &["SERVICE_UNAVAILABLE"], ..row("Peer.chat", r#"{ workspace(id: "ws") { message(id: "{m1}") { peer { chat(query: "tea?") } } } }"#, "yyFFFFF") },
     row("Workspace.deriverStatus", r#"{ workspace(id: "ws") { deriverStatus { pending lastError { message } } } }"#,   "yyFFFFF"),
@@ -301,6 +302,8 @@ const MATRIX: &[Row] = &[
     row("MutationRoot.createWebhook", r#"mutation { createWebhook(workspaceId: "ws", url: "https://hooks.example.com/a") { id } }"#, "yyFFFFF"),
     row("MutationRoot.testWebhook",   r#"mutation { testWebhook(workspaceId: "ws") }"#,                 "yyFFFFF"),
     Row { tolerate: &["NOT_FOUND"], ..row("MutationRoot.deleteWebhook", r#"mutation { deleteWebhook(workspaceId: "ws", id: "nope") }"#, "yyFFFFF") },
+    // Dreams: workspace keys (Honcho v3.0.12); no LLM here, so the keys allowed hear dreams are off.
+    Row { tolerate: &["BAD_USER_INPUT"], ..row("MutationRoot.scheduleDream", r#"mutation { scheduleDream(workspaceId: "ws", observerId: "alice") }"#, "yyFFFFF") },
     row("MutationRoot.getOrCreateWorkspace", r#"mutation { getOrCreateWorkspace(id: "ws") { id } }"#,                       "yyyyyyF"),
     row("MutationRoot.updateWorkspace",      r#"mutation { updateWorkspace(id: "ws", metadata: {a: 1}) { id } }"#,          "yyFFFFF"),
     // An existing peer: W or its own key; a session key may not read or change it.

@@ -1048,3 +1048,59 @@ async fn mcp_sits_behind_the_same_body_limit_cors_request_ids_and_metrics_as_gra
         "{metrics}"
     );
 }
+
+#[tokio::test]
+async fn get_representation_honours_a_search_query_and_refuses_bad_options_with_a_code() {
+    let mcp = Mcp::serve(TestApp::with_embedder().await.auth_on()).await;
+    let admin = admin();
+    seed(&mcp.http.app).await;
+    // Newer than the seeded "alice hikes", and about other things.
+    let newer = json!([
+        "alice drinks green tea",
+        "alice lives in Lisbon",
+        "alice owns a grey cat"
+    ]);
+    mcp.ok(
+        Some(&admin),
+        "create_conclusions",
+        json!({"workspace_id": "w", "peer_id": "alice", "target_peer_id": "alice",
+               "conclusions": newer}),
+    )
+    .await;
+    let args = |extra: Value| {
+        let mut a = json!({"workspace_id": "w", "peer_id": "alice", "max_conclusions": 3});
+        a.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        a
+    };
+    let plain = mcp
+        .ok(Some(&admin), "get_representation", args(json!({})))
+        .await;
+    let text = plain["representation"].as_str().unwrap();
+    assert!(!text.contains("alice hikes"), "{text}");
+    let asked = mcp
+        .ok(
+            Some(&admin),
+            "get_representation",
+            args(json!({"search_query": "Does alice go hiking in the mountains?"})),
+        )
+        .await;
+    let text = asked["representation"].as_str().unwrap();
+    let first = text.lines().find(|l| l.starts_with("1. ")).unwrap();
+    assert!(first.ends_with("alice hikes"), "{text}");
+
+    let (_, refused) = mcp
+        .call(
+            Some(&admin),
+            "get_peer_context",
+            args(json!({"search_query": "hiking", "search_top_k": 0})),
+        )
+        .await;
+    assert_eq!(refused["result"]["isError"], json!(true), "{refused:#}");
+    assert_eq!(
+        refused["result"]["structuredContent"]["code"],
+        json!("BAD_USER_INPUT"),
+        "{refused:#}"
+    );
+}

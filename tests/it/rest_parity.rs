@@ -462,6 +462,12 @@ const MATRIX: &[Row] = &[
     Row { allowed: "NOT_FOUND",
         ..row("DELETE", "/v3/workspaces/ws/webhooks/nope", N,
         r#"mutation { deleteWebhook(workspaceId: "ws", id: "nope") }"#,            "yyFFFFU") },
+    // Dreams: workspace keys only. This app has no deriver, so an allowed key is told dreams
+    // are off, after the rule let it through.
+    Row { allowed: "BAD_USER_INPUT",
+        ..row("POST", "/v3/workspaces/ws/schedule_dream",
+        J(r#"{"observer": "alice", "observed": "carol", "dream_type": "omni", "session_id": "s2", "rebuild": false}"#),
+        r#"mutation { scheduleDream(workspaceId: "ws", observerId: "alice", observedId: "carol") }"#, "yyFFFFU") },
     // s2 and the others are still active: CONFLICT, after the rule let the key through.
     Row { allowed: "CONFLICT",
         ..row("DELETE", "/v3/workspaces/ws", N,
@@ -483,6 +489,16 @@ const NOT_WIDENING: &[(&str, &str)] = &[
         "how many of the conclusions the rule allows (the card routes ignore it)",
     ),
     ("stream", "how the answer is sent"),
+    (
+        "search_query",
+        "which of the conclusions the rule allows the representation shows first",
+    ),
+    ("search_top_k", "how many of them the search picks"),
+    ("search_max_distance", "how near a search hit must be"),
+    (
+        "include_most_frequent",
+        "whether the most derived of them get a share",
+    ),
     ("reasoning_level", "the answer's token budget"),
     ("response_format", "the answer's shape"),
     (

@@ -136,8 +136,9 @@ impl ConclusionMutation {
         Ok(Conclusion(row))
     }
 
-    /// Lets the deriver resume the workspace's work units stopped by a failed batch; returns how
-    /// many queued messages that puts back. Admin keys only.
+    /// Lets the deriver resume the workspace's work units stopped by a failed batch, and its
+    /// failed dreams; returns how many queued messages and dreams that puts back. Admin keys
+    /// only.
     async fn retry_failed_derivations(
         &self,
         ctx: &Context<'_>,
@@ -145,9 +146,9 @@ impl ConclusionMutation {
     ) -> ApiResult<i64> {
         let on = On::workspace(&workspace_id);
         let access = guard::require(ctx, rule!(MutationRoot.retryFailedDerivations), on).await?;
-        Ok(access
-            .store()
-            .retry_failed_derivations(&workspace_id)
-            .await?)
+        let store = access.store();
+        let messages = store.retry_failed_derivations(&workspace_id).await?;
+        let dreams = store.retry_failed_dreams(&workspace_id).await?;
+        Ok(messages + dreams)
     }
 }

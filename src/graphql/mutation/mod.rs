@@ -2,6 +2,7 @@
 
 mod conclusions;
 mod core;
+mod dreams;
 mod erasure;
 mod keys;
 mod scopes;
@@ -13,6 +14,7 @@ use async_graphql::MergedObject;
 pub struct MutationRoot(
     core::CoreMutation,
     conclusions::ConclusionMutation,
+    dreams::DreamsMutation,
     erasure::ErasureMutation,
     keys::KeysMutation,
     scopes::ScopesMutation,

@@ -158,6 +158,19 @@ impl Conclusion {
             .map(|ids| ids.iter().cloned().map(ID).collect())
     }
 
+    /// Ids of the conclusions a dream merged into this one as duplicates (read-only; empty for
+    /// most): their counts are in timesDerived, their sources in sourceIds, their messages in
+    /// sourceMessages, and whatever cited them cites this one (docs/dreams.md).
+    async fn merged_ids(&self) -> Vec<ID> {
+        self.0.internal_metadata["merged_from"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str())
+            .map(|s| ID(s.to_owned()))
+            .collect()
+    }
+
     /// The live conclusions this one was derived from, in sourceIds order (deleted ones are
     /// left out). Batched.
     async fn sources(&self, ctx: &Context<'_>) -> ApiResult<Vec<Conclusion>> {

@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 use super::search::{self, SearchArgs, SearchResult};
 use super::{Conclusion, Message, Session};
 use crate::access::{On, rule};
-use crate::dialectic::{self, Dialectic, Question, representation};
+use crate::dialectic::representation::{self, DEFAULT_MAX_CONCLUSIONS, Recall};
+use crate::dialectic::{self, Dialectic, Question};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
 use crate::graphql::error::{ApiError, ApiResult, Code};
 use crate::graphql::guard;
@@ -247,6 +248,50 @@ impl Peer {
             .await?;
         prefetch::messages(&access, &page.items, &prefetch::nodes(ctx.look_ahead())).await?;
         Ok(connection(page, Message))
+    }
+
+    /// What this peer holds about `target` (itself when absent) as text, Honcho v3.0.12's
+    /// representation (docs/rest.md): of `maxConclusions` (25, at most 100), `searchTopK` (a
+    /// third) go to the conclusions that best answer `searchQuery` (hybrid search, none beyond
+    /// `searchMaxDistance`, 0 to 1 of cosine distance), a share to the most derived when
+    /// `includeMostFrequent`, the rest to the newest; search hits lead their level. Only
+    /// conclusions drawn in `sessionId` when given. BAD_USER_INPUT for out-of-range values.
+    #[allow(clippy::too_many_arguments)]
+    async fn representation(
+        &self,
+        ctx: &Context<'_>,
+        target: Option<ID>,
+        session_id: Option<ID>,
+        search_query: Option<String>,
+        search_top_k: Option<i32>,
+        search_max_distance: Option<f64>,
+        #[graphql(default = false)] include_most_frequent: bool,
+        max_conclusions: Option<i32>,
+    ) -> ApiResult<String> {
+        let on = On::workspace(&self.0.workspace_name);
+        let access = guard::require(ctx, rule!(Peer.representation), on).await?;
+        // A negative count is out of range, as 0 is.
+        let count = |n: Option<i32>| n.map(|n| u64::try_from(n).unwrap_or(0));
+        let recall = Recall {
+            max: count(max_conclusions).unwrap_or(DEFAULT_MAX_CONCLUSIONS),
+            search_query,
+            search_top_k: count(search_top_k),
+            search_max_distance,
+            include_most_frequent,
+        };
+        let scope = session_id.map_or_else(|| json!({}), |s| json!({"session_id": s.as_str()}));
+        let observed = target
+            .as_deref()
+            .map_or(self.0.name.as_str(), String::as_str);
+        Ok(representation::represent_with(
+            access.store(),
+            &self.0.workspace_name,
+            &self.0.name,
+            observed,
+            &scope,
+            &recall,
+        )
+        .await?)
     }
 
     /// Live conclusions this peer holds (as observer), newest first unless `order: ASC`.

@@ -42,7 +42,8 @@ impl Workspace {
     async fn deriver_status(&self, ctx: &Context<'_>) -> ApiResult<super::deriver::DeriverStatus> {
         let on = On::workspace(&self.0.name);
         let access = guard::require(ctx, rule!(Workspace.deriverStatus), on).await?;
-        Ok(access.store().deriver_status(&self.0.name).await?.into())
+        let status = access.store().deriver_status(&self.0.name).await?;
+        Ok(super::deriver::DeriverStatus::of(&self.0.name, status))
     }
 
     /// The workspace's scopes by creation (`order: DESC` for the newest first): `first`

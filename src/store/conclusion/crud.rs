@@ -219,6 +219,28 @@ impl Store {
         self.list(select, filters, order, slice).await
     }
 
+    /// The `limit` live conclusions matching `filters` derived most often (`times_derived`),
+    /// newest first among equals, then by id (Honcho v3.0.12's "most frequent").
+    #[tracing::instrument(name = "store.most_derived_conclusions", level = "debug", skip_all)]
+    pub async fn most_derived_conclusions(
+        &self,
+        workspace: &str,
+        filters: &Value,
+        limit: u64,
+    ) -> StoreResult<Vec<Conclusion>> {
+        let filter = filter::parse(Resource::Conclusion, filters)?;
+        Ok(conclusion::Entity::find()
+            .filter(conclusion::Column::WorkspaceName.eq(workspace))
+            .filter(conclusion::Column::DeletedAt.is_null())
+            .filter(filter.condition("conclusions"))
+            .order_by(conclusion::Column::TimesDerived, SqlOrder::Desc)
+            .order_by(conclusion::Column::CreatedAt, SqlOrder::Desc)
+            .order_by(conclusion::Column::Id, SqlOrder::Asc)
+            .limit(limit)
+            .all(self.reader())
+            .await?)
+    }
+
     /// The `top_k` live conclusions that best answer `query`, among those matching `filters`:
     /// the nearest by cosine distance and those holding any of its words (in the content or in
     /// either peer's id), fused by Reciprocal Rank Fusion. `max_distance` bounds both. Conclusions

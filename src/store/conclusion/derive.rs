@@ -429,7 +429,7 @@ async fn record_fact(
 /// Whether recording `content` from `sources` would close a cycle: it would reinforce a live
 /// row (same observer, observed and content) that is itself among the sources or that one of the
 /// sources derives from.
-async fn would_cycle<C: ConnectionTrait>(
+pub(crate) async fn would_cycle<C: ConnectionTrait>(
     db: &C,
     workspace: &str,
     observer: &str,

@@ -12,6 +12,7 @@
 
 mod crud;
 pub(crate) mod derive;
+pub mod dream;
 mod tree;
 
 use std::collections::HashSet;
@@ -94,7 +95,7 @@ pub(super) async fn within_token_limit(
 /// Checks that every peer and session named exists in the workspace, and
 /// key-share-locks them so they cannot vanish before the transaction's inserts. The first missing
 /// one is NOT_FOUND, the workspace itself when it does not exist.
-pub(super) async fn require_peers_and_sessions<C: ConnectionTrait>(
+pub(crate) async fn require_peers_and_sessions<C: ConnectionTrait>(
     db: &C,
     workspace: &str,
     peers: &[String],
