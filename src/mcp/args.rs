@@ -99,6 +99,15 @@ pub struct PeerArgs {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+pub struct ScheduleDreamArgs {
+    #[serde(flatten)]
+    pub peer: PeerArgs,
+    /// Read and ignored: a dream covers every session of the pair.
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct SetPeerCardArgs {
     #[serde(flatten)]
     pub peer: PeerArgs,

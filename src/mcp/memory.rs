@@ -4,7 +4,8 @@
 use serde_json::json;
 
 use super::args::{
-    ChatArgs, InWorkspace, PeerArgs, ReasoningLevel, RepresentationArgs, SetPeerCardArgs,
+    ChatArgs, InWorkspace, PeerArgs, ReasoningLevel, RepresentationArgs, ScheduleDreamArgs,
+    SetPeerCardArgs,
 };
 use super::error::{ToolError, ToolResult};
 use super::gate::Gate;
@@ -187,6 +188,24 @@ pub async fn get_queue_status(gate: &Gate, a: InWorkspace) -> ToolResult<Reply> 
                 "message": e.message, "at": e.at, "session_id": e.session,
             })),
         }),
+        text,
+    )
+}
+
+pub async fn schedule_dream(gate: &Gate, a: ScheduleDreamArgs) -> ToolResult<Reply> {
+    let p = a.peer;
+    let ws = gate.workspace(p.ws.workspace_id.as_deref())?;
+    let access = gate
+        .require(rule!(MutationRoot.scheduleDream), On::workspace(&ws))
+        .await?;
+    let observed = p.target_peer_id.as_deref().unwrap_or(&p.peer_id);
+    access
+        .store()
+        .schedule_dream(&ws, &p.peer_id, observed)
+        .await?;
+    let text = format!("Dream scheduled: {}'s memory of {observed}", p.peer_id);
+    Reply::new(
+        &json!({"scheduled": true, "observer": p.peer_id, "observed": observed}),
         text,
     )
 }

@@ -310,6 +310,18 @@ impl Memory {
     ) -> CallToolResult {
         respond(memory::get_queue_status(&gate, a).await)
     }
+
+    #[tool(
+        description = "Schedule a dream: memory consolidation of what a peer knows about a peer \
+        (itself when target_peer_id is omitted). It merges duplicate conclusions, marks \
+        contradictions and draws patterns across sessions. Use it after long conversations."
+    )]
+    async fn schedule_dream(
+        Parameters(a): Parameters<ScheduleDreamArgs>,
+        gate: Gate,
+    ) -> CallToolResult {
+        respond(memory::schedule_dream(&gate, a).await)
+    }
 }
 
 #[tool_handler(router = self.tools)]

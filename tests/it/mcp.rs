@@ -420,6 +420,13 @@ fn equivalents(conclusion: &str) -> BTreeMap<&'static str, (Value, String)> {
                 ws_q("deriverStatus { pending }"),
             ),
         ),
+        (
+            "schedule_dream",
+            (
+                json!({"workspace_id": "w", "peer_id": "alice"}),
+                r#"mutation { scheduleDream(workspaceId: "w", observerId: "alice") }"#.into(),
+            ),
+        ),
     ])
 }
 
