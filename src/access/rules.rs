@@ -100,10 +100,6 @@ pub const RULES: &[Field] = &[
     field("Peer",         "messages",                Peer),
     field("Peer",         "search",                  Peer),
     field("Peer",         "conclusions",             Workspace),
-    // As `GET .../peers/{p}/card`: the workspace's key or the peer's own.
-    field("Peer",         "card",                    Peer),
-    // A representation is text made of the peer's conclusions: the same keys.
-    field("Peer",         "representation",          Workspace),
     // The dialectic reads the peer's conclusions: the same keys.
     field("Peer",         "chat",                    Recall),
     field("Peer",         "representation",          Recall),

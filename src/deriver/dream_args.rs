@@ -29,11 +29,7 @@ pub struct DreamArgs {
     pub document_threshold: i64,
 
     /// ...its newest explicit conclusion is this old (minutes: it is idle)...
-    #[arg(
-        long = "dream-idle-minutes",
-        env = "HONCHO_DREAM_IDLE_MINUTES",
-        default_value_t = 60.0
-    )]
+    #[arg(long = "dream-idle-minutes", env = "HONCHO_DREAM_IDLE_MINUTES", default_value_t = 60.0)]
     pub idle_minutes: f64,
 
     /// ...and its last dream ended this long ago (hours).
@@ -45,11 +41,7 @@ pub struct DreamArgs {
     pub min_hours_between: f64,
 
     /// How often the first deriver worker looks for pairs due a dream (seconds).
-    #[arg(
-        long = "dream-check-secs",
-        env = "HONCHO_DREAM_CHECK_SECS",
-        default_value_t = 60.0
-    )]
+    #[arg(long = "dream-check-secs", env = "HONCHO_DREAM_CHECK_SECS", default_value_t = 60.0)]
     pub check_secs: f64,
 }
 

@@ -154,8 +154,6 @@ async fn representation(
 pub struct TargetParams {
     /// The other peer (the path's peer when absent).
     target: Option<String>,
-    /// Only conclusions drawn in this scope's sessions; the card is then left out.
-    scope: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

@@ -182,44 +182,6 @@ impl Peer {
         Ok(dialectic.answer(access.store(), &question).await?)
     }
 
-    /// This peer's card of itself, or of `target`: the facts a client set (null when never
-    /// set). Bound to no session, so a key limited to a scope never reads one.
-    async fn card(&self, ctx: &Context<'_>, target: Option<ID>) -> ApiResult<Option<Vec<String>>> {
-        let on = On::peer(&self.0.workspace_name, &self.0.name);
-        let access = guard::require(ctx, rule!(Peer.card), on).await?;
-        let observed = target.map_or_else(|| self.0.name.clone(), |t| t.0);
-        Ok(access
-            .store()
-            .peer_card(&self.0.workspace_name, &self.0.name, &observed)
-            .await?)
-    }
-
-    /// What this peer knows of itself, or of `target`, from its stored conclusions (the newest
-    /// `maxConclusions`, 1..100, 25; by level, as Honcho formats a representation): only those
-    /// drawn in `sessionId`, or in `scope`'s sessions, when given.
-    async fn representation(
-        &self,
-        ctx: &Context<'_>,
-        target: Option<ID>,
-        session_id: Option<ID>,
-        scope: Option<ID>,
-        max_conclusions: Option<i32>,
-    ) -> ApiResult<String> {
-        let on = On::peer(&self.0.workspace_name, &self.0.name);
-        let access = guard::require(ctx, rule!(Peer.representation), on).await?;
-        let within = access.recall_scope(scope.as_deref().map(|s| s.as_str()))?;
-        let store = access.store();
-        let w = &self.0.workspace_name;
-        let bound = session_id.map_or_else(|| json!({}), |s| json!({"session_id": s.0}));
-        let bound = store.within_scope(w, within.as_deref(), bound).await?;
-        let max = match max_conclusions {
-            None => representation::DEFAULT_MAX_CONCLUSIONS,
-            Some(n) => u64::try_from(n).unwrap_or(0),
-        };
-        let observed = target.map_or_else(|| self.0.name.clone(), |t| t.0);
-        Ok(representation::represent(store, w, &self.0.name, &observed, &bound, max).await?)
-    }
-
     /// Messages this peer wrote, in every session, in the order they were written.
     #[allow(clippy::too_many_arguments)]
     async fn messages(
@@ -255,21 +217,24 @@ impl Peer {
     /// third) go to the conclusions that best answer `searchQuery` (hybrid search, none beyond
     /// `searchMaxDistance`, 0 to 1 of cosine distance), a share to the most derived when
     /// `includeMostFrequent`, the rest to the newest; search hits lead their level. Only
-    /// conclusions drawn in `sessionId` when given. BAD_USER_INPUT for out-of-range values.
+    /// conclusions drawn in `sessionId`, or in `scope`'s sessions, when given. BAD_USER_INPUT
+    /// for out-of-range values.
     #[allow(clippy::too_many_arguments)]
     async fn representation(
         &self,
         ctx: &Context<'_>,
         target: Option<ID>,
         session_id: Option<ID>,
+        scope: Option<ID>,
         search_query: Option<String>,
         search_top_k: Option<i32>,
         search_max_distance: Option<f64>,
         #[graphql(default = false)] include_most_frequent: bool,
         max_conclusions: Option<i32>,
     ) -> ApiResult<String> {
-        let on = On::workspace(&self.0.workspace_name);
+        let on = On::peer(&self.0.workspace_name, &self.0.name);
         let access = guard::require(ctx, rule!(Peer.representation), on).await?;
+        let within = access.recall_scope(scope.as_deref().map(|s| s.as_str()))?;
         // A negative count is out of range, as 0 is.
         let count = |n: Option<i32>| n.map(|n| u64::try_from(n).unwrap_or(0));
         let recall = Recall {
@@ -279,7 +244,11 @@ impl Peer {
             search_max_distance,
             include_most_frequent,
         };
-        let scope = session_id.map_or_else(|| json!({}), |s| json!({"session_id": s.as_str()}));
+        let bound = session_id.map_or_else(|| json!({}), |s| json!({"session_id": s.as_str()}));
+        let bound = access
+            .store()
+            .within_scope(&self.0.workspace_name, within.as_deref(), bound)
+            .await?;
         let observed = target
             .as_deref()
             .map_or(self.0.name.as_str(), String::as_str);
@@ -288,7 +257,7 @@ impl Peer {
             &self.0.workspace_name,
             &self.0.name,
             observed,
-            &scope,
+            &bound,
             &recall,
         )
         .await?)
