@@ -468,12 +468,21 @@ async fn only_admin_and_workspace_keys_download_an_export() {
         workspace: workspace.map(Into::into),
         peer: peer.map(Into::into),
         session: None,
+        scope: None,
         expires_at: None,
     };
     for (key, status) in [
         (None, 401),
         (Some(bearer(spec(Some("ws"), Some("alice")))), 403),
         (Some(bearer(spec(Some("other"), None))), 403),
+        // A key limited to a scope reads its sessions, never the whole workspace.
+        (
+            Some(bearer(KeySpec {
+                scope: Some("sc".into()),
+                ..spec(Some("ws"), None)
+            })),
+            403,
+        ),
     ] {
         let resp = get(key).await.unwrap();
         assert_eq!(resp.status().as_u16(), status);
