@@ -299,6 +299,15 @@ const MATRIX: &[Row] = &[
     // Webhooks: admin and workspace keys only (Honcho v3.0.12). A public URL: the store here refuses private ones.
     row("Workspace.webhooks",    r#"{ workspace(id: "ws") { webhooks { url } } }"#,                     "yyFFFFF"),
     row("Workspace.webhookDeliveries", r#"{ workspace(id: "ws") { webhookDeliveries { id } } }"#,       "yyFFFFF"),
+    // Scopes (docs/scopes.md): workspace keys manage them; no key of the matrix is a scope key
+    // (tests/it/scopes.rs covers those).
+    row("MutationRoot.getOrCreateScope",     r#"mutation { getOrCreateScope(workspaceId: "ws", id: "sc") { id } }"#,        "yyFFFFF"),
+    row("Workspace.scopes",      r#"{ workspace(id: "ws") { scopes { id } } }"#,                       "yyFFFFF"),
+    row("Workspace.scope",       r#"{ workspace(id: "ws") { scope(id: "sc") { id } } }"#,              "yyFFFFF"),
+    row("Scope.sessions",        r#"{ workspace(id: "ws") { scope(id: "sc") { sessions { id } } } }"#, "yyFFFFF"),
+    row("Scope.status",          r#"{ workspace(id: "ws") { scope(id: "sc") { status { sessionCount } } } }"#, "yyFFFFF"),
+    row("MutationRoot.addSessionsToScope",   r#"mutation { addSessionsToScope(workspaceId: "ws", scopeId: "sc", sessionIds: ["s1"]) { id } }"#, "yyFFFFF"),
+    row("MutationRoot.removeSessionFromScope", r#"mutation { removeSessionFromScope(workspaceId: "ws", scopeId: "sc", sessionId: "s1") { id } }"#, "yyFFFFF"),
     row("MutationRoot.createWebhook", r#"mutation { createWebhook(workspaceId: "ws", url: "https://hooks.example.com/a") { id } }"#, "yyFFFFF"),
     row("MutationRoot.testWebhook",   r#"mutation { testWebhook(workspaceId: "ws") }"#,                 "yyFFFFF"),
     Row { tolerate: &["NOT_FOUND"], ..row("MutationRoot.deleteWebhook", r#"mutation { deleteWebhook(workspaceId: "ws", id: "nope") }"#, "yyFFFFF") },

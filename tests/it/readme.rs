@@ -19,6 +19,7 @@ const DOCS: &[(&str, &str)] = &[
     ("docs/security.md", include_str!("../../docs/security.md")),
     ("docs/deriver.md", include_str!("../../docs/deriver.md")),
     ("docs/summaries.md", include_str!("../../docs/summaries.md")),
+    ("docs/scopes.md", include_str!("../../docs/scopes.md")),
 ];
 const README: &str = DOCS[0].1;
 const ADDRESS: &str = "http://127.0.0.1:8000";

@@ -448,8 +448,9 @@ const MATRIX: &[Row] = &[
         r#"mutation { getOrCreateScope(workspaceId: "ws", id: "sc2", metadata: {a: 1}) { id } }"#, "yyFFFFU") },
     row("POST", "/v3/workspaces/ws/scopes/sc/sessions", J(r#"{"session_ids": ["s2"]}"#),
         r#"mutation { addSessionsToScope(workspaceId: "ws", scopeId: "sc", sessionIds: ["s2"]) { id } }"#, "yyFFFFU"),
-    row("DELETE", "/v3/workspaces/ws/scopes/sc/sessions/s1", N,
-        r#"mutation { removeSessionFromScope(workspaceId: "ws", scopeId: "sc", sessionId: "s1") { id } }"#, "yyFFFFU"),
+    // s1 is deleted above: the session just added is removed.
+    row("DELETE", "/v3/workspaces/ws/scopes/sc/sessions/s2", N,
+        r#"mutation { removeSessionFromScope(workspaceId: "ws", scopeId: "sc", sessionId: "s2") { id } }"#, "yyFFFFU"),
     // Webhooks: admin and workspace keys only. A public URL: no private targets here.
     Row { same: &[(At("/items/*/url"), "/workspace/webhooks/*/url")],
         ..row("GET", "/v3/workspaces/ws/webhooks?page=1&size=10&reverse=true", N,

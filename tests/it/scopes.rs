@@ -592,6 +592,15 @@ async fn recall_inside_a_scope_returns_nothing_from_outside_it_over_every_api() 
     let inside = world.gql_ok(&key, &rep(r#", scope: "job""#)).await;
     assert!(inside.to_string().contains("Rust"), "{inside}");
     assert!(!contains_marathon(&inside), "{inside}");
+    // The semantic options search the conclusions inside the scope too, however well an
+    // outside one would answer the query.
+    let searched = world
+        .gql_ok(
+            &key,
+            &rep(r#", scope: "job", searchQuery: "marathon", searchTopK: 25"#),
+        )
+        .await;
+    assert!(!contains_marathon(&searched), "{searched}");
 
     let from = world.fake.requests().len();
     world
@@ -659,6 +668,13 @@ async fn recall_inside_a_scope_returns_nothing_from_outside_it_over_every_api() 
         Method::POST,
         "/v3/workspaces/w/peers/bob/representation",
         Some(json!({"target": "alice", "scope": ["job"]})),
+    )
+    .await;
+    assert!(!contains_marathon(&inside), "{inside}");
+    let inside = rest(
+        Method::POST,
+        "/v3/workspaces/w/peers/bob/representation",
+        Some(json!({"target": "alice", "scope": "job", "search_query": "marathon"})),
     )
     .await;
     assert!(!contains_marathon(&inside), "{inside}");
