@@ -343,3 +343,79 @@ pub struct ReasoningTreeArgs {
     #[serde(default)]
     pub max_nodes: Option<i32>,
 }
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CreateWorkspaceArgs {
+    #[serde(flatten)]
+    pub ws: InWorkspace,
+    /// Any JSON object kept with a new workspace (what it is for, e.g. {"project": "x"}); an
+    /// existing workspace keeps its own.
+    #[serde(default)]
+    pub metadata: Option<Filters>,
+}
+
+/// Whose metadata: the session's when session_id is given, else the peer's when peer_id is,
+/// else the workspace's.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct MetadataOf {
+    #[serde(flatten)]
+    pub ws: InWorkspace,
+    /// The peer whose metadata (when no session_id is given).
+    #[serde(default)]
+    pub peer_id: Option<String>,
+    /// The session whose metadata (takes precedence over peer_id).
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SetMetadataArgs {
+    #[serde(flatten)]
+    pub of: MetadataOf,
+    /// The new metadata, a JSON object: it replaces the old one whole.
+    pub metadata: Filters,
+}
+
+/// A peer's own settings.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct PeerConfiguration {
+    /// Whether this peer's messages are derived from (true when never set).
+    #[serde(default, rename = "observeMe", alias = "observe_me")]
+    pub observe_me: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CreatePeerArgs {
+    #[serde(flatten)]
+    pub ws: InWorkspace,
+    /// The peer: a user or an agent.
+    pub peer_id: String,
+    /// Settings that replace the peer's (an existing peer keeps its own when omitted).
+    #[serde(default)]
+    pub configuration: Option<PeerConfiguration>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CloneSessionArgs {
+    #[serde(flatten)]
+    pub session: SessionArgs,
+    /// Copy the messages up to and including this one (all when omitted).
+    #[serde(default)]
+    pub message_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RemovePeersArgs {
+    #[serde(flatten)]
+    pub session: SessionArgs,
+    /// The peers that leave the session; their messages stay.
+    pub peer_ids: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SessionMessageArgs {
+    #[serde(flatten)]
+    pub session: SessionArgs,
+    /// The message (its id, as search and get_session_messages give it).
+    pub message_id: String,
+}

@@ -9,8 +9,8 @@ use super::args::{
 };
 use super::error::{ToolError, ToolResult};
 use super::gate::Gate;
+use super::pages::filters;
 use super::reply::{Reply, conclusion_lines};
-use super::sessions::filters;
 use crate::access::{On, rule};
 use crate::rest::conclusions::Conclusion;
 use crate::store::conclusion::{Edge, NewConclusion, TreeDirection};

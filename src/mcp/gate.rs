@@ -7,6 +7,7 @@
 use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
 
+use super::args::SessionArgs;
 use super::error::{ToolError, ToolResult};
 use crate::access::{self, Access, Field, On, Principal, Services};
 use crate::dialectic::Dialectic;
@@ -60,6 +61,13 @@ impl Gate {
     /// Checks `field`'s rule (a `RULES` row, `rule!(Type.field)`) on `on`.
     pub async fn require(&self, field: Field, on: On<'_>) -> ToolResult<Access<'_>> {
         Ok(self.gate.require(field, on).await?)
+    }
+
+    /// The workspace a session tool works in, and `field`'s rule checked on the session it names.
+    pub async fn session(&self, field: Field, a: &SessionArgs) -> ToolResult<(String, Access<'_>)> {
+        let ws = self.workspace(a.ws.workspace_id.as_deref())?;
+        let access = self.require(field, On::session(&ws, &a.session_id)).await?;
+        Ok((ws, access))
     }
 
     /// The caller's principal (after [`Gate::require`] passed, for what the store decides by key).

@@ -16,6 +16,10 @@ pub mod conclusions;
 pub mod error;
 pub mod gate;
 pub mod memory;
+pub mod messages;
+pub mod metadata;
+pub mod pages;
+pub mod peers;
 pub mod prompt;
 pub mod reply;
 pub mod resources;
@@ -23,6 +27,7 @@ pub mod search;
 pub mod server;
 pub mod sessions;
 pub mod stdio;
+pub mod workspaces;
 
 use std::sync::Arc;
 

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::error::{ToolError, ToolResult};
 use crate::rest::conclusions::Conclusion;
 use crate::rest::messages::Message;
+use crate::store::summary::Summary;
 
 /// A tool's answer before it goes on the wire.
 pub struct Reply {
@@ -60,6 +61,18 @@ impl From<crate::store::message::Message> for McpMessage {
             seq_in_session,
         }
     }
+}
+
+/// A session summary as the tools show it (`summary_type` is `short` or `long`).
+pub fn summary_json(s: &Summary) -> Value {
+    json!({
+        "content": s.content,
+        "message_id": s.message_id,
+        "summary_type": s.kind.as_str(),
+        "seq_in_session": s.seq_in_session,
+        "token_count": s.token_count,
+        "created_at": s.created_at,
+    })
 }
 
 /// Messages, one line each: `[session #seq] peer: content`.

@@ -9,7 +9,7 @@ use serde_json::json;
 use super::args::{InWorkspace, MessageRangeArgs, PeerArgs, ReasoningTreeArgs, SessionArgs};
 use super::error::ToolError;
 use super::gate::Gate;
-use super::{conclusions, memory, sessions};
+use super::{conclusions, memory, messages};
 use crate::access::Code;
 use crate::store::page::MAX_PAGE;
 
@@ -140,7 +140,7 @@ pub async fn read(gate: &Gate, uri: &str) -> Result<ReadResourceResult, ErrorDat
                 from_seq: from,
                 to_seq: to,
             };
-            let reply = sessions::message_range(gate, args)
+            let reply = messages::message_range(gate, args)
                 .await
                 .map_err(rpc_error)?;
             let last = reply.value["messages"]

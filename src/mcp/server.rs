@@ -1,5 +1,6 @@
 //! The MCP server: one handler for both transports, its tools routed by rmcp's macros. Each tool
-//! is a thin shell over a function of [`super::memory`], [`super::sessions`],
+//! is a thin shell over a function of [`super::workspaces`], [`super::peers`],
+//! [`super::sessions`], [`super::messages`], [`super::metadata`], [`super::memory`],
 //! [`super::conclusions`] or [`super::search`] that takes the call's [`Gate`].
 
 use std::borrow::Cow;
@@ -22,7 +23,9 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_handler, tool_router
 use super::args::*;
 use super::gate::Gate;
 use super::reply::respond;
-use super::{conclusions, memory, prompt, resources, search, sessions};
+use super::{
+    conclusions, memory, messages, metadata, peers, prompt, resources, search, sessions, workspaces,
+};
 use crate::access::Services;
 
 /// The revisions this server speaks, oldest first: the current one (stateless, no `initialize`)
@@ -38,7 +41,8 @@ const INSTRUCTIONS: &str = "Long-term memory of conversations between peers (use
     grouped in sessions within a workspace. Search before you answer from memory (search, with \
     include_context for the surrounding turns); ask chat for a reasoned answer about a peer; read \
     get_peer_context for what is known of a peer; record turns with add_messages_to_session and \
-    facts with create_conclusions. Resources: \
+    facts with create_conclusions; inspect_workspace and inspect_session give an overview. \
+    Resources: \
     peer cards, session transcripts and reasoning trees (resources/templates/list). The prompt `use_memory` explains the workflow.";
 
 /// Where a call's key comes from.
@@ -163,6 +167,73 @@ impl Memory {
     }
 
     #[tool(
+        description = "List the workspaces (paginated; admin keys only). Skip it when the \
+        connection sets X-Honcho-Workspace-ID or your key is scoped to a workspace: then you \
+        already work in one. If none fits, call create_workspace.",
+        annotations(read_only_hint = true)
+    )]
+    async fn list_workspaces(Parameters(a): Parameters<Paging>, gate: Gate) -> CallToolResult {
+        respond(workspaces::list_workspaces(&gate, a).await)
+    }
+
+    #[tool(description = "Get or create a workspace by id, with metadata saying what it is for \
+        (kept only when the workspace is new). Skip it when the connection already names a \
+        workspace (X-Honcho-Workspace-ID).")]
+    async fn create_workspace(
+        Parameters(a): Parameters<CreateWorkspaceArgs>,
+        gate: Gate,
+    ) -> CallToolResult {
+        respond(workspaces::create_workspace(&gate, a).await)
+    }
+
+    #[tool(
+        description = "Inspect a workspace at a glance: its metadata and configuration, and \
+        the first page of its peers and of its sessions with their totals. Use it to find your \
+        way in a workspace you do not know.",
+        annotations(read_only_hint = true)
+    )]
+    async fn inspect_workspace(
+        Parameters(a): Parameters<InWorkspace>,
+        gate: Gate,
+    ) -> CallToolResult {
+        respond(workspaces::inspect_workspace(&gate, a).await)
+    }
+
+    #[tool(
+        description = "Get the metadata of a session (session_id given), else of a peer \
+        (peer_id given), else of the workspace.",
+        annotations(read_only_hint = true)
+    )]
+    async fn get_metadata(Parameters(a): Parameters<MetadataOf>, gate: Gate) -> CallToolResult {
+        respond(metadata::get_metadata(&gate, a).await)
+    }
+
+    #[tool(description = "Replace the metadata of a session (session_id given), else of a peer \
+        (peer_id given), else of the workspace: the object given overwrites the old one whole.")]
+    async fn set_metadata(
+        Parameters(a): Parameters<SetMetadataArgs>,
+        gate: Gate,
+    ) -> CallToolResult {
+        respond(metadata::set_metadata(&gate, a).await)
+    }
+
+    #[tool(description = "Get or create a peer (a user or an agent) by id, optionally with its \
+        configuration (observeMe: whether its messages are derived from). Use it to register a \
+        new participant.")]
+    async fn create_peer(Parameters(a): Parameters<CreatePeerArgs>, gate: Gate) -> CallToolResult {
+        respond(peers::create_peer(&gate, a).await)
+    }
+
+    #[tool(
+        description = "List the workspace's peers (paginated). Use it to discover which users \
+        and agents exist.",
+        annotations(read_only_hint = true)
+    )]
+    async fn list_peers(Parameters(a): Parameters<ListArgs>, gate: Gate) -> CallToolResult {
+        respond(peers::list_peers(&gate, a).await)
+    }
+
+    #[tool(
         description = "Get or create a session by id. Use it before adding peers or messages to \
         a new conversation."
     )]
@@ -177,6 +248,55 @@ impl Memory {
     )]
     async fn list_sessions(Parameters(a): Parameters<ListArgs>, gate: Gate) -> CallToolResult {
         respond(sessions::list_sessions(&gate, a).await)
+    }
+
+    #[tool(
+        description = "Delete a session with all its messages and memberships. This cannot be \
+        undone.",
+        annotations(destructive_hint = true)
+    )]
+    async fn delete_session(Parameters(a): Parameters<SessionArgs>, gate: Gate) -> CallToolResult {
+        respond(sessions::delete_session(&gate, a).await)
+    }
+
+    #[tool(description = "Clone a session under a new id, with its peers and its messages (up \
+        to and including message_id, or all). Use it to fork a conversation and explore another \
+        branch; returns the new session.")]
+    async fn clone_session(
+        Parameters(a): Parameters<CloneSessionArgs>,
+        gate: Gate,
+    ) -> CallToolResult {
+        respond(sessions::clone_session(&gate, a).await)
+    }
+
+    #[tool(description = "Remove peers from a session: they stop being members (their \
+        messages stay).")]
+    async fn remove_peers_from_session(
+        Parameters(a): Parameters<RemovePeersArgs>,
+        gate: Gate,
+    ) -> CallToolResult {
+        respond(sessions::remove_peers_from_session(&gate, a).await)
+    }
+
+    #[tool(
+        description = "Get the peers taking part in a session, with their settings there \
+        (observe_me, observe_others; null when not set). Use it to see who is in a conversation.",
+        annotations(read_only_hint = true)
+    )]
+    async fn get_session_peers(
+        Parameters(a): Parameters<SessionArgs>,
+        gate: Gate,
+    ) -> CallToolResult {
+        respond(sessions::get_session_peers(&gate, a).await)
+    }
+
+    #[tool(
+        description = "Inspect a session at a glance: its metadata, its peers, how many \
+        messages it holds and its summaries (short and long, null until written).",
+        annotations(read_only_hint = true)
+    )]
+    async fn inspect_session(Parameters(a): Parameters<SessionArgs>, gate: Gate) -> CallToolResult {
+        respond(sessions::inspect_session(&gate, a).await)
     }
 
     #[tool(description = "Add peers to a session (creating the session and peers when missing). \
@@ -195,7 +315,7 @@ impl Memory {
         Parameters(a): Parameters<AddMessagesArgs>,
         gate: Gate,
     ) -> CallToolResult {
-        respond(sessions::add_messages_to_session(&gate, a).await)
+        respond(messages::add_messages_to_session(&gate, a).await)
     }
 
     #[tool(
@@ -207,7 +327,19 @@ impl Memory {
         Parameters(a): Parameters<SessionMessagesArgs>,
         gate: Gate,
     ) -> CallToolResult {
-        respond(sessions::get_session_messages(&gate, a).await)
+        respond(messages::get_session_messages(&gate, a).await)
+    }
+
+    #[tool(
+        description = "Get one message of a session by id (as search and get_session_messages \
+        return it). Use it when you know the id and need the exact record.",
+        annotations(read_only_hint = true)
+    )]
+    async fn get_session_message(
+        Parameters(a): Parameters<SessionMessageArgs>,
+        gate: Gate,
+    ) -> CallToolResult {
+        respond(messages::get_session_message(&gate, a).await)
     }
 
     #[tool(
@@ -220,7 +352,7 @@ impl Memory {
         Parameters(a): Parameters<SessionContextArgs>,
         gate: Gate,
     ) -> CallToolResult {
-        respond(sessions::get_session_context(&gate, a).await)
+        respond(messages::get_session_context(&gate, a).await)
     }
 
     #[tool(
@@ -233,7 +365,7 @@ impl Memory {
         Parameters(a): Parameters<MessageRangeArgs>,
         gate: Gate,
     ) -> CallToolResult {
-        respond(sessions::message_range(&gate, a).await)
+        respond(messages::message_range(&gate, a).await)
     }
 
     #[tool(

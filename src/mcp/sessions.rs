@@ -1,76 +1,25 @@
-//! Sessions and their messages: create, list, add peers, read pages, a token-budgeted context,
-//! and a range by `seqInSession`.
+//! Sessions: create, list, delete, clone and inspect them, and their members.
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::json;
 
 use super::args::{
-    AddMessagesArgs, AddPeersArgs, Filters, ListArgs, MessageRangeArgs, Paging, SessionArgs,
-    SessionContextArgs, SessionMessagesArgs, SessionPeer,
+    AddPeersArgs, CloneSessionArgs, ListArgs, RemovePeersArgs, SessionArgs, SessionPeer,
 };
-use super::error::{ToolError, ToolResult};
+use super::error::ToolResult;
 use super::gate::Gate;
-use super::reply::{McpMessage, Reply, message_lines};
-use crate::access::{On, rule, session_reach};
-use crate::rest::sessions::Session;
-use crate::store;
-use crate::store::message::{MessageScope, SeqRange};
-use crate::store::page::{Cursor, MAX_PAGE, Order, Page, Slice};
+use super::pages::listed;
+use super::reply::{Reply, summary_json};
+use crate::access::{Access, On, rule, session_reach};
+use crate::rest::sessions::{PeerConfig, Session};
+use crate::store::StoreError;
+use crate::store::message::MessageScope;
+use crate::store::page::{Order, Slice};
 use crate::store::session::MemberConfig;
 
-/// A session context's largest token budget, and its default (Honcho v3.0.12's).
-const MAX_CONTEXT_TOKENS: i64 = 100_000;
-
-impl Paging {
-    /// The store's slice for this page, with the total counted.
-    pub fn slice(&self) -> ToolResult<Slice> {
-        let page = self.page.unwrap_or(1);
-        let size = self.size.unwrap_or(50);
-        if page < 1 {
-            return Err(ToolError::invalid("page must be at least 1"));
-        }
-        if !(1..=MAX_PAGE).contains(&size) {
-            return Err(ToolError::invalid(format!(
-                "size must be between 1 and {MAX_PAGE}"
-            )));
-        }
-        let skip = (page - 1)
-            .checked_mul(size)
-            .ok_or_else(|| ToolError::invalid("page is too large"))?;
-        Ok(Slice {
-            first: Some(size),
-            after: skip.checked_sub(1).map(Cursor::at),
-            want_total: true,
-            ..Slice::default()
-        })
-    }
-
-    /// `{items_key: items, total, page, size, pages}`, as Honcho v3.0.12's MCP server pages.
-    pub fn page<T, U: serde::Serialize + From<T>>(&self, key: &str, page: Page<T>) -> Value {
-        let size = self.size.unwrap_or(50);
-        let total = page.total.unwrap_or(0);
-        let items: Vec<U> = page.items.into_iter().map(U::from).collect();
-        json!({
-            key: items,
-            "total": total,
-            "page": self.page.unwrap_or(1),
-            "size": size,
-            "pages": total.div_ceil(size),
-        })
-    }
-}
-
-/// `filters` as the store reads them (`{}` for none).
-pub fn filters(f: Option<Filters>) -> Value {
-    Value::Object(f.unwrap_or_default())
-}
-
 pub async fn create_session(gate: &Gate, a: SessionArgs) -> ToolResult<Reply> {
-    let ws = gate.workspace(a.ws.workspace_id.as_deref())?;
-    let access = gate
-        .require(
-            rule!(MutationRoot.getOrCreateSession),
-            On::session(&ws, &a.session_id),
-        )
+    let (ws, access) = gate
+        .session(rule!(MutationRoot.getOrCreateSession), &a)
         .await?;
     let principal = gate.principal()?;
     let session = access
@@ -97,25 +46,33 @@ pub async fn list_sessions(gate: &Gate, a: ListArgs) -> ToolResult<Reply> {
         .store()
         .list_sessions(&ws, &json!({}), Order::Asc, a.paging.slice()?)
         .await?;
-    let names: Vec<String> = page.items.iter().map(|s| s.name.clone()).collect();
-    let value = a.paging.page::<_, Session>("sessions", page);
-    let text = format!(
-        "{} of {} sessions: {}",
-        names.len(),
-        value["total"],
-        names.join(", ")
-    );
-    Reply::new(&value, text)
+    listed::<_, Session>(&a.paging, "sessions", page, |s| &s.name)
+}
+
+/// Deletes the session with its messages and memberships, at once.
+pub async fn delete_session(gate: &Gate, a: SessionArgs) -> ToolResult<Reply> {
+    let (ws, access) = gate.session(rule!(MutationRoot.deleteSession), &a).await?;
+    access.store().delete_session(&ws, &a.session_id).await?;
+    let text = format!("session {} deleted, with its messages", a.session_id);
+    Reply::new(&json!({"session_id": a.session_id, "deleted": true}), text)
+}
+
+/// A copy of the session under a new id: its members and its messages (up to `message_id`).
+pub async fn clone_session(gate: &Gate, a: CloneSessionArgs) -> ToolResult<Reply> {
+    let s = a.session;
+    let (ws, access) = gate.session(rule!(MutationRoot.cloneSession), &s).await?;
+    let clone = access
+        .store()
+        .clone_session(&ws, &s.session_id, a.message_id.as_deref())
+        .await?;
+    let text = format!("session {} cloned as {}", s.session_id, clone.name);
+    Reply::new(&Session::from(clone), text)
 }
 
 pub async fn add_peers_to_session(gate: &Gate, a: AddPeersArgs) -> ToolResult<Reply> {
     let s = a.session;
-    let ws = gate.workspace(s.ws.workspace_id.as_deref())?;
-    let access = gate
-        .require(
-            rule!(MutationRoot.addPeersToSession),
-            On::session(&ws, &s.session_id),
-        )
+    let (ws, access) = gate
+        .session(rule!(MutationRoot.addPeersToSession), &s)
         .await?;
     let members: Vec<MemberConfig> = a
         .peers
@@ -146,156 +103,123 @@ pub async fn add_peers_to_session(gate: &Gate, a: AddPeersArgs) -> ToolResult<Re
     Reply::new(&Session::from(session), text)
 }
 
-/// Appends the messages to the session (creating it and their authors when missing), all or
-/// nothing.
-pub async fn add_messages_to_session(gate: &Gate, a: AddMessagesArgs) -> ToolResult<Reply> {
+/// The peers leave the session (their messages stay).
+pub async fn remove_peers_from_session(gate: &Gate, a: RemovePeersArgs) -> ToolResult<Reply> {
     let s = a.session;
-    let ws = gate.workspace(s.ws.workspace_id.as_deref())?;
-    let access = gate
-        .require(
-            rule!(MutationRoot.createMessages),
-            On::session(&ws, &s.session_id),
-        )
+    let (ws, access) = gate
+        .session(rule!(MutationRoot.removePeersFromSession), &s)
         .await?;
-    let batch = a
-        .messages
-        .into_iter()
-        .map(|m| store::message::NewMessage {
-            peer: m.peer_id,
-            content: m.content,
-            metadata: m.metadata.map(Value::Object),
-            created_at: None,
-            configuration: None,
-        })
-        .collect();
-    let created: Vec<McpMessage> = access
+    let session = access
         .store()
-        .create_messages(&ws, &s.session_id, batch)
-        .await?
-        .into_iter()
-        .map(McpMessage::from)
-        .collect();
+        .remove_peers_from_session(&ws, &s.session_id, &a.peer_ids)
+        .await?;
     let text = format!(
-        "Added {} message(s) to session {}",
-        created.len(),
+        "removed {} from session {}",
+        a.peer_ids.join(", "),
         s.session_id
     );
-    Reply::new(&json!({ "messages": created }), text)
+    Reply::new(&Session::from(session), text)
 }
 
-pub async fn get_session_messages(gate: &Gate, a: SessionMessagesArgs) -> ToolResult<Reply> {
-    let s = a.session;
-    let ws = gate.workspace(s.ws.workspace_id.as_deref())?;
-    let access = gate
-        .require(rule!(Session.messages), On::session(&ws, &s.session_id))
-        .await?;
-    let order = if a.reverse.unwrap_or(false) {
-        Order::Desc
-    } else {
-        Order::Asc
-    };
-    let page = access
+/// An active member of a session: its id and its settings there (null: not set).
+#[derive(Serialize)]
+struct Member {
+    id: String,
+    #[serde(flatten)]
+    config: PeerConfig,
+}
+
+/// The session's active members, in join order, under a passed `Session.peers` check.
+async fn members(access: &Access<'_>, ws: &str, session: &str) -> ToolResult<Vec<Member>> {
+    let rows = access
         .store()
-        .list_messages(
-            MessageScope::Session(&ws, &s.session_id),
-            &filters(a.filters),
-            order,
-            a.paging.slice()?,
-        )
+        .members_by_sessions(&[(ws.to_owned(), session.to_owned())])
         .await?;
-    let shown: Vec<McpMessage> = page.items.iter().cloned().map(McpMessage::from).collect();
-    let text = message_lines(&shown);
-    Reply::new(&a.paging.page::<_, McpMessage>("messages", page), text)
+    Ok(rows
+        .into_iter()
+        .map(|m| Member {
+            id: m.peer_name,
+            config: serde_json::from_value(m.configuration).unwrap_or_default(),
+        })
+        .collect())
 }
 
-/// The session's newest messages that fit the token budget, oldest first.
-pub async fn get_session_context(gate: &Gate, a: SessionContextArgs) -> ToolResult<Reply> {
-    let s = a.session;
-    let ws = gate.workspace(s.ws.workspace_id.as_deref())?;
-    let access = gate
-        .require(rule!(Session.messages), On::session(&ws, &s.session_id))
-        .await?;
-    let budget = a.tokens.unwrap_or(MAX_CONTEXT_TOKENS);
-    if !(1..=MAX_CONTEXT_TOKENS).contains(&budget) {
-        return Err(ToolError::invalid(format!(
-            "tokens must be between 1 and {MAX_CONTEXT_TOKENS}"
-        )));
+fn member_line(session: &str, members: &[Member]) -> String {
+    let ids: Vec<&str> = members.iter().map(|m| m.id.as_str()).collect();
+    if ids.is_empty() {
+        format!("session {session} has no peers")
+    } else {
+        format!("peers of session {session}: {}", ids.join(", "))
+    }
+}
+
+pub async fn get_session_peers(gate: &Gate, a: SessionArgs) -> ToolResult<Reply> {
+    let (ws, access) = gate.session(rule!(Session.peers), &a).await?;
+    let peers = members(&access, &ws, &a.session_id).await?;
+    let text = member_line(&a.session_id, &peers);
+    Reply::new(&json!({"session_id": a.session_id, "peers": peers}), text)
+}
+
+/// A session at a glance: its metadata, members, message count and summaries, under the rules
+/// of the GraphQL fields that read them.
+pub async fn inspect_session(gate: &Gate, a: SessionArgs) -> ToolResult<Reply> {
+    let (ws, access) = gate.session(rule!(Workspace.session), &a).await?;
+    for field in [
+        rule!(Session.peers),
+        rule!(Session.messages),
+        rule!(Session.summaries),
+    ] {
+        gate.session(field, &a).await?;
     }
     let store = access.store();
-    let outside = match access.recall_scope(a.scope.as_deref())? {
-        Some(scope) => {
-            store.require_scope(&ws, &scope).await?;
-            !store.session_in_scope(&ws, &scope, &s.session_id).await?
-        }
-        None => false,
+    let session = store
+        .session(&ws, &a.session_id)
+        .await?
+        .ok_or_else(|| StoreError::not_found("session", &a.session_id))?;
+    let peers = members(&access, &ws, &a.session_id).await?;
+    let count = Slice {
+        first: Some(1),
+        want_total: true,
+        ..Slice::default()
     };
-    // A session outside the recall scope gives nothing: neither its messages nor its summary.
-    let (messages, summary) = if outside {
-        (Vec::new(), None)
-    } else {
-        let context = store
-            .session_context(&ws, &s.session_id, budget, a.summary.unwrap_or(true))
-            .await?;
-        let messages: Vec<McpMessage> =
-            context.messages.into_iter().map(McpMessage::from).collect();
-        (messages, context.summary)
-    };
-    let mut text = message_lines(&messages);
-    let summary = summary.map(|s| {
-        text = format!(
-            "Summary (up to message {}):\n{}\n\n{text}",
-            s.seq_in_session, s.content
-        );
-        json!({
-            "content": s.content,
-            "message_id": s.message_id,
-            "summary_type": s.kind.as_str(),
-            "seq_in_session": s.seq_in_session,
-            "token_count": s.token_count,
-            "created_at": s.created_at,
+    let message_count = store
+        .list_messages(
+            MessageScope::Session(&ws, &a.session_id),
+            &json!({}),
+            Order::Asc,
+            count,
+        )
+        .await?
+        .total
+        .unwrap_or(0);
+    let summaries = store.session_summaries(&ws, &a.session_id).await?;
+    let written: Vec<String> = [("short", &summaries.short), ("long", &summaries.long)]
+        .into_iter()
+        .filter_map(|(kind, s)| {
+            s.as_ref()
+                .map(|s| format!("{kind} up to message {}", s.seq_in_session))
         })
-    });
-    Reply::new(
-        &json!({ "session_id": s.session_id, "summary": summary, "messages": messages }),
-        text,
-    )
-}
-
-/// Messages `from_seq..=to_seq` of a session (at most a page of them).
-pub async fn message_range(gate: &Gate, a: MessageRangeArgs) -> ToolResult<Reply> {
-    let s = a.session;
-    let ws = gate.workspace(s.ws.workspace_id.as_deref())?;
-    if a.from_seq < 1 || a.to_seq < a.from_seq {
-        return Err(ToolError::invalid(format!(
-            "from_seq must be at least 1 and to_seq at least from_seq (got {}..{})",
-            a.from_seq, a.to_seq
-        )));
-    }
-    if a.to_seq - a.from_seq >= MAX_PAGE as i64 {
-        return Err(ToolError::invalid(format!(
-            "a range holds at most {MAX_PAGE} messages (got {})",
-            a.to_seq - a.from_seq + 1
-        )));
-    }
-    let access = gate
-        .require(rule!(Session.messages), On::session(&ws, &s.session_id))
-        .await?;
-    let range = SeqRange {
-        workspace: ws,
-        session: s.session_id.clone(),
-        from: a.from_seq,
-        to: a.to_seq,
-    };
-    let mut rows = access.store().messages_in_ranges(&[range]).await?;
-    rows.sort_by_key(|m| m.seq_in_session);
-    let messages: Vec<McpMessage> = rows.into_iter().map(McpMessage::from).collect();
-    let text = message_lines(&messages);
+        .collect();
+    let text = format!(
+        "{}; {message_count} messages; summaries: {}",
+        member_line(&a.session_id, &peers),
+        if written.is_empty() {
+            "none yet".to_owned()
+        } else {
+            written.join(", ")
+        }
+    );
     Reply::new(
         &json!({
-            "session_id": s.session_id,
-            "from_seq": a.from_seq,
-            "to_seq": a.to_seq,
-            "messages": messages,
+            "session_id": a.session_id,
+            "metadata": session.metadata,
+            "configuration": session.configuration,
+            "peers": peers,
+            "message_count": message_count,
+            "summaries": {
+                "short_summary": summaries.short.as_ref().map(summary_json),
+                "long_summary": summaries.long.as_ref().map(summary_json),
+            },
         }),
         text,
     )
