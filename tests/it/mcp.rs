@@ -114,6 +114,20 @@ impl Mcp {
         result["structuredContent"].clone()
     }
 
+    /// A call that must fail: its code (`NOT_FOUND`, `FORBIDDEN`, ...).
+    async fn refused(&self, key: Option<&str>, tool: &str, args: Value) -> String {
+        let (status, value) = self.call(key, tool, args).await;
+        let result = &value["result"];
+        assert!(
+            status == StatusCode::OK && result["isError"] == json!(true),
+            "{tool}: {status} {value:#}"
+        );
+        result["structuredContent"]["code"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
     /// Reads the resource `uri` under the current revision; the HTTP status and the answer.
     async fn read(&self, key: Option<&str>, uri: &str) -> (StatusCode, Value) {
         let body = request(8, "resources/read", json!({"uri": uri}));
@@ -163,9 +177,17 @@ fn admin() -> String {
     })
 }
 
+/// The ids [`seed`] made.
+struct Seeded {
+    /// alice's conclusion about herself.
+    conclusion: String,
+    /// alice's first message in `s1`.
+    message: String,
+}
+
 /// Workspace `w`: session `s1` with alice as its member and two of her messages, peer carol in
-/// no session, and one conclusion of alice's about herself (its id returned). Workspace `w2`.
-async fn seed(app: &TestApp) -> String {
+/// no session, and one conclusion of alice's about herself. Workspace `w2`.
+async fn seed(app: &TestApp) -> Seeded {
     let admin = admin();
     let run = |q: &'static str, vars: Value| {
         let admin = admin.clone();
@@ -182,7 +204,7 @@ async fn seed(app: &TestApp) -> String {
         json!({}),
     )
     .await;
-    run(
+    let written = run(
         r#"mutation { createMessages(workspaceId: "w", sessionId: "s1", messages: [
              {peerId: "alice", content: "I went hiking in the Alps"},
              {peerId: "alice", content: "The weather was fine"}]) { id } }"#,
@@ -195,10 +217,11 @@ async fn seed(app: &TestApp) -> String {
         json!({}),
     )
     .await;
-    made["createConclusions"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
+    let id = |v: &Value| v.as_str().unwrap().to_owned();
+    Seeded {
+        conclusion: id(&made["createConclusions"][0]["id"]),
+        message: id(&written["createMessages"][0]["id"]),
+    }
 }
 
 /// "y" (the rules let it through, whatever happened next), "F" (FORBIDDEN) or "U"
@@ -283,8 +306,10 @@ fn resource_equivalents(conclusion: &str) -> BTreeMap<&'static str, (String, Str
 }
 
 /// Each tool's arguments, and the GraphQL operation that does its work (the one whose `RULES`
-/// row the tool names), on the seeded data.
-fn equivalents(conclusion: &str) -> BTreeMap<&'static str, (Value, String)> {
+/// row the tool names), on the seeded data. Destructive tools aim where they disturb no other
+/// row: the session deleted does not exist, the peer removed is no member.
+fn equivalents(seeded: &Seeded) -> BTreeMap<&'static str, (Value, String)> {
+    let (conclusion, message) = (&seeded.conclusion, &seeded.message);
     let peer_q =
         |inner: &str| format!(r#"{{ workspace(id: "w") {{ peer(id: "alice") {{ {inner} }} }} }}"#);
     let ws_q = |inner: &str| format!(r#"{{ workspace(id: "w") {{ {inner} }} }}"#);
@@ -427,14 +452,136 @@ fn equivalents(conclusion: &str) -> BTreeMap<&'static str, (Value, String)> {
                 r#"mutation { scheduleDream(workspaceId: "w", observerId: "alice") }"#.into(),
             ),
         ),
+        (
+            "list_workspaces",
+            (json!({}), "{ workspaces(first: 1) { totalCount } }".into()),
+        ),
+        (
+            "create_workspace",
+            (
+                json!({"workspace_id": "w"}),
+                r#"mutation { getOrCreateWorkspace(id: "w") { id } }"#.into(),
+            ),
+        ),
+        (
+            "inspect_workspace",
+            (
+                json!({"workspace_id": "w"}),
+                ws_q(
+                    "metadata configuration peers(first: 1) { totalCount } \
+                      sessions(first: 1) { totalCount }",
+                ),
+            ),
+        ),
+        (
+            "get_metadata",
+            (s1.clone(), ws_q(r#"session(id: "s1") { metadata }"#)),
+        ),
+        (
+            "set_metadata",
+            (
+                json!({"workspace_id": "w", "session_id": "s1", "metadata": {}}),
+                r#"mutation { updateSession(workspaceId: "w", id: "s1", metadata: {}) { id } }"#
+                    .into(),
+            ),
+        ),
+        (
+            "create_peer",
+            (
+                alice.clone(),
+                r#"mutation { getOrCreatePeer(workspaceId: "w", id: "alice") { id } }"#.into(),
+            ),
+        ),
+        (
+            "list_peers",
+            (
+                json!({"workspace_id": "w"}),
+                ws_q("peers(first: 1) { totalCount }"),
+            ),
+        ),
+        (
+            "delete_session",
+            (
+                json!({"workspace_id": "w", "session_id": "s-gone"}),
+                r#"mutation { deleteSession(workspaceId: "w", id: "s-gone") }"#.into(),
+            ),
+        ),
+        (
+            "clone_session",
+            (
+                s1.clone(),
+                r#"mutation { cloneSession(workspaceId: "w", id: "s1") { id } }"#.into(),
+            ),
+        ),
+        (
+            "remove_peers_from_session",
+            (
+                json!({"workspace_id": "w", "session_id": "s1", "peer_ids": ["carol"]}),
+                r#"mutation { removePeersFromSession(workspaceId: "w", sessionId: "s1",
+                     peerIds: ["carol"]) { id } }"#
+                    .into(),
+            ),
+        ),
+        (
+            "get_session_peers",
+            (
+                s1.clone(),
+                ws_q(r#"session(id: "s1") { peers { peer { id } } }"#),
+            ),
+        ),
+        (
+            "inspect_session",
+            (
+                s1.clone(),
+                ws_q(
+                    r#"session(id: "s1") { metadata peers { peer { id } }
+                         messages(first: 1) { totalCount } summaries { short { content } } }"#,
+                ),
+            ),
+        ),
+        (
+            "get_session_message",
+            (
+                json!({"workspace_id": "w", "session_id": "s1", "message_id": message}),
+                ws_q(&format!(r#"message(id: "{message}") {{ id }}"#)),
+            ),
+        ),
     ])
+}
+
+/// The other holders of the tools whose rule depends on the ids given (a workspace's, a peer's
+/// or a session's metadata): tool, arguments, GraphQL operation.
+fn holder_equivalents() -> Vec<(&'static str, Value, String)> {
+    vec![
+        (
+            "get_metadata",
+            json!({"workspace_id": "w"}),
+            r#"{ workspace(id: "w") { metadata } }"#.into(),
+        ),
+        (
+            "get_metadata",
+            json!({"workspace_id": "w", "peer_id": "alice"}),
+            r#"{ workspace(id: "w") { peer(id: "alice") { metadata } } }"#.into(),
+        ),
+        (
+            "set_metadata",
+            json!({"workspace_id": "w", "metadata": {}}),
+            r#"mutation { updateWorkspace(id: "w", metadata: {}) { id } }"#.into(),
+        ),
+        (
+            "set_metadata",
+            json!({"workspace_id": "w", "peer_id": "alice", "metadata": {}}),
+            r#"mutation { updatePeer(workspaceId: "w", id: "alice", metadata: {}) { id } }"#.into(),
+        ),
+    ]
 }
 
 #[tokio::test]
 async fn mcp_enforces_exactly_the_graphql_rules_for_every_tool_resource_and_key_kind() {
     let mcp = Mcp::serve(TestApp::with_auth().await).await;
-    let conclusion = seed(&mcp.http.app).await;
-    let table = equivalents(&conclusion);
+    let seeded = seed(&mcp.http.app).await;
+    let conclusion = &seeded.conclusion;
+    let table = equivalents(&seeded);
     let tools = mcp.tool_names(Some(&admin())).await;
     let missing: Vec<&String> = tools
         .iter()
@@ -461,22 +608,28 @@ async fn mcp_enforces_exactly_the_graphql_rules_for_every_tool_resource_and_key_
     ];
     let mut wrong = Vec::new();
     let mut kinds = BTreeMap::new();
-    for tool in &tools {
-        let (args, query) = &table[tool.as_str()];
+    let cases = tools
+        .iter()
+        .map(|tool| {
+            let (args, query) = &table[tool.as_str()];
+            (tool.as_str(), args.clone(), query.clone())
+        })
+        .chain(holder_equivalents());
+    for (tool, args, query) in cases {
         for (kind, k) in &keys {
             let (status, value) = mcp.call(k.as_deref(), tool, args.clone()).await;
             let over_mcp = mcp_outcome(status, &value);
             let over_graphql =
-                graphql_outcome(&mcp.http.app.exec_as(k.as_deref(), query, json!({})).await);
+                graphql_outcome(&mcp.http.app.exec_as(k.as_deref(), &query, json!({})).await);
             if over_mcp != over_graphql {
                 wrong.push(format!(
-                    "{tool} with {kind} key: MCP {over_mcp}, GraphQL {over_graphql} ({value})"
+                    "{tool} {args} with {kind} key: MCP {over_mcp}, GraphQL {over_graphql} ({value})"
                 ));
             }
             *kinds.entry(over_mcp).or_insert(0) += 1;
         }
     }
-    let resources = resource_equivalents(&conclusion);
+    let resources = resource_equivalents(conclusion);
     for template in mcp.templates(Some(&admin())).await {
         let Some((uri, query)) = resources.get(template.as_str()) else {
             wrong.push(format!(
@@ -867,7 +1020,7 @@ async fn search_with_context_and_reasoning_tree_return_the_stored_data() {
 #[tokio::test]
 async fn resources_are_a_card_a_transcript_paged_by_seq_and_a_tree_and_the_prompt_guides_use() {
     let mcp = Mcp::serve(TestApp::with_auth().await).await;
-    let conclusion = seed(&mcp.http.app).await;
+    let conclusion = seed(&mcp.http.app).await.conclusion;
     let admin = admin();
     let batch = |from: usize, to: usize| -> Vec<Value> {
         (from..=to)
@@ -1110,4 +1263,232 @@ async fn get_representation_honours_a_search_query_and_refuses_bad_options_with_
         json!("BAD_USER_INPUT"),
         "{refused:#}"
     );
+}
+
+#[tokio::test]
+async fn clone_session_copies_the_peers_and_the_messages_up_to_the_one_named() {
+    let mcp = Mcp::serve(TestApp::with_auth().await).await;
+    let seeded = seed(&mcp.http.app).await;
+    let admin = admin();
+    let admin = Some(admin.as_str());
+    let clone = |extra: Value| {
+        let mut args = json!({"workspace_id": "w", "session_id": "s1"});
+        args.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        mcp.ok(admin, "clone_session", args)
+    };
+    let whole = clone(json!({})).await;
+    let partial = clone(json!({"message_id": seeded.message})).await;
+    let read = |session: &Value| json!({"workspace_id": "w", "session_id": session["id"].as_str().unwrap()});
+    for (copy, said) in [
+        (
+            &whole,
+            vec!["I went hiking in the Alps", "The weather was fine"],
+        ),
+        (&partial, vec!["I went hiking in the Alps"]),
+    ] {
+        assert_ne!(copy["id"], json!("s1"), "{copy:#}");
+        let messages = mcp.ok(admin, "get_session_messages", read(copy)).await;
+        assert_eq!(contents(&messages["messages"]), said, "{messages:#}");
+        let peers = mcp.ok(admin, "get_session_peers", read(copy)).await;
+        assert_eq!(peers["peers"][0]["id"], json!("alice"), "{peers:#}");
+    }
+    // The original is untouched.
+    let original = mcp
+        .ok(admin, "inspect_session", read(&json!({"id": "s1"})))
+        .await;
+    assert_eq!(original["message_count"], json!(2), "{original:#}");
+}
+
+#[tokio::test]
+async fn delete_session_removes_the_session_and_its_messages() {
+    let mcp = Mcp::serve(TestApp::with_auth().await).await;
+    let seeded = seed(&mcp.http.app).await;
+    let admin = admin();
+    let admin = Some(admin.as_str());
+    let s1 = json!({"workspace_id": "w", "session_id": "s1"});
+    let deleted = mcp.ok(admin, "delete_session", s1.clone()).await;
+    assert_eq!(deleted, json!({"session_id": "s1", "deleted": true}));
+    let listed = mcp
+        .ok(admin, "list_sessions", json!({"workspace_id": "w"}))
+        .await;
+    assert_eq!(listed["total"], json!(0), "{listed:#}");
+    let message = json!({"workspace_id": "w", "session_id": "s1", "message_id": seeded.message});
+    for (tool, args) in [
+        ("get_session_message", message),
+        ("inspect_session", s1.clone()),
+        ("delete_session", s1),
+    ] {
+        assert_eq!(mcp.refused(admin, tool, args).await, "NOT_FOUND", "{tool}");
+    }
+}
+
+#[tokio::test]
+async fn set_metadata_then_get_metadata_round_trips_for_a_workspace_a_peer_and_a_session() {
+    let mcp = Mcp::serve(TestApp::with_auth().await).await;
+    seed(&mcp.http.app).await;
+    let admin = admin();
+    let admin = Some(admin.as_str());
+    let holders = [
+        json!({"workspace_id": "w"}),
+        json!({"workspace_id": "w", "peer_id": "alice"}),
+        json!({"workspace_id": "w", "session_id": "s1"}),
+        // The session wins when both are named.
+        json!({"workspace_id": "w", "peer_id": "carol", "session_id": "s1"}),
+    ];
+    for (i, holder) in holders.iter().enumerate() {
+        let with = |metadata: Value| {
+            let mut args = holder.clone();
+            args["metadata"] = metadata;
+            args
+        };
+        mcp.ok(admin, "set_metadata", with(json!({"old": true})))
+            .await;
+        let set = mcp
+            .ok(admin, "set_metadata", with(json!({"holder": i})))
+            .await;
+        assert_eq!(set["metadata"], json!({"holder": i}), "replaced whole");
+        let got = mcp.ok(admin, "get_metadata", holder.clone()).await;
+        assert_eq!(got["metadata"], json!({"holder": i}), "{holder}");
+    }
+    // Each holder kept its own: carol's was never set.
+    let carol = json!({"workspace_id": "w", "peer_id": "carol"});
+    let got = mcp.ok(admin, "get_metadata", carol).await;
+    assert_eq!(got["metadata"], json!({}));
+    let workspace = mcp
+        .ok(admin, "get_metadata", json!({"workspace_id": "w"}))
+        .await;
+    assert_eq!(workspace["metadata"], json!({"holder": 0}));
+    let missing = json!({"workspace_id": "w", "peer_id": "nobody"});
+    assert_eq!(
+        mcp.refused(admin, "get_metadata", missing).await,
+        "NOT_FOUND"
+    );
+}
+
+#[tokio::test]
+async fn remove_peers_from_session_ends_their_membership_and_the_reach_of_their_keys() {
+    let mcp = Mcp::serve(TestApp::with_auth().await).await;
+    seed(&mcp.http.app).await;
+    let admin = admin();
+    let admin = Some(admin.as_str());
+    let alice = key("w", Some("alice"), None);
+    let s1 = json!({"workspace_id": "w", "session_id": "s1"});
+    mcp.ok(
+        admin,
+        "add_peers_to_session",
+        json!({"workspace_id": "w", "session_id": "s1",
+               "peers": [{"peer_id": "bob", "observe_me": false}]}),
+    )
+    .await;
+    mcp.ok(Some(&alice), "get_session_messages", s1.clone())
+        .await;
+    let removed = mcp
+        .ok(
+            admin,
+            "remove_peers_from_session",
+            json!({"workspace_id": "w", "session_id": "s1", "peer_ids": ["alice"]}),
+        )
+        .await;
+    assert_eq!(removed["id"], json!("s1"));
+    let peers = mcp.ok(admin, "get_session_peers", s1.clone()).await;
+    assert_eq!(
+        peers["peers"],
+        json!([{"id": "bob", "observe_me": false, "observe_others": null}])
+    );
+    // Her messages stay; her key no longer reads the session.
+    let inspected = mcp.ok(admin, "inspect_session", s1.clone()).await;
+    assert_eq!(inspected["message_count"], json!(2), "{inspected:#}");
+    assert_eq!(
+        mcp.refused(Some(&alice), "get_session_messages", s1).await,
+        "FORBIDDEN"
+    );
+}
+
+#[tokio::test]
+async fn workspaces_peers_and_sessions_are_created_listed_and_inspected_as_they_are_stored() {
+    let mcp = Mcp::serve(TestApp::with_auth().await).await;
+    let seeded = seed(&mcp.http.app).await;
+    let admin = admin();
+    let admin = Some(admin.as_str());
+    let w3 = |metadata: Value| json!({"workspace_id": "w3", "metadata": metadata});
+    let made = mcp
+        .ok(admin, "create_workspace", w3(json!({"purpose": "it"})))
+        .await;
+    assert_eq!(made["metadata"], json!({"purpose": "it"}));
+    // Get-or-create: an existing workspace keeps its metadata.
+    let again = mcp
+        .ok(admin, "create_workspace", w3(json!({"purpose": "other"})))
+        .await;
+    assert_eq!(again["metadata"], json!({"purpose": "it"}));
+    let listed = mcp.ok(admin, "list_workspaces", json!({"size": 2})).await;
+    assert_eq!(
+        (listed["total"].clone(), listed["pages"].clone()),
+        (json!(3), json!(2))
+    );
+    assert_eq!(contents_ids(&listed["workspaces"]), ["w", "w2"]);
+    // Only an admin key lists workspaces.
+    let workspace_key = key("w", None, None);
+    assert_eq!(
+        mcp.refused(Some(&workspace_key), "list_workspaces", json!({}))
+            .await,
+        "FORBIDDEN"
+    );
+
+    let dave = json!({"workspace_id": "w", "peer_id": "dave",
+                      "configuration": {"observeMe": false}});
+    let peer = mcp.ok(admin, "create_peer", dave).await;
+    assert_eq!(peer["configuration"], json!({"observe_me": false}));
+    let peers = mcp
+        .ok(admin, "list_peers", json!({"workspace_id": "w"}))
+        .await;
+    assert_eq!(contents_ids(&peers["peers"]), ["alice", "carol", "dave"]);
+
+    let inspected = mcp
+        .ok(admin, "inspect_workspace", json!({"workspace_id": "w"}))
+        .await;
+    assert_eq!(
+        (&inspected["peer_count"], &inspected["session_count"]),
+        (&json!(3), &json!(1))
+    );
+    assert_eq!(inspected["sessions"], json!([{"id": "s1"}]));
+    let session = mcp
+        .ok(
+            admin,
+            "inspect_session",
+            json!({"workspace_id": "w", "session_id": "s1"}),
+        )
+        .await;
+    assert_eq!(session["message_count"], json!(2));
+    assert_eq!(contents_ids(&session["peers"]), ["alice"]);
+    assert_eq!(
+        session["summaries"],
+        json!({"short_summary": null, "long_summary": null})
+    );
+
+    // A message is read by id in its own session, and in no other.
+    let of = |session: &str| json!({"workspace_id": "w", "session_id": session, "message_id": seeded.message});
+    let message = mcp.ok(admin, "get_session_message", of("s1")).await;
+    assert_eq!(message["content"], json!("I went hiking in the Alps"));
+    assert_eq!(message["seq_in_session"], json!(1));
+    mcp.ok(
+        admin,
+        "create_session",
+        json!({"workspace_id": "w", "session_id": "s2"}),
+    )
+    .await;
+    assert_eq!(
+        mcp.refused(admin, "get_session_message", of("s2")).await,
+        "NOT_FOUND"
+    );
+}
+
+/// The `id` of each object of a list.
+fn contents_ids(list: &Value) -> Vec<&str> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not a list: {list}"))
+        .iter()
+        .map(|item| item["id"].as_str().unwrap())
+        .collect()
 }
