@@ -78,6 +78,11 @@ struct Args {
     /// the server is measured with conclusion keys and without them.
     #[arg(long)]
     derive: bool,
+    /// The embedder of the fused server and the vector leg: `minilm`, or `openai` for any
+    /// OpenAI-compatible endpoint (HONCHO_OPENAI_BASE_URL, HONCHO_OPENAI_MODEL,
+    /// HONCHO_OPENAI_DIMS), so another model is measured on the same questions.
+    #[arg(long, default_value = "minilm")]
+    embedder: EmbedderKind,
 }
 
 /// Where a stored turn is: its conversation, session and seq.
@@ -406,7 +411,7 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
         questions.len()
     );
 
-    let minilm = embedder(EmbedderKind::MiniLm)?.context("MiniLM is an embedder")?;
+    let minilm = embedder(args.embedder)?.context("--embedder none measures no vector leg")?;
     migration::set_embedding_dims(minilm.dims() as u32);
     let db = connect(db_url, 8).await?;
     Migrator::up(&db, None).await.context("migrating")?;
@@ -504,6 +509,7 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
         "label": args.label,
         "args": {"conversations": args.conversations, "sessions": args.sessions,
                  "questions": args.questions, "seed": args.seed},
+        "embedder": systems.minilm.model_id(),
         "turns": turns,
         "questions": questions.len(),
         "categories": counts,
