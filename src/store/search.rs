@@ -50,7 +50,8 @@
 //!        SELECT "id", ROW_NUMBER() OVER (ORDER BY "score" DESC, "created_at" DESC, "id" DESC), w_text FROM "fts_hits"),
 //!      "fused" AS (SELECT "id", SUM("w" / (k + "rank")) AS "score" FROM "ranked" GROUP BY "id")
 //! SELECT "m".* FROM "fused" AS "f" INNER JOIN "messages" AS "m" ON "m"."id" = "f"."id"
-//! ORDER BY "f"."score" DESC, "m"."public_id" ASC LIMIT limit
+//! ORDER BY "f"."score" * (1 + SPEAKER_WEIGHT when the query names "m"'s author) DESC,
+//!   "m"."public_id" ASC LIMIT limit
 //! ```
 //!
 //! With conclusion keys ([`search_keys`]), a third leg joins `"ranked"`: the live explicit
@@ -119,6 +120,12 @@ pub const RRF_K: u32 = 1;
 pub const POOL_PER_RESULT: u64 = 2;
 pub const VECTOR_WEIGHT: f64 = 1.0;
 pub const TEXT_WEIGHT: f64 = 1.0;
+/// A message whose author the query names ("What did Caroline say about pottery?") has its fused
+/// score multiplied by `1 + SPEAKER_WEIGHT`: in a conversation the other speaker talks about the
+/// same things, and the name alone cannot lift the named speaker's turns (it is in half of them,
+/// so its BM25 weight is small). See docs/search.md, "Query understanding".
+pub const SPEAKER_WEIGHT: f64 = 1.0;
+
 /// Candidates the vector leg reads from the bit index per hit it keeps after ranking them by exact
 /// cosine: the sign bits order neighbours only roughly.
 pub const CANDIDATES_PER_VECTOR_HIT: u64 = 5;
@@ -784,10 +791,42 @@ pub fn hybrid_query(
             m(),
             Expr::col((m(), message::Column::Id)).equals((a("f"), a("id"))),
         )
-        .order_by((a("f"), a("score")), Order::Desc)
+        .order_by_expr(speaker_weighted(text), Order::Desc)
         .order_by((m(), message::Column::PublicId), Order::Asc)
         .limit(limit);
     out.with(with)
+}
+
+/// The words of a query that could be a peer's id, lower-cased: split at white space, with the
+/// punctuation around a word and an English possessive taken off ("Caroline's?" → "caroline").
+/// Ids hold `-`, `_` and `.` inside them, so those stay.
+pub fn named_words(text: &str) -> Vec<String> {
+    let mut words: Vec<String> = text
+        .split_whitespace()
+        .map(|w| {
+            let w = w.trim_matches(|c: char| !c.is_alphanumeric());
+            let w = w
+                .strip_suffix("'s")
+                .or_else(|| w.strip_suffix("’s"))
+                .unwrap_or(w);
+            w.to_lowercase()
+        })
+        .filter(|w| !w.is_empty())
+        .collect();
+    words.sort();
+    words.dedup();
+    words
+}
+
+/// The fused score, raised for the messages of a speaker the query names ([`SPEAKER_WEIGHT`]).
+fn speaker_weighted(text: &str) -> Expr {
+    Expr::cust_with_values(
+        format!(
+            r#""f"."score" * CASE WHEN lower("m"."peer_name") = ANY($1) THEN {} ELSE 1 END"#,
+            1.0 + SPEAKER_WEIGHT
+        ),
+        [SqlValue::from(named_words(text))],
+    )
 }
 
 #[cfg(test)]
@@ -795,6 +834,24 @@ mod tests {
     use super::*;
     use chrono::Utc;
     use serde_json::json;
+
+    #[test]
+    fn named_words_drop_punctuation_and_possessives_and_keep_inner_id_characters() {
+        assert_eq!(
+            named_words("What did Caroline's friend tell user_7 and agent-b.v2?"),
+            [
+                "agent-b.v2",
+                "and",
+                "caroline",
+                "did",
+                "friend",
+                "tell",
+                "user_7",
+                "what"
+            ]
+        );
+        assert_eq!(named_words("  ?! "), Vec::<String>::new());
+    }
 
     fn msg(session: &str, seq: i64) -> Message {
         Message {
@@ -938,7 +995,9 @@ mod tests {
             r#"(SELECT count(*) FROM "fts_scored" WHERE "score" >= "#,
             "UNION ALL",
             fusion.as_str(),
-            r#"ORDER BY "f"."score" DESC, "m"."public_id" ASC LIMIT"#,
+            // The speaker named in the question weighs double.
+            r#"ORDER BY "f"."score" * CASE WHEN lower("m"."peer_name") = ANY("#,
+            r#"THEN 2 ELSE 1 END DESC, "m"."public_id" ASC LIMIT"#,
         ] {
             assert!(sql.contains(part), "{part} missing from {sql}");
         }

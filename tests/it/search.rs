@@ -202,6 +202,30 @@ async fn include_context_returns_snippet_hits_with_results_and_snippets() {
 }
 
 #[tokio::test]
+async fn a_question_naming_a_speaker_ranks_their_turn_above_the_other_speakers_on_the_same_topic() {
+    let app = TestApp::new().await;
+    // Each speaker's name is in half the turns (a turn's search text holds its author), so it
+    // weighs little; Bob's turn matches more of the question's other words than Caroline's.
+    // Without the speaker's weight Bob's turn comes first for both questions.
+    let mut turns: Vec<(&str, &str)> = Vec::new();
+    for _ in 0..6 {
+        turns.push(("Caroline", "the weather is nice today"));
+        turns.push(("Bob", "the weather is nice today"));
+    }
+    turns.push(("Caroline", "I made a bowl in my pottery class"));
+    turns.push((
+        "Bob",
+        "pottery is great, I make pottery every day, pottery forever",
+    ));
+    write(&app, "chat", &turns).await;
+    let first = |hits: Value| hits["results"][0]["peerId"].as_str().unwrap().to_owned();
+    let q = "What did Caroline make in pottery?";
+    assert_eq!(first(in_session(&app, q, false, 0).await), "Caroline");
+    let q = "What did Bob make in pottery?";
+    assert_eq!(first(in_session(&app, q, false, 0).await), "Bob");
+}
+
+#[tokio::test]
 async fn matches_at_5_and_7_merge_into_one_snippet_spanning_3_to_9() {
     let app = zebra_chat(20, &[5, 7]).await;
     assert_eq!(
