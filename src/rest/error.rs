@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::pdf::PdfError;
 use crate::access::{AccessError, Code, Failure};
 use crate::store::StoreError;
 
@@ -64,6 +65,19 @@ fn status(code: Code) -> StatusCode {
 impl From<Failure> for RestError {
     fn from(f: Failure) -> Self {
         RestError::new(status(f.code), f.message)
+    }
+}
+
+/// A PDF that cannot be read is the caller's input (422), as is one whose text makes more
+/// messages than an upload may (413, as for a text file); only a full set of readers is ours (503).
+impl From<PdfError> for RestError {
+    fn from(e: PdfError) -> Self {
+        let status = match e {
+            PdfError::TooLong(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            PdfError::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::UNPROCESSABLE_ENTITY,
+        };
+        RestError::new(status, e.to_string())
     }
 }
 

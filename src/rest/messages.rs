@@ -13,6 +13,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::RestState;
+use super::pdf;
 use super::workspaces::UpdateBody;
 use super::{
     Body, Form, Gate, ListBody, Page, PageParams, RestError, RestResult, SearchBody, object,
@@ -115,12 +116,14 @@ async fn create(
 /// file within that which still makes more than 100 messages is 413 once it is read.
 pub const UPLOAD_MAX_BYTES: usize = MAX_BATCH * MAX_MESSAGE_CHARS * 4 + 64 * 1024;
 
-/// Adds a text file as messages by `peer_id`, one per chunk of at most 25,000 characters
-/// (multipart fields `file`, `peer_id`, and optionally `metadata` and `created_at`). Text and
-/// JSON files only (415 otherwise); at most 100 chunks, in one transaction (413 above, and for a
-/// body over [`UPLOAD_MAX_BYTES`]).
+/// Adds a text, JSON or PDF file as messages by `peer_id`, one per chunk of at most 25,000
+/// characters (multipart fields `file`, `peer_id`, and optionally `metadata`, `configuration` and
+/// `created_at`). A PDF's text is extracted page by page ([`pdf`]; 422 when it cannot be read or
+/// has no text); other types are 415. At most 100 chunks, in one transaction (413 above, and for
+/// a body over [`UPLOAD_MAX_BYTES`]).
 #[utoipa::path(post, path = "/v3/workspaces/{workspace_id}/sessions/{session_id}/messages/upload",
-    responses((status = 201, body = Vec<Message>), (status = 413), (status = 415)))]
+    responses((status = 201, body = Vec<Message>), (status = 413), (status = 415),
+        (status = 422), (status = 503)))]
 async fn upload(
     gate: Gate,
     Path((workspace_id, session_id)): Path<(String, String)>,
@@ -128,6 +131,7 @@ async fn upload(
 ) -> RestResult<Response> {
     let access = may_add(&gate, &workspace_id, &session_id).await?;
     let (mut text, mut peer, mut metadata, mut created_at) = (None, None, None, None);
+    let mut configuration = None;
     let bad = |e: axum::extract::multipart::MultipartError| match e.status() {
         StatusCode::PAYLOAD_TOO_LARGE => RestError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -142,18 +146,25 @@ async fn upload(
         match field.name().unwrap_or_default() {
             "file" => {
                 let kind = field.content_type().unwrap_or("text/plain").to_owned();
-                if !(kind.starts_with("text/") || kind == "application/json") {
+                let is_pdf = kind == "application/pdf";
+                if !(is_pdf || kind.starts_with("text/") || kind == "application/json") {
                     return Err(RestError::new(
                         StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                        format!("{kind} files are not supported: text and JSON files only"),
+                        format!("{kind} files are not supported: text, JSON and PDF files only"),
                     ));
                 }
                 let bytes = field.bytes().await.map_err(bad)?;
-                text = Some(String::from_utf8_lossy(&bytes).into_owned());
+                text = Some(match is_pdf {
+                    true => pdf::text(bytes.to_vec(), MAX_BATCH * MAX_MESSAGE_CHARS).await?,
+                    false => String::from_utf8_lossy(&bytes).into_owned(),
+                });
             }
             "peer_id" => peer = Some(field.text().await.map_err(bad)?),
             // As Honcho v3.0.12: a value that does not parse is left out.
             "metadata" => metadata = serde_json::from_str(&field.text().await.map_err(bad)?).ok(),
+            "configuration" => {
+                configuration = serde_json::from_str(&field.text().await.map_err(bad)?).ok()
+            }
             "created_at" => created_at = field.text().await.map_err(bad)?.parse().ok(),
             _ => {}
         }
@@ -178,7 +189,7 @@ async fn upload(
             content,
             metadata: metadata.clone(),
             created_at,
-            configuration: None,
+            configuration: configuration.clone(),
         })
         .collect();
     insert(access.store(), &workspace_id, &session_id, batch).await

@@ -17,6 +17,7 @@ pub mod export;
 pub mod keys;
 pub mod memory;
 pub mod messages;
+pub mod pdf;
 pub mod peers;
 pub mod scopes;
 pub mod sessions;

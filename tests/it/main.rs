@@ -27,6 +27,7 @@ mod mcp_clients;
 mod messages;
 mod migrations;
 mod paging;
+mod pdf_upload;
 mod peer_cards;
 mod persisted;
 mod pool;
