@@ -161,6 +161,8 @@ fn read(bytes: &[u8], deadline: Instant, max_chars: usize) -> Result<String, Pdf
 
 thread_local! {
     /// What the streams lopdf loads may still decode to, for [`within_budget`] (a plain `fn`).
+    /// lopdf loads on the calling thread (its `rayon` feature is off: pdf-extract turns its
+    /// default features off, and nothing else asks for lopdf).
     static LOADED_LEFT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 const OVER: usize = usize::MAX;
@@ -638,7 +640,7 @@ mod tests {
 
     #[test]
     fn a_deflate_bomb_is_refused_before_lopdf_inflates_it() {
-        let mut deflated = flate2::write::ZlibEncoder::new(Vec::new(), Default::default());
+        let mut deflated = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
         let zeros = vec![0u8; 1 << 20];
         for _ in 0..(MAX_DECODED_BYTES >> 20) + 1 {
             deflated.write_all(&zeros).unwrap();
@@ -649,6 +651,79 @@ mod tests {
         pdf.extend_from_slice(b"\nendstream\nendobj\n");
         let far = Instant::now() + Duration::from_secs(30);
         assert_eq!(read(&pdf, far, 1000), Err(PdfError::Expands));
+    }
+
+    /// A PDF of these objects (numbered from 1, the first the catalog), with its xref table.
+    fn pdf_of(objects: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = b"%PDF-1.4\n".to_vec();
+        let mut offsets = Vec::new();
+        for (i, object) in objects.iter().enumerate() {
+            offsets.push(out.len());
+            out.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
+            out.extend_from_slice(object);
+            out.extend_from_slice(b"\nendobj\n");
+        }
+        let xref = out.len();
+        let n = objects.len() + 1;
+        out.extend_from_slice(format!("xref\n0 {n}\n0000000000 65535 f \n").as_bytes());
+        for offset in offsets {
+            out.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
+        }
+        let trailer = format!("trailer\n<< /Size {n} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n");
+        out.extend_from_slice(trailer.as_bytes());
+        out
+    }
+
+    fn stream(dict: &str, data: &[u8]) -> Vec<u8> {
+        let mut out = format!("<< {dict} /Length {} >>\nstream\n", data.len()).into_bytes();
+        out.extend_from_slice(data);
+        out.extend_from_slice(b"\nendstream");
+        out
+    }
+
+    fn one_page(resources: &str, contents: Vec<u8>, more: Vec<Vec<u8>>) -> Vec<u8> {
+        let mut objects = vec![
+            b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_vec(),
+            format!(
+                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] \
+                 /Resources << {resources} >> /Contents 4 0 R >>"
+            )
+            .into_bytes(),
+            contents,
+        ];
+        objects.extend(more);
+        pdf_of(&objects)
+    }
+
+    #[test]
+    fn a_deflated_page_is_read_through_the_load_filter() {
+        let mut deflated = flate2::write::ZlibEncoder::new(Vec::new(), Default::default());
+        deflated
+            .write_all(b"BT /F1 12 Tf 72 720 Td (Deflated words) Tj ET")
+            .unwrap();
+        let font = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_vec();
+        let pdf = one_page(
+            "/Font << /F1 5 0 R >>",
+            stream("/Filter /FlateDecode", &deflated.finish().unwrap()),
+            vec![font],
+        );
+        let far = Instant::now() + Duration::from_secs(30);
+        assert_eq!(
+            read(&pdf, far, 1000),
+            Ok("[Page 1]\nDeflated words".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_form_that_draws_itself_is_refused_not_followed() {
+        let form = stream(
+            "/Type /XObject /Subtype /Form /BBox [0 0 10 10] /Resources << /XObject << /X 5 0 R >> >>",
+            b"/X Do",
+        );
+        let pdf = one_page("/XObject << /X 5 0 R >>", stream("", b"/X Do"), vec![form]);
+        let far = Instant::now() + Duration::from_secs(30);
+        assert_eq!(read(&pdf, far, 1000), Err(PdfError::TooDeep));
     }
 
     #[test]
