@@ -9,9 +9,11 @@
 //!   decoder lopdf would apply (deflate, LZW, ASCII85, and chains of them), and a file whose
 //!   streams decode to more than [`MAX_DECODED_BYTES`] in all is refused; encrypted files are
 //!   refused too, since lopdf decrypts and inflates them past any scan of the bytes;
-//! - nested form XObjects are checked to stay within [`MAX_FORM_DEPTH`] levels, because
-//!   pdf-extract recurses into them (a form drawing itself would overflow the stack, which aborts
-//!   the process instead of panicking);
+//! - as lopdf loads the file, a filter measures each stream through its own filter chain, with
+//!   the same cap, before lopdf decodes any;
+//! - nested form XObjects and each page's chain of parents are checked to stay within
+//!   [`MAX_FORM_DEPTH`] levels, because pdf-extract follows both by recursion (a form drawing
+//!   itself would overflow the stack, which aborts the process instead of panicking);
 //! - the reading runs on the blocking pool, at most [`CONCURRENT_READS`] at once, inside
 //!   `catch_unwind`, and stops at [`READ_TIMEOUT`]: the output callbacks check the deadline, and
 //!   the request is answered at the deadline even if the crate is stuck in a call that makes none
@@ -36,7 +38,7 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub const CONCURRENT_READS: usize = 2;
 /// The most a PDF's streams may decode to, all of them together.
 pub const MAX_DECODED_BYTES: usize = 64 << 20;
-/// The deepest nesting of form XObjects read.
+/// The deepest nesting of form XObjects read, and the longest chain of a page's parents.
 pub const MAX_FORM_DEPTH: usize = 16;
 /// The stages of a filter chain the scan of the bytes follows; a further stage that still
 /// decodes much is refused.
@@ -54,7 +56,7 @@ pub enum PdfError {
     NoText,
     #[error("the PDF's streams decode to more than {MAX_DECODED_BYTES} bytes")]
     Expands,
-    #[error("the PDF nests forms deeper than {MAX_FORM_DEPTH} levels")]
+    #[error("the PDF nests forms or pages deeper than {MAX_FORM_DEPTH} levels")]
     TooDeep,
     #[error("the PDF's text is longer than {0} characters")]
     TooLong(usize),
@@ -123,6 +125,7 @@ fn read(bytes: &[u8], deadline: Instant, max_chars: usize) -> Result<String, Pdf
     if doc.get_pages().is_empty() {
         return Err(PdfError::Unreadable("it has no pages".into()));
     }
+    parents_within_depth(&doc)?;
     forms_within_depth(&doc, deadline)?;
     let pages = Rc::new(RefCell::new(Written {
         pages: Vec::new(),
@@ -440,10 +443,33 @@ fn ascii85(data: &[u8], cap: usize) -> Vec<u8> {
     out
 }
 
+/// Fails when a page's chain of `/Parent`s is longer than [`MAX_FORM_DEPTH`] or loops:
+/// pdf-extract follows it by recursion for what a page inherits (its box, its resources), and
+/// lopdf's page tree, walked from the root, does not see where a page's own `/Parent` leads.
+fn parents_within_depth(doc: &Document) -> Result<(), PdfError> {
+    for page in doc.get_pages().into_values() {
+        let mut node = doc.get_dictionary(page).ok();
+        let mut left = MAX_FORM_DEPTH;
+        while let Some(dict) = node {
+            let Ok(parent) = dict.get(b"Parent").and_then(Object::as_reference) else {
+                break;
+            };
+            if left == 0 {
+                return Err(PdfError::TooDeep);
+            }
+            left -= 1;
+            node = doc.get_dictionary(parent).ok();
+        }
+    }
+    Ok(())
+}
+
 /// Fails when form XObjects nest deeper than [`MAX_FORM_DEPTH`] from some page, counting a form
 /// without resources of its own as seeing its caller's (as pdf-extract reads it).
 fn forms_within_depth(doc: &Document, deadline: Instant) -> Result<(), PdfError> {
-    // A form reached again with no more depth left than before was checked already.
+    // A form that fitted within some depth fits within more: reached again with at least that
+    // much left it is skipped, so a form shared by many pages is walked a few times, not once
+    // per path.
     let mut checked: std::collections::HashMap<(ObjectId, usize), usize> = Default::default();
     for page in doc.get_pages().into_values() {
         let Ok((own, inherited)) = doc.get_page_resources(page) else {
@@ -489,11 +515,12 @@ fn descend(
             .get_dict_in_dict(&form.dict, b"Resources")
             .unwrap_or(resources);
         let key = (id, inner as *const Dictionary as usize);
-        if checked.get(&key).is_some_and(|&done| done >= left) {
+        if checked.get(&key).is_some_and(|&done| done <= left) {
             continue;
         }
-        checked.insert(key, left);
+        // Marked once done only: a form on its own path is followed again, until no depth is left.
         descend(doc, inner, left - 1, deadline, checked)?;
+        checked.insert(key, left);
     }
     Ok(())
 }
@@ -727,6 +754,18 @@ mod tests {
     }
 
     #[test]
+    fn a_page_that_is_its_own_parent_is_refused_not_followed() {
+        let pdf = pdf_of(&[
+            b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_vec(),
+            b"<< /Type /Page /Parent 3 0 R /Contents 4 0 R >>".to_vec(),
+            stream("", b""),
+        ]);
+        let far = Instant::now() + Duration::from_secs(30);
+        assert_eq!(read(&pdf, far, 1000), Err(PdfError::TooDeep));
+    }
+
+    #[test]
     fn a_name_spelled_with_escapes_is_still_recognised() {
         assert!(Names::of(b"trailer <</Encr#79pt 5 0 R>>").encrypt);
         assert!(!Names::of(b"<</Encrypted true>>").encrypt);
@@ -735,7 +774,7 @@ mod tests {
 
     #[test]
     fn ascii85_decodes_as_lopdf_does() {
-        assert_eq!(ascii85(b"87cURD]i,\"Ebo80~>", 100), b"Hello world!");
+        assert_eq!(ascii85(b"87cURD]i,\"Ebo80~>", 100), b"Hello World!");
         assert_eq!(ascii85(b"zz", 100), vec![0; 8]);
     }
 }
