@@ -40,6 +40,7 @@ mod m20261203_000210_scopes;
 mod m20261203_000220_session_summaries;
 mod m20261203_000221_peer_card_entries;
 mod m20261203_000230_dreams;
+mod m20261203_000250_peer_card_entry_positions;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -178,6 +179,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000220_session_summaries::Migration),
             Box::new(m20261203_000221_peer_card_entries::Migration),
             Box::new(m20261203_000230_dreams::Migration),
+            Box::new(m20261203_000250_peer_card_entry_positions::Migration),
         ]
     }
 }

@@ -35,7 +35,9 @@ async fn say(app: &TestApp, session: &str, messages: &[(&str, &str)]) -> Vec<Str
 
 /// Workspace `ws`: two peers with metadata and cards, two sessions with members and their
 /// configuration, messages, an explicit conclusion drawn from a message, a derived one citing
-/// it, and a soft-deleted one.
+/// it, and a soft-deleted one; a short summary of s1, the deriver's card entries citing the
+/// conclusions, a scope holding both sessions and an empty one, a pair that has dreamt and one
+/// only asked to.
 async fn seed(app: &TestApp) -> Vec<String> {
     // As a server's start does: the database records the model of its vectors.
     app.store.check_embedder().await.unwrap();
@@ -106,7 +108,72 @@ async fn seed(app: &TestApp) -> Vec<String> {
         json!({"id": gone}),
     )
     .await;
+    seed_derived_state(app, &ids).await;
     ids
+}
+
+/// What the deriver and dreams keep, and scopes: written as their workers would leave it (the
+/// deriver needs an LLM), scopes through the store.
+async fn seed_derived_state(app: &TestApp, ids: &[String]) {
+    let db = app.store.db();
+    for sql in [
+        format!(
+            "INSERT INTO session_summaries (workspace_name, session_name, kind, content, \
+               message_id, seq_in_session, token_count) \
+             SELECT 'ws', 's1', 'short', 'alice moved to Lisbon; she cycles', id, \
+               seq_in_session, 9 FROM messages WHERE public_id = '{}'",
+            ids[2]
+        ),
+        "WITH e AS (INSERT INTO peer_card_entries (workspace_name, observer, observed, position, \
+           content) VALUES ('ws', 'alice', 'alice', 0, 'ATTRIBUTE: Lives in Portugal'), \
+           ('ws', 'alice', 'alice', 1, 'ATTRIBUTE: Cycles to work'), \
+           ('ws', 'bob', 'alice', 0, 'RELATIONSHIP: Lisbon neighbour') RETURNING id, observer, position) \
+         INSERT INTO peer_card_sources (entry_id, conclusion_id) \
+         SELECT e.id, c.id FROM e JOIN conclusions c ON c.workspace_name = 'ws' \
+           AND (c.content = 'alice lives in Lisbon' \
+                OR (c.content = 'alice lives in Portugal' AND e.observer = 'alice' AND e.position = 0))"
+            .into(),
+        "INSERT INTO dream_units (workspace_name, observer, observed, last_dream_at, \
+           explicit_at_last_dream) VALUES ('ws', 'alice', 'alice', now() - interval '1 hour', 1)"
+            .into(),
+        "INSERT INTO dream_units (workspace_name, observer, observed, requested_at, reason) \
+         VALUES ('ws', 'bob', 'bob', now(), 'manual')"
+            .into(),
+    ] {
+        db.execute_unprepared(&sql).await.unwrap();
+    }
+    app.store
+        .get_or_create_scope("ws", "lisbon", Some(json!({"topic": "the move"})))
+        .await
+        .unwrap();
+    app.store
+        .add_sessions_to_scope("ws", "lisbon", &["s1".into(), "s2".into()])
+        .await
+        .unwrap();
+    app.store
+        .get_or_create_scope("ws", "empty", None)
+        .await
+        .unwrap();
+}
+
+/// Rows of the kinds after conclusions, by table, in the database.
+async fn derived_state_rows(app: &TestApp) -> Vec<(&'static str, i64)> {
+    let mut out = Vec::new();
+    for table in [
+        "session_summaries",
+        "summary_units",
+        "peer_card_entries",
+        "peer_card_sources",
+        "scopes",
+        "scope_sessions",
+        "dream_units",
+    ] {
+        out.push((
+            table,
+            app.sql_i64(&format!("SELECT count(*) FROM {table}")).await,
+        ));
+    }
+    out
 }
 
 async fn export(store: &Store, workspace: &str) -> Vec<u8> {
@@ -167,7 +234,7 @@ async fn an_export_imported_elsewhere_exports_the_same_bytes() {
     let l = lines(&first);
     assert_eq!(l[0]["type"], "header");
     assert_eq!(l[0]["format"], "honcho-graphql-export");
-    assert_eq!(l[0]["version"], 1);
+    assert_eq!(l[0]["version"], 2);
     assert_eq!(l[0]["embedding"]["dims"], 384);
     assert_eq!(l[1]["type"], "workspace");
     assert_eq!(l[1]["metadata"], json!({"plan": "pro"}));
@@ -222,9 +289,50 @@ async fn an_export_imported_elsewhere_exports_the_same_bytes() {
             .iter()
             .any(|c| c["content"] == "bob has a sister" && !c["deletedAt"].is_null())
     );
+    let summaries = of_type(&l, "summary");
+    assert_eq!(summaries.len(), 1);
+    assert_eq!(summaries[0]["session"], "s1");
+    assert_eq!(summaries[0]["kind"], "short");
+    assert_eq!(summaries[0]["messageId"], messages[2]["id"]);
+    assert_eq!(summaries[0]["seqInSession"], 3);
+    let entries = of_type(&l, "cardEntry");
+    assert_eq!(
+        entries
+            .iter()
+            .map(|e| (
+                e["observer"].as_str().unwrap(),
+                e["position"].as_i64().unwrap(),
+                e["conclusionIds"].as_array().unwrap().len()
+            ))
+            .collect::<Vec<_>>(),
+        vec![("alice", 0, 2), ("alice", 1, 1), ("bob", 0, 1)]
+    );
+    assert_eq!(entries[2]["conclusionIds"], json!([fact["id"]]));
+    let scopes = of_type(&l, "scope");
+    assert_eq!(
+        scopes.iter().map(|s| &s["name"]).collect::<Vec<_>>(),
+        vec!["empty", "lisbon"]
+    );
+    assert_eq!(scopes[1]["metadata"], json!({"topic": "the move"}));
+    assert_eq!(
+        of_type(&l, "scopeSession")
+            .iter()
+            .map(|s| (s["scope"].as_str().unwrap(), s["session"].as_str().unwrap()))
+            .collect::<Vec<_>>(),
+        vec![("lisbon", "s1"), ("lisbon", "s2")]
+    );
+    // The pair only asked to dream is scheduling work, not in the file.
+    let dreams = of_type(&l, "dream");
+    assert_eq!(dreams.len(), 1);
+    assert_eq!(
+        (&dreams[0]["observer"], &dreams[0]["explicitAtLastDream"]),
+        (&json!("alice"), &json!(1))
+    );
     assert_eq!(
         l.last().unwrap(),
-        &json!({"type": "end", "peers": 2, "sessions": 2, "members": 3, "messages": 4, "conclusions": 3})
+        &json!({"type": "end", "peers": 2, "sessions": 2, "members": 3, "messages": 4,
+                "conclusions": 3, "summaries": 1, "cardEntries": 3, "scopes": 2,
+                "scopeSessions": 2, "dreams": 1})
     );
 
     let b = TestApp::with_embedder().await;
@@ -233,6 +341,101 @@ async fn an_export_imported_elsewhere_exports_the_same_bytes() {
     assert_eq!(report.messages, 4);
     let second = export(&b.store, "ws").await;
     same_file(&second, &first);
+    // The cards read the same, and the deriver's next short summary of s1 starts from the
+    // imported one rather than from the first message.
+    for (observer, observed) in [("alice", "alice"), ("bob", "alice")] {
+        assert_eq!(
+            b.store
+                .peer_card_entries("ws", observer, observed)
+                .await
+                .unwrap(),
+            a.store
+                .peer_card_entries("ws", observer, observed)
+                .await
+                .unwrap()
+        );
+    }
+    assert_eq!(
+        b.sql_i64("SELECT done_seq FROM summary_units WHERE session_name = 's1' AND kind = 'short' AND due_seq = done_seq")
+            .await,
+        3
+    );
+}
+
+#[tokio::test]
+async fn an_import_stopped_after_any_line_and_run_again_leaves_no_duplicates() {
+    let a = TestApp::with_embedder().await;
+    seed(&a).await;
+    let file = export(&a.store, "ws").await;
+    let l = lines(&file);
+    let b = TestApp::with_embedder().await;
+    // One record per transaction, the file cut after each line in turn: every run stops on the
+    // missing end line having written one more row than the one before, and writes nothing that
+    // is already there.
+    for cut in 2..l.len() {
+        let err = b
+            .store
+            .import_file(
+                std::io::Cursor::new(compress(&l[..cut])),
+                ImportOptions {
+                    batch: 1,
+                    ..ImportOptions::default()
+                },
+                &(),
+            )
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("without its end line"), "{err}");
+    }
+    let last = import(&b.store, file.clone(), ImportOptions::default()).await;
+    assert_eq!(last.inserted, 0);
+    assert_eq!(
+        derived_state_rows(&b).await,
+        vec![
+            ("session_summaries", 1),
+            ("summary_units", 1),
+            ("peer_card_entries", 3),
+            ("peer_card_sources", 4),
+            ("scopes", 2),
+            ("scope_sessions", 2),
+            ("dream_units", 1),
+        ]
+    );
+    same_file(&export(&b.store, "ws").await, &file);
+}
+
+#[tokio::test]
+async fn a_version_1_file_is_read_as_one_without_the_newer_kinds() {
+    let a = TestApp::with_embedder().await;
+    seed(&a).await;
+    let v2 = lines(&export(&a.store, "ws").await);
+    const NEWER: [&str; 5] = ["summary", "cardEntry", "scope", "scopeSession", "dream"];
+    let mut v1: Vec<Value> = v2
+        .iter()
+        .filter(|x| !NEWER.contains(&x["type"].as_str().unwrap()))
+        .cloned()
+        .collect();
+    v1[0]["version"] = json!(1);
+    let end = v1.last_mut().unwrap().as_object_mut().unwrap();
+    for field in [
+        "summaries",
+        "cardEntries",
+        "scopes",
+        "scopeSessions",
+        "dreams",
+    ] {
+        end.remove(field);
+    }
+    let b = TestApp::with_embedder().await;
+    let report = import(&b.store, compress(&v1), ImportOptions::default()).await;
+    assert_eq!(report.messages, 4);
+    let back = lines(&export(&b.store, "ws").await);
+    for ty in ["peer", "session", "member", "message", "conclusion"] {
+        assert_eq!(of_type(&back, ty), of_type(&v2, ty), "{ty} lines");
+    }
+    for ty in NEWER {
+        assert!(of_type(&back, ty).is_empty(), "{ty} lines");
+    }
 }
 
 #[tokio::test]
@@ -303,8 +506,9 @@ async fn an_import_stopped_midway_and_run_again_writes_each_row_once() {
     assert_eq!(again.messages, 4);
     let third = import(&b.store, file.clone(), ImportOptions::default()).await;
     assert_eq!(third.inserted, 0);
-    // The workspace, 2 peers, 2 sessions, 3 memberships, 4 messages, 3 conclusions.
-    assert_eq!(third.unchanged, 1 + 2 + 2 + 3 + 4 + 3);
+    // The workspace, 2 peers, 2 sessions, 3 memberships, 4 messages, 3 conclusions, a summary,
+    // 3 card entries, 2 scopes, 2 scope memberships, a dream.
+    assert_eq!(third.unchanged, 1 + 2 + 2 + 3 + 4 + 3 + 1 + 3 + 2 + 2 + 1);
     assert_eq!(b.sql_i64("SELECT count(*) FROM messages").await, 4);
     assert_eq!(b.sql_i64("SELECT count(*) FROM conclusions").await, 3);
     assert_eq!(
@@ -327,6 +531,27 @@ async fn a_conflicting_row_fails_is_skipped_or_replaced_as_asked() {
     )
     .await;
     let alice_age = "SELECT (metadata->>'age')::bigint FROM peers WHERE name = 'alice'";
+    // A card entry reworded here and citing the derived conclusion instead of the fact.
+    b.store
+        .db()
+        .execute_unprepared(
+            "UPDATE peer_card_entries SET content = 'ATTRIBUTE: Walks to work' \
+               WHERE observer = 'alice' AND position = 1; \
+             INSERT INTO peer_card_sources (entry_id, conclusion_id) \
+               SELECT e.id, c.id FROM peer_card_entries e, conclusions c \
+               WHERE e.observer = 'alice' AND e.position = 1 \
+                 AND c.content = 'alice lives in Portugal'; \
+             DELETE FROM peer_card_sources s USING peer_card_entries e, conclusions c \
+               WHERE s.entry_id = e.id AND e.observer = 'alice' AND e.position = 1 \
+                 AND c.id = s.conclusion_id AND c.content = 'alice lives in Lisbon'",
+        )
+        .await
+        .unwrap();
+    let entry = "SELECT content || ' <- ' || (SELECT string_agg(c.content, ', ') \
+                   FROM peer_card_sources s JOIN conclusions c ON c.id = s.conclusion_id \
+                   WHERE s.entry_id = e.id) \
+                 FROM peer_card_entries e WHERE observer = 'alice' AND position = 1";
+    let walks = "ATTRIBUTE: Walks to work <- alice lives in Portugal";
 
     let err = b
         .store
@@ -353,8 +578,9 @@ async fn a_conflicting_row_fails_is_skipped_or_replaced_as_asked() {
         },
     )
     .await;
-    assert_eq!((skip.skipped, skip.replaced, skip.inserted), (1, 0, 0));
+    assert_eq!((skip.skipped, skip.replaced, skip.inserted), (2, 0, 0));
     assert_eq!(b.sql_i64(alice_age).await, 40);
+    assert_eq!(b.sql_one::<String>(entry).await, walks);
 
     let replace = import(
         &b.store,
@@ -365,8 +591,12 @@ async fn a_conflicting_row_fails_is_skipped_or_replaced_as_asked() {
         },
     )
     .await;
-    assert_eq!((replace.skipped, replace.replaced), (0, 1));
+    assert_eq!((replace.skipped, replace.replaced), (0, 2));
     assert_eq!(b.sql_i64(alice_age).await, 31);
+    assert_eq!(
+        b.sql_one::<String>(entry).await,
+        "ATTRIBUTE: Cycles to work <- alice lives in Lisbon"
+    );
     same_file(&export(&b.store, "ws").await, &file);
 }
 
@@ -446,7 +676,23 @@ async fn a_copy_under_another_name_gets_ids_of_its_own_beside_the_original() {
         .find(|c| c["level"] == "deductive")
         .unwrap();
     assert_eq!(derived["sourceIds"], json!([fact["id"]]));
+    assert_eq!(of_type(&copy, "summary")[0]["messageId"], json!(mine[2]));
+    let cited: Vec<&Value> = of_type(&copy, "cardEntry")
+        .iter()
+        .flat_map(|e| e["conclusionIds"].as_array().unwrap())
+        .collect();
+    assert_eq!(cited.len(), 4);
+    assert!(
+        cited
+            .iter()
+            .all(|id| *id == &fact["id"] || *id == &derived["id"])
+    );
     assert_eq!(a.sql_i64("SELECT count(*) FROM messages").await, 8);
+    assert_eq!(
+        a.sql_i64("SELECT count(*) FROM scope_sessions WHERE workspace_name = 'copy'")
+            .await,
+        2
+    );
 }
 
 #[tokio::test]
@@ -515,14 +761,16 @@ async fn only_admin_and_workspace_keys_download_an_export() {
         .app
         .exec_as(
             Some(&bearer(spec(Some("ws"), None))),
-            "{ workspace(id: \"ws\") { export { format version path messages conclusions embeddingDims } } }",
+            "{ workspace(id: \"ws\") { export { format version path messages conclusions \
+             summaries cardEntries scopes scopeSessions dreams embeddingDims } } }",
             json!({}),
         )
         .await;
     assert_eq!(
         d["data"]["workspace"]["export"],
-        json!({"format": "honcho-graphql-export", "version": 1, "path": "/export/workspaces/ws",
-               "messages": 4, "conclusions": 3, "embeddingDims": 384})
+        json!({"format": "honcho-graphql-export", "version": 2, "path": "/export/workspaces/ws",
+               "messages": 4, "conclusions": 3, "summaries": 1, "cardEntries": 3, "scopes": 2,
+               "scopeSessions": 2, "dreams": 1, "embeddingDims": 384})
     );
 }
 
@@ -561,9 +809,14 @@ async fn import_honcho_copies_a_workspace_from_a_v3_server_and_resumes() {
         .find(|p| p["name"] == "alice")
         .unwrap();
     assert_eq!(alice["metadata"], json!({"age": 31}));
+    // Honcho's API shows a card as one list: the deriver's lines arrive as the client's.
     assert_eq!(
         alice["internalMetadata"]["peer_cards"]["alice"],
-        json!(["Lives in Lisbon"])
+        json!([
+            "Lives in Lisbon",
+            "ATTRIBUTE: Lives in Portugal",
+            "ATTRIBUTE: Cycles to work"
+        ])
     );
     let bob_s1 = of_type(&l, "member")
         .into_iter()

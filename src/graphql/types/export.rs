@@ -22,6 +22,15 @@ pub struct WorkspaceExport {
     pub messages: i64,
     /// Conclusions, soft-deleted ones included.
     pub conclusions: i64,
+    /// Session summaries (at most one short and one long per session).
+    pub summaries: i64,
+    /// The deriver's peer card entries (a client's card is in its observer's metadata).
+    pub card_entries: i64,
+    pub scopes: i64,
+    /// Memberships of sessions in scopes.
+    pub scope_sessions: i64,
+    /// Pairs (observer, observed) that have dreamt: when, and over how many conclusions.
+    pub dreams: i64,
 }
 
 impl WorkspaceExport {
@@ -37,6 +46,11 @@ impl WorkspaceExport {
             members: counts.members as i64,
             messages: counts.messages as i64,
             conclusions: counts.conclusions as i64,
+            summaries: counts.summaries as i64,
+            card_entries: counts.card_entries as i64,
+            scopes: counts.scopes as i64,
+            scope_sessions: counts.scope_sessions as i64,
+            dreams: counts.dreams as i64,
         }
     }
 }

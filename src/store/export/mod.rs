@@ -3,8 +3,9 @@
 //! into a workspace in batches that can be replayed without duplicating anything.
 //!
 //! The lines are [`Record`]s: a [`Header`] first, then the workspace, its peers, sessions,
-//! memberships, messages and conclusions, and an [`End`] last that counts them, so a truncated
-//! file is told from a whole one.
+//! memberships, messages, conclusions, session summaries, the deriver's peer card entries, scopes
+//! and their sessions, and when each pair last dreamt, and an [`End`] last that counts them, so a
+//! truncated file is told from a whole one.
 
 mod checkpoint;
 mod read;
@@ -23,8 +24,11 @@ use super::{StoreError, StoreResult};
 
 /// The header's `format`.
 pub const FORMAT: &str = "honcho-graphql-export";
-/// The header's `version`: a reader refuses a version it does not know.
-pub const VERSION: u32 = 1;
+/// The header's `version` this server writes.
+pub const VERSION: u32 = 2;
+/// The versions this server reads: 1 is 2 without summaries, card entries, scopes and dreams
+/// (a file of version 1 simply has no such lines; docs/export.md).
+pub const READS: [u32; 2] = [1, 2];
 /// Rows per page of the export and per batch of the import.
 pub const PAGE: u64 = 500;
 
@@ -131,7 +135,65 @@ pub struct ConclusionRecord {
     pub embedding: Option<String>,
 }
 
-/// The last line: how many of each the file holds.
+/// A session's summary of one kind (`short`, `long`), with the last message it covers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SummaryRecord {
+    pub session: String,
+    pub kind: String,
+    pub content: String,
+    /// The public id of the last message it covers.
+    pub message_id: String,
+    pub seq_in_session: i64,
+    pub token_count: i32,
+    pub created_at: DateTime<Utc>,
+}
+
+/// One entry the deriver wrote on `observer`'s card of `observed`, known by its position on
+/// it, with the conclusions it cites. (A client's entries are the observer's
+/// `internalMetadata.peer_cards`.)
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CardEntryRecord {
+    pub observer: String,
+    pub observed: String,
+    pub position: i32,
+    pub content: String,
+    /// The conclusions it came from (sorted).
+    pub conclusion_ids: Vec<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScopeRecord {
+    pub name: String,
+    pub metadata: Value,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A session's membership of a scope.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScopeSessionRecord {
+    pub scope: String,
+    pub session: String,
+    pub added_at: DateTime<Utc>,
+}
+
+/// When `observer` last dreamt about `observed`, and how many live explicit conclusions it had
+/// then: what the scheduled check compares with, so a copy does not dream its pairs again.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DreamRecord {
+    pub observer: String,
+    pub observed: String,
+    pub last_dream_at: DateTime<Utc>,
+    pub explicit_at_last_dream: i64,
+}
+
+/// The last line: how many of each the file holds. A version 1 file counts none of the kinds
+/// after conclusions (it has none).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct End {
@@ -140,6 +202,16 @@ pub struct End {
     pub members: u64,
     pub messages: u64,
     pub conclusions: u64,
+    #[serde(default)]
+    pub summaries: u64,
+    #[serde(default)]
+    pub card_entries: u64,
+    #[serde(default)]
+    pub scopes: u64,
+    #[serde(default)]
+    pub scope_sessions: u64,
+    #[serde(default)]
+    pub dreams: u64,
 }
 
 /// One line of the file.
@@ -153,6 +225,11 @@ pub enum Record {
     Member(MemberRecord),
     Message(MessageRecord),
     Conclusion(ConclusionRecord),
+    Summary(SummaryRecord),
+    CardEntry(CardEntryRecord),
+    Scope(ScopeRecord),
+    ScopeSession(ScopeSessionRecord),
+    Dream(DreamRecord),
     End(End),
 }
 
@@ -166,9 +243,9 @@ impl Record {
     /// The header this record is, checked: the format and a version this server reads.
     pub fn into_header(self) -> StoreResult<Header> {
         match self {
-            Record::Header(h) if h.format == FORMAT && h.version == VERSION => Ok(h),
+            Record::Header(h) if h.format == FORMAT && READS.contains(&h.version) => Ok(h),
             Record::Header(h) if h.format == FORMAT => Err(StoreError::invalid(format!(
-                "export format version {} is not one this server reads (it reads {VERSION})",
+                "export format version {} is not one this server reads (it reads {READS:?})",
                 h.version
             ))),
             _ => Err(StoreError::invalid(format!(

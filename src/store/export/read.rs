@@ -15,8 +15,9 @@ use sea_orm::{ConnectionTrait, DatabaseTransaction, QueryResult, Value as SqlVal
 use serde_json::Value;
 
 use super::{
-    ConclusionRecord, EmbeddingModel, End, FORMAT, Header, MemberRecord, MessageRecord, PAGE,
-    PeerRecord, Record, SessionRecord, VERSION, WorkspaceRecord, encode_vector,
+    CardEntryRecord, ConclusionRecord, DreamRecord, EmbeddingModel, End, FORMAT, Header,
+    MemberRecord, MessageRecord, PAGE, PeerRecord, Record, ScopeRecord, ScopeSessionRecord,
+    SessionRecord, SummaryRecord, VERSION, WorkspaceRecord, encode_vector,
 };
 use crate::store::{Store, StoreError, StoreResult, stmt};
 
@@ -28,8 +29,8 @@ const LEVEL: i32 = 3;
 
 impl Store {
     /// The workspace's export (docs/export.md): NOT_FOUND before any byte when there is no such
-    /// workspace; then its header, workspace, peers, sessions, members, messages, conclusions and
-    /// end lines, zstd-compressed.
+    /// workspace; then its header, workspace, peers, sessions, members, messages, conclusions,
+    /// summaries, card entries, scopes, scope sessions, dreams and end lines, zstd-compressed.
     #[tracing::instrument(name = "store.export_workspace", level = "debug", skip_all)]
     pub async fn export_workspace(&self, workspace: &str) -> StoreResult<ExportStream> {
         let txn = self.snapshot().await?;
@@ -153,7 +154,8 @@ async fn workspace_record(
 }
 
 /// What the file holds after the workspace, in this order: what a record refers to comes
-/// before it (a message's session and peer, a conclusion's messages).
+/// before it (a message's session and peer, a conclusion's messages, a summary's last message,
+/// a card entry's conclusions, a scope membership's scope and session).
 #[derive(Clone, Copy, Debug)]
 enum Kind {
     Peers,
@@ -161,15 +163,25 @@ enum Kind {
     Members,
     Messages,
     Conclusions,
+    Summaries,
+    CardEntries,
+    Scopes,
+    ScopeSessions,
+    Dreams,
 }
 
 impl Kind {
-    const ALL: [Kind; 5] = [
+    const ALL: [Kind; 10] = [
         Kind::Peers,
         Kind::Sessions,
         Kind::Members,
         Kind::Messages,
         Kind::Conclusions,
+        Kind::Summaries,
+        Kind::CardEntries,
+        Kind::Scopes,
+        Kind::ScopeSessions,
+        Kind::Dreams,
     ];
 
     /// The page's query: `$1` the workspace, `$2..` the last key of the page before (the first
@@ -211,13 +223,49 @@ impl Kind {
                 "id",
                 "id > $2",
             ),
+            Kind::Summaries => (
+                "SELECT session_name, kind, content, \
+                 (SELECT m.public_id FROM messages m WHERE m.id = t.message_id) AS message_id, \
+                 seq_in_session, token_count, created_at FROM session_summaries t",
+                "session_name, kind",
+                "(session_name, kind) > ($2, $3)",
+            ),
+            Kind::CardEntries => (
+                "SELECT observer, observed, position, content, created_at, \
+                 ARRAY(SELECT s.conclusion_id FROM peer_card_sources s \
+                   WHERE s.entry_id = t.id ORDER BY s.conclusion_id) AS conclusion_ids \
+                 FROM peer_card_entries t",
+                "observer, observed, position",
+                "(observer, observed, position) > ($2, $3, $4)",
+            ),
+            Kind::Scopes => (
+                "SELECT name, metadata, created_at FROM scopes t",
+                "name",
+                "name > $2",
+            ),
+            Kind::ScopeSessions => (
+                "SELECT scope_name, session_name, added_at FROM scope_sessions t",
+                "scope_name, session_name",
+                "(scope_name, session_name) > ($2, $3)",
+            ),
+            Kind::Dreams => (
+                "SELECT observer, observed, last_dream_at, explicit_at_last_dream \
+                 FROM dream_units t",
+                "observer, observed",
+                "(observer, observed) > ($2, $3)",
+            ),
         };
         let after = if first {
             String::new()
         } else {
             format!("AND {after}")
         };
-        format!("{select} WHERE workspace_name = $1 {after} ORDER BY {key} LIMIT {PAGE}")
+        // A pair asked to dream that never has is scheduling work, not history.
+        let only = match self {
+            Kind::Dreams => "AND last_dream_at IS NOT NULL",
+            _ => "",
+        };
+        format!("{select} WHERE workspace_name = $1 {only} {after} ORDER BY {key} LIMIT {PAGE}")
     }
 
     /// The key of `row` to start the next page after.
@@ -233,6 +281,24 @@ impl Kind {
                 row.try_get::<i64>("", "seq_in_session")?.into(),
             ],
             Kind::Conclusions => vec![row.try_get::<String>("", "id")?.into()],
+            Kind::Summaries => vec![
+                row.try_get::<String>("", "session_name")?.into(),
+                row.try_get::<String>("", "kind")?.into(),
+            ],
+            Kind::CardEntries => vec![
+                row.try_get::<String>("", "observer")?.into(),
+                row.try_get::<String>("", "observed")?.into(),
+                row.try_get::<i32>("", "position")?.into(),
+            ],
+            Kind::Scopes => vec![row.try_get::<String>("", "name")?.into()],
+            Kind::ScopeSessions => vec![
+                row.try_get::<String>("", "scope_name")?.into(),
+                row.try_get::<String>("", "session_name")?.into(),
+            ],
+            Kind::Dreams => vec![
+                row.try_get::<String>("", "observer")?.into(),
+                row.try_get::<String>("", "observed")?.into(),
+            ],
         })
     }
 
@@ -243,6 +309,11 @@ impl Kind {
             Kind::Members => &mut end.members,
             Kind::Messages => &mut end.messages,
             Kind::Conclusions => &mut end.conclusions,
+            Kind::Summaries => &mut end.summaries,
+            Kind::CardEntries => &mut end.card_entries,
+            Kind::Scopes => &mut end.scopes,
+            Kind::ScopeSessions => &mut end.scope_sessions,
+            Kind::Dreams => &mut end.dreams,
         }
     }
 
@@ -304,6 +375,39 @@ impl Kind {
                 deleted_at: r.try_get("", "deleted_at")?,
                 embedding: vector()?,
             }),
+            Kind::Summaries => Record::Summary(SummaryRecord {
+                session: r.try_get("", "session_name")?,
+                kind: r.try_get("", "kind")?,
+                content: r.try_get("", "content")?,
+                message_id: r.try_get("", "message_id")?,
+                seq_in_session: r.try_get("", "seq_in_session")?,
+                token_count: r.try_get("", "token_count")?,
+                created_at: time("created_at")?,
+            }),
+            Kind::CardEntries => Record::CardEntry(CardEntryRecord {
+                observer: r.try_get("", "observer")?,
+                observed: r.try_get("", "observed")?,
+                position: r.try_get("", "position")?,
+                content: r.try_get("", "content")?,
+                conclusion_ids: r.try_get("", "conclusion_ids")?,
+                created_at: time("created_at")?,
+            }),
+            Kind::Scopes => Record::Scope(ScopeRecord {
+                name: r.try_get("", "name")?,
+                metadata: json("metadata")?,
+                created_at: time("created_at")?,
+            }),
+            Kind::ScopeSessions => Record::ScopeSession(ScopeSessionRecord {
+                scope: r.try_get("", "scope_name")?,
+                session: r.try_get("", "session_name")?,
+                added_at: time("added_at")?,
+            }),
+            Kind::Dreams => Record::Dream(DreamRecord {
+                observer: r.try_get("", "observer")?,
+                observed: r.try_get("", "observed")?,
+                last_dream_at: time("last_dream_at")?,
+                explicit_at_last_dream: r.try_get("", "explicit_at_last_dream")?,
+            }),
         })
     }
 }
@@ -333,7 +437,16 @@ impl Store {
                    (SELECT count(*) FROM sessions WHERE workspace_name = w.name) AS sessions, \
                    (SELECT count(*) FROM session_peers WHERE workspace_name = w.name) AS members, \
                    (SELECT count(*) FROM messages WHERE workspace_name = w.name) AS messages, \
-                   (SELECT count(*) FROM conclusions WHERE workspace_name = w.name) AS conclusions \
+                   (SELECT count(*) FROM conclusions WHERE workspace_name = w.name) AS conclusions, \
+                   (SELECT count(*) FROM session_summaries WHERE workspace_name = w.name) \
+                     AS summaries, \
+                   (SELECT count(*) FROM peer_card_entries WHERE workspace_name = w.name) \
+                     AS card_entries, \
+                   (SELECT count(*) FROM scopes WHERE workspace_name = w.name) AS scopes, \
+                   (SELECT count(*) FROM scope_sessions WHERE workspace_name = w.name) \
+                     AS scope_sessions, \
+                   (SELECT count(*) FROM dream_units WHERE workspace_name = w.name \
+                     AND last_dream_at IS NOT NULL) AS dreams \
                  FROM workspaces w WHERE w.name = $1",
                 [workspace.into()],
             ))
@@ -346,6 +459,11 @@ impl Store {
             members: n("members")?,
             messages: n("messages")?,
             conclusions: n("conclusions")?,
+            summaries: n("summaries")?,
+            card_entries: n("card_entries")?,
+            scopes: n("scopes")?,
+            scope_sessions: n("scope_sessions")?,
+            dreams: n("dreams")?,
         })
     }
 }

@@ -1,6 +1,7 @@
 //! Import: an export's records into a workspace, in batches of one kind, each batch one
-//! transaction. A record is keyed by what names it in the workspace (a peer's or a session's
-//! name, a membership's pair, a message's or a conclusion's id): a row with its key and the same
+//! transaction. A record is keyed by what names it in the workspace (a peer's, a session's or a
+//! scope's name, a membership's pair, a message's or a conclusion's id, a summary's session and
+//! kind, a card entry's pair and position, a dream's pair): a row with its key and the same
 //! content is left as it is, so an import killed midway and run again writes each row once.
 //! A row with its key and different content is a conflict, settled by [`OnConflict`].
 //!
@@ -14,9 +15,11 @@ use sea_orm::{ConnectionTrait, Value as SqlValue};
 use sha2::{Digest, Sha256};
 
 use super::{
-    ConclusionRecord, EmbeddingModel, End, Header, MemberRecord, MessageRecord, PAGE, PeerRecord,
-    Record, SessionRecord, WorkspaceRecord, decode_vector,
+    CardEntryRecord, ConclusionRecord, DreamRecord, EmbeddingModel, End, Header, MemberRecord,
+    MessageRecord, PAGE, PeerRecord, Record, ScopeRecord, ScopeSessionRecord, SessionRecord,
+    SummaryRecord, WorkspaceRecord, decode_vector,
 };
+use crate::store::configuration::Defaults;
 use crate::store::vectors::{FlatVectors, nth_vector};
 use crate::store::{Store, StoreError, StoreResult, TxOptions, new_id, stmt};
 
@@ -210,6 +213,11 @@ fn kind_of(r: &Record) -> &'static str {
         Record::Member(_) => "member",
         Record::Message(_) => "message",
         Record::Conclusion(_) => "conclusion",
+        Record::Summary(_) => "summary",
+        Record::CardEntry(_) => "card entry",
+        Record::Scope(_) => "scope",
+        Record::ScopeSession(_) => "scope session",
+        Record::Dream(_) => "dream",
         Record::End(_) => "end",
     }
 }
@@ -256,7 +264,12 @@ impl Importer {
                     Record::Session(_) => self.read.sessions += 1,
                     Record::Member(_) => self.read.members += 1,
                     Record::Message(_) => self.read.messages += 1,
-                    _ => self.read.conclusions += 1,
+                    Record::Conclusion(_) => self.read.conclusions += 1,
+                    Record::Summary(_) => self.read.summaries += 1,
+                    Record::CardEntry(_) => self.read.card_entries += 1,
+                    Record::Scope(_) => self.read.scopes += 1,
+                    Record::ScopeSession(_) => self.read.scope_sessions += 1,
+                    _ => self.read.dreams += 1,
                 }
                 self.pending.push(other);
             }
@@ -338,7 +351,12 @@ impl Importer {
             "peer" | "session" => self.named(pending),
             "member" => members(pending),
             "message" => self.messages(pending)?,
-            _ => self.conclusions(pending)?,
+            "conclusion" => self.conclusions(pending)?,
+            "summary" => self.summaries(pending),
+            "card entry" => self.card_entries(pending),
+            "scope" => scopes(pending),
+            "scope session" => scope_sessions(pending),
+            _ => dreams(pending),
         };
         let outcome = self.write(batch).await?;
         self.tally(outcome);
@@ -575,6 +593,103 @@ impl Importer {
         })
     }
 
+    /// A summary names its last message by public id; [`Batch::expr`] finds the row
+    /// (`messageref`). Each summary also gets its unit, done up to it ([`Extra::Summaries`]).
+    fn summaries(&self, pending: Vec<Record>) -> Batch {
+        let mut cols = Columns::new(&[
+            "session", "kind", "content", "message", "seq", "tokens", "created",
+        ]);
+        for r in pending {
+            let Record::Summary(SummaryRecord {
+                session,
+                kind,
+                content,
+                message_id,
+                seq_in_session,
+                token_count,
+                created_at,
+            }) = r
+            else {
+                continue;
+            };
+            cols.push(vec![
+                session.into(),
+                kind.into(),
+                content.into(),
+                self.remap(message_id).into(),
+                seq_in_session.into(),
+                token_count.into(),
+                created_at.into(),
+            ]);
+        }
+        let [session, kind, content, message, seq, tokens, created] = cols.take();
+        Batch {
+            table: "session_summaries",
+            what: "summary",
+            key: &["session_name", "kind"],
+            keyed_by_workspace: true,
+            arrays: vec![
+                ("session_name", "text", session),
+                ("kind", "text", kind),
+                ("content", "text", content),
+                ("message_id", "messageref", message),
+                ("seq_in_session", "bigint", seq),
+                ("token_count", "int", tokens),
+                ("created_at", "timestamptz", created),
+            ],
+            insert_only: &[],
+            extra: Some(Extra::Summaries),
+        }
+    }
+
+    fn card_entries(&self, pending: Vec<Record>) -> Batch {
+        let mut cols = Columns::new(&["observer", "observed", "position", "content", "created"]);
+        let mut links = CardLinks::default();
+        for r in pending {
+            let Record::CardEntry(CardEntryRecord {
+                observer,
+                observed,
+                position,
+                content,
+                conclusion_ids,
+                created_at,
+            }) = r
+            else {
+                continue;
+            };
+            for c in conclusion_ids {
+                links.key.push(format!("{observer}/{observed}/{position}"));
+                links.observer.push(observer.clone().into());
+                links.observed.push(observed.clone().into());
+                links.position.push(position.into());
+                links.conclusion.push(self.remap(c).into());
+            }
+            cols.push(vec![
+                observer.into(),
+                observed.into(),
+                position.into(),
+                content.into(),
+                created_at.into(),
+            ]);
+        }
+        let [observer, observed, position, content, created] = cols.take();
+        Batch {
+            table: "peer_card_entries",
+            what: "card entry",
+            key: &["observer", "observed", "position"],
+            keyed_by_workspace: true,
+            arrays: vec![
+                ("observer", "text", observer),
+                ("observed", "text", observed),
+                ("position", "int", position),
+                ("content", "text", content),
+                ("created_at", "timestamptz", created),
+            ],
+            insert_only: &[],
+            extra: Some(Extra::CardSources(links)),
+        }
+    }
+
     /// The record's vector when the file's model is this server's, None otherwise.
     fn vector(&self, id: &str, embedding: Option<String>) -> StoreResult<Option<Vec<f32>>> {
         if !self.reuse_vectors {
@@ -659,6 +774,136 @@ fn members(pending: Vec<Record>) -> Batch {
     }
 }
 
+fn scopes(pending: Vec<Record>) -> Batch {
+    let mut cols = Columns::new(&["id", "name", "metadata", "created"]);
+    for r in pending {
+        let Record::Scope(ScopeRecord {
+            name,
+            metadata,
+            created_at,
+        }) = r
+        else {
+            continue;
+        };
+        cols.push(vec![
+            new_id().into(),
+            name.into(),
+            metadata.to_string().into(),
+            created_at.into(),
+        ]);
+    }
+    let [id, name, metadata, created] = cols.take();
+    Batch {
+        table: "scopes",
+        what: "scope",
+        key: &["name"],
+        keyed_by_workspace: true,
+        arrays: vec![
+            ("id", "text", id),
+            ("name", "text", name),
+            ("metadata", "jsonb", metadata),
+            ("created_at", "timestamptz", created),
+        ],
+        insert_only: &["id"],
+        extra: None,
+    }
+}
+
+fn scope_sessions(pending: Vec<Record>) -> Batch {
+    let mut cols = Columns::new(&["scope", "session", "added"]);
+    for r in pending {
+        let Record::ScopeSession(ScopeSessionRecord {
+            scope,
+            session,
+            added_at,
+        }) = r
+        else {
+            continue;
+        };
+        cols.push(vec![scope.into(), session.into(), added_at.into()]);
+    }
+    let [scope, session, added] = cols.take();
+    Batch {
+        table: "scope_sessions",
+        what: "scope membership",
+        key: &["scope_name", "session_name"],
+        keyed_by_workspace: true,
+        arrays: vec![
+            ("scope_name", "text", scope),
+            ("session_name", "text", session),
+            ("added_at", "timestamptz", added),
+        ],
+        insert_only: &[],
+        extra: None,
+    }
+}
+
+/// Only what the scheduled check compares with; a pending request, a lease or a failure of the
+/// pair here is left as it is.
+fn dreams(pending: Vec<Record>) -> Batch {
+    let mut cols = Columns::new(&["observer", "observed", "last", "explicit"]);
+    for r in pending {
+        let Record::Dream(DreamRecord {
+            observer,
+            observed,
+            last_dream_at,
+            explicit_at_last_dream,
+        }) = r
+        else {
+            continue;
+        };
+        cols.push(vec![
+            observer.into(),
+            observed.into(),
+            last_dream_at.into(),
+            explicit_at_last_dream.into(),
+        ]);
+    }
+    let [observer, observed, last, explicit] = cols.take();
+    Batch {
+        table: "dream_units",
+        what: "dream",
+        key: &["observer", "observed"],
+        keyed_by_workspace: true,
+        arrays: vec![
+            ("observer", "text", observer),
+            ("observed", "text", observed),
+            ("last_dream_at", "timestamptz", last),
+            ("explicit_at_last_dream", "bigint", explicit),
+        ],
+        insert_only: &[],
+        extra: None,
+    }
+}
+
+/// A card entry's citations, one row per (entry, conclusion): the entry by its place.
+#[derive(Default)]
+struct CardLinks {
+    /// The entry's key as [`Batch::key_text`] writes it.
+    key: Vec<String>,
+    observer: Vec<SqlValue>,
+    observed: Vec<SqlValue>,
+    position: Vec<SqlValue>,
+    conclusion: Vec<SqlValue>,
+}
+
+impl CardLinks {
+    /// The links of the entries whose key passes `keep`.
+    fn of(&self, keep: impl Fn(&str) -> bool) -> CardLinks {
+        let mut out = CardLinks::default();
+        for (i, key) in self.key.iter().enumerate() {
+            if keep(key) {
+                out.key.push(key.clone());
+                out.observer.push(self.observer[i].clone());
+                out.observed.push(self.observed[i].clone());
+                out.position.push(self.position[i].clone());
+                out.conclusion.push(self.conclusion[i].clone());
+            }
+        }
+        out
+    }
+}
+
 /// Column-wise values of a batch, filled a row at a time.
 struct Columns<const N: usize>([Vec<SqlValue>; N]);
 
@@ -692,11 +937,23 @@ enum Extra {
         /// (conclusion id, message public id) pairs.
         links: (Vec<SqlValue>, Vec<SqlValue>),
     },
+    /// Each summary's unit, written done up to the summary's last message when the session has
+    /// none: the deriver's next summary of the kind then starts from the imported one instead of
+    /// summarising the session again from its first message.
+    Summaries,
+    CardSources(CardLinks),
+}
+
+impl Extra {
+    fn has_vectors(&self) -> bool {
+        matches!(self, Extra::Vectors { .. } | Extra::Conclusions { .. })
+    }
 }
 
 /// One batch of one table: arrays bound column-wise, each named `(column, kind, values)`, where
-/// kind is an SQL type, or `nulltext`/`nulltimestamptz` (empty text is NULL) or `jsontextarray`
-/// (a JSON array's text, empty for NULL).
+/// kind is an SQL type, or `nulltext`/`nulltimestamptz` (empty text is NULL), `jsontextarray`
+/// (a JSON array's text, empty for NULL) or `messageref` (a message's public id, written as its
+/// row id).
 struct Batch {
     table: &'static str,
     what: &'static str,
@@ -726,7 +983,7 @@ impl Batch {
         let mut names = Vec::new();
         for (i, (name, kind, vals)) in self.arrays.iter().enumerate() {
             let ty = match *kind {
-                "jsonb" | "nulltext" | "jsontextarray" | "nulltimestamptz" => "text",
+                "jsonb" | "nulltext" | "jsontextarray" | "nulltimestamptz" | "messageref" => "text",
                 other => other,
             };
             args.push(format!("${}::{ty}[]", i + 2));
@@ -775,6 +1032,10 @@ impl Batch {
             "jsontextarray" => format!(
                 "CASE WHEN s.{name} = '' THEN NULL ELSE \
                  ARRAY(SELECT jsonb_array_elements_text(s.{name}::jsonb)) END"
+            ),
+            "messageref" => format!(
+                "(SELECT m.id FROM messages m \
+                 WHERE m.workspace_name = $1 AND m.public_id = s.{name})"
             ),
             _ => format!("s.{name}"),
         }
@@ -920,7 +1181,9 @@ impl Batch {
                         .collect();
                     match &vector {
                         Some(v) => sets.push(format!("embedding = {v}")),
-                        None if self.extra.is_some() => sets.push("embedding = NULL".into()),
+                        None if self.extra.as_ref().is_some_and(Extra::has_vectors) => {
+                            sets.push("embedding = NULL".into())
+                        }
                         None => {}
                     }
                     let mut vals = values.clone();
@@ -948,25 +1211,137 @@ impl Batch {
                 }
             }
         }
-        if let Some(Extra::Conclusions { links, .. }) = &self.extra
-            && !links.0.is_empty()
-        {
-            db.execute_raw(stmt(
-                "INSERT INTO conclusion_messages (conclusion_id, message_id) \
-                 SELECT l.c, m.id FROM unnest($2::text[], $3::text[]) AS l(c, m_id) \
-                 JOIN messages m ON m.workspace_name = $1 AND m.public_id = l.m_id \
-                 JOIN conclusions c ON c.id = l.c AND c.workspace_name = $1 \
-                 ON CONFLICT DO NOTHING",
-                [
-                    workspace.into(),
-                    array_value("text", links.0.clone()),
-                    array_value("text", links.1.clone()),
-                ],
-            ))
-            .await?;
+        // Links are written with the rows they belong to: an unchanged row has had its own since
+        // the batch that inserted it, and a row kept (`skip`) keeps its own.
+        let replaced: &[String] = match on_conflict {
+            OnConflict::Replace => &differing,
+            _ => &[],
+        };
+        let written = |key: &str| inserted.contains(key) || replaced.iter().any(|k| k == key);
+        if let Some(Extra::Conclusions { links, .. }) = &self.extra {
+            let (conclusions, messages): (Vec<SqlValue>, Vec<SqlValue>) = links
+                .0
+                .iter()
+                .zip(&links.1)
+                .filter(|(c, _)| matches!(c, SqlValue::String(Some(id)) if written(id)))
+                .map(|(c, m)| (c.clone(), m.clone()))
+                .unzip();
+            if !conclusions.is_empty() {
+                db.execute_raw(stmt(
+                    "INSERT INTO conclusion_messages (conclusion_id, message_id) \
+                     SELECT l.c, m.id FROM unnest($2::text[], $3::text[]) AS l(c, m_id) \
+                     JOIN messages m ON m.workspace_name = $1 AND m.public_id = l.m_id \
+                     JOIN conclusions c ON c.id = l.c AND c.workspace_name = $1 \
+                     ON CONFLICT DO NOTHING",
+                    [
+                        workspace.into(),
+                        array_value("text", conclusions),
+                        array_value("text", messages),
+                    ],
+                ))
+                .await?;
+            }
+        }
+        match &self.extra {
+            Some(Extra::CardSources(links)) => {
+                card_sources(db, workspace, &links.of(written), replaced).await?
+            }
+            Some(Extra::Summaries) => summary_units(db, workspace, self).await?,
+            _ => {}
         }
         Ok(outcome)
     }
+}
+
+/// Links card entries to the conclusions they cite. The links of `replaced` (the keys of the
+/// entries overwritten) that the file does not have are then dropped: after the file's are in,
+/// so the statement trigger that deletes an entry left with no link leaves them.
+async fn card_sources<C: ConnectionTrait>(
+    db: &C,
+    workspace: &str,
+    links: &CardLinks,
+    replaced: &[String],
+) -> StoreResult<()> {
+    if links.conclusion.is_empty() && replaced.is_empty() {
+        return Ok(());
+    }
+    let values = vec![
+        workspace.into(),
+        array_value("text", links.observer.clone()),
+        array_value("text", links.observed.clone()),
+        array_value("int", links.position.clone()),
+        array_value("text", links.conclusion.clone()),
+    ];
+    const FILE: &str = "unnest($2::text[], $3::text[], $4::int[], $5::text[]) \
+        AS l(observer, observed, position, conclusion_id)";
+    const PLACE: &str = "e.workspace_name = $1 AND e.observer = l.observer \
+        AND e.observed = l.observed AND e.position = l.position";
+    let mut values = values;
+    db.execute_raw(stmt(
+        &format!(
+            "INSERT INTO peer_card_sources (entry_id, conclusion_id) \
+             SELECT e.id, c.id FROM {FILE} \
+             JOIN peer_card_entries e ON {PLACE} \
+             JOIN conclusions c ON c.id = l.conclusion_id AND c.workspace_name = $1 \
+             ON CONFLICT DO NOTHING"
+        ),
+        values.clone(),
+    ))
+    .await?;
+    if replaced.is_empty() {
+        return Ok(());
+    }
+    values.push(replaced.to_vec().into());
+    db.execute_raw(stmt(
+        &format!(
+            "DELETE FROM peer_card_sources ps USING peer_card_entries e \
+             WHERE ps.entry_id = e.id AND e.workspace_name = $1 \
+               AND e.observer || '/' || e.observed || '/' || e.position = ANY($6::text[]) \
+               AND NOT EXISTS (SELECT 1 FROM {FILE} WHERE {PLACE} \
+                 AND l.conclusion_id = ps.conclusion_id)"
+        ),
+        values,
+    ))
+    .await?;
+    Ok(())
+}
+
+/// [`Extra::Summaries`] for the summary batch `batch`. The unit's period is a placeholder until
+/// the session's next messages cross a threshold, which sets it from the settings in force.
+async fn summary_units<C: ConnectionTrait>(
+    db: &C,
+    workspace: &str,
+    batch: &Batch,
+) -> StoreResult<()> {
+    let array = |name: &str, ty: &str| {
+        let vals = batch
+            .arrays
+            .iter()
+            .find(|(n, _, _)| *n == name)
+            .map(|(_, _, v)| v.clone())
+            .unwrap_or_default();
+        array_value(ty, vals)
+    };
+    let defaults = Defaults::default();
+    db.execute_raw(stmt(
+        "INSERT INTO summary_units (workspace_name, session_name, kind, every, due_seq, done_seq) \
+         SELECT $1, s.session_name, s.kind, \
+           CASE s.kind WHEN 'short' THEN $5::int ELSE $6::int END, s.seq, s.seq \
+         FROM unnest($2::text[], $3::text[], $4::bigint[]) AS s(session_name, kind, seq) \
+         JOIN session_summaries x ON x.workspace_name = $1 AND x.session_name = s.session_name \
+           AND x.kind = s.kind AND x.seq_in_session = s.seq \
+         ON CONFLICT (workspace_name, session_name, kind) DO NOTHING",
+        [
+            workspace.into(),
+            array("session_name", "text"),
+            array("kind", "text"),
+            array("seq_in_session", "bigint"),
+            (defaults.messages_per_short_summary as i32).into(),
+            (defaults.messages_per_long_summary as i32).into(),
+        ],
+    ))
+    .await?;
+    Ok(())
 }
 
 /// An SQL array of `ty` from its elements.
