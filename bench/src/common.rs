@@ -33,8 +33,9 @@ pub fn server_url(url: &str) -> (String, String) {
     (base, query)
 }
 
-/// Creates the database `{prefix}_{pid}` on DATABASE_URL's server, runs `run` with its URL and
-/// drops it afterwards (unless `keep`), whether `run` succeeded or not.
+/// Creates the database `{prefix}_{pid}` (`HONCHO_BENCH_DB_PREFIX` instead of `prefix` when set)
+/// on DATABASE_URL's server, runs `run` with its URL and drops it afterwards (unless `keep`),
+/// whether `run` succeeded or not.
 pub async fn with_database<F, Fut>(prefix: &str, keep: bool, run: F) -> anyhow::Result<()>
 where
     F: FnOnce(String) -> Fut,
@@ -43,6 +44,8 @@ where
     let url = std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
     let (base, query) = server_url(&url);
+    // On a server shared with others, HONCHO_BENCH_DB_PREFIX names the databases as they agreed.
+    let prefix = std::env::var("HONCHO_BENCH_DB_PREFIX").unwrap_or_else(|_| prefix.to_owned());
     let name = format!("{prefix}_{}", std::process::id());
     let admin = Database::connect(format!("{base}/postgres{query}"))
         .await
