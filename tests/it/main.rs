@@ -36,6 +36,7 @@ mod replicas;
 mod representation;
 mod rest;
 mod rest_parity;
+mod scale_out;
 mod schema_file;
 mod scopes;
 mod search;
