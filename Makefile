@@ -26,7 +26,7 @@ PLAYGROUND_TEST ?= 1
 # src/gql is generated (from schema.graphql, by the build) and not a source.
 PLAYGROUND_SRC := $(shell find playground -path playground/node_modules -prune -o -path playground/dist -prune -o -path playground/tests -prune -o -path playground/src/gql -prune -o -type f -print 2>/dev/null)
 
-.PHONY: help setup postgres model run test lint schema bench bench-derive bench-replicas bench-vectors eval playground playground-test conformance
+.PHONY: help setup postgres model run test lint schema bench bench-derive bench-replicas bench-vectors bench-scale eval playground playground-test conformance
 
 help:
 	@echo "make run         set up PostgreSQL (unless DATABASE_URL is set) and the model, serve on 127.0.0.1:8000"
@@ -39,6 +39,7 @@ help:
 	@echo "make bench-derive  the deriver's throughput with an instant fake LLM"
 	@echo "make bench-replicas  reads on the primary alone vs with a streaming standby"
 	@echo "make bench-vectors  vector-leg recall and latency at 1536 and 3072 dimensions"
+	@echo "make bench-scale  reads, ingest, memory and recall from 10k to 10M messages (BENCH_ARGS='--quick': to 1M)"
 	@echo "make eval        search recall on generated conversational QA (EVAL_ARGS='--label x --sweep')"
 	@echo "make playground  build playground/dist (when playground/ has a package.json)"
 	@echo "make playground-test  examples validate against schema.graphql; browser test in headless Chromium"
@@ -117,6 +118,16 @@ bench-vectors:
 	  export DATABASE_URL="$$base/postgres"
 	fi
 	$(CARGO) run --release -p honcho-bench --bin honcho-bench-vectors -- $(BENCH_ARGS)
+
+# Reads, ingest, memory and recall against the size: 10k, 100k, 1M messages in one workspace, then
+# 10M over 10,000 workspaces (bench/README.md, "Scale"). The corpus database (bench_scale) is kept
+# and a second run resumes it; results in bench/results/scale/.
+bench-scale: model
+	if [ -z "$${DATABASE_URL:-}" ]; then
+	  base=$$(scripts/setup-postgres.sh)
+	  export DATABASE_URL="$$base/postgres"
+	fi
+	$(CARGO) run --release -p honcho-bench --bin honcho-bench-scale -- $(BENCH_ARGS)
 
 # The deriver's throughput with an instant fake LLM (queue and storage overhead per message).
 bench-derive: model

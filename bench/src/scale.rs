@@ -1,0 +1,1377 @@
+//! honcho-bench-scale (`make bench-scale`): how the server's costs grow with its data. One
+//! workspace grows through the sizes (10k, 100k, 1M messages by default), then 10,000 small
+//! workspaces bring the server to 10M; at each size the reads, the ingest, the server's memory and
+//! search recall are measured through the HTTP GraphQL endpoint. See bench/README.md ("Scale").
+//!
+//! - **Filler** (not timed): sessions of `--session-size` messages whose texts are drawn from a
+//!   pool of `--pool` sentences embedded once by MiniLM, inserted with SQL directly (as `make
+//!   bench` seeds), the text and vector indexes dropped during the insert and rebuilt after it.
+//!   The database is kept (`--database`) and a run resumes what it finds: filler sessions are
+//!   written whole, one transaction each, and the definitions of dropped indexes are kept in
+//!   `bench_scale_state` until they are rebuilt.
+//! - **Timed writes** go through the API: `--batches` batches of 100 through `createMessages`
+//!   into a fresh session with the stub embedder.
+//! - **Recall**: the labelled conversations of `make eval` are planted in the big workspace
+//!   before any filler (through the API, MiniLM) and their questions asked of the whole workspace
+//!   at every size.
+
+#[allow(dead_code)]
+mod common;
+#[allow(dead_code)]
+#[path = "eval/corpus.rs"]
+mod corpus;
+#[allow(dead_code)]
+mod seed;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Parser;
+use honcho_graphql::embed::{EmbedError, Embedder, EmbedderKind};
+use honcho_graphql::store::Store;
+use migration::{Migrator, MigratorTrait};
+use plotters::prelude::*;
+use sea_orm::{ConnectionTrait, Database, DatabaseConnection, TransactionTrait};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use common::{Stats, bar, connect, embedder, serve, stats};
+use seed::{Rng, stmt};
+
+#[derive(Parser, Debug, Clone)]
+#[command(about = "the server's costs against its size, 10k to 10M messages (see bench/README.md)")]
+struct Args {
+    /// The database on DATABASE_URL's server that holds the corpus; created when missing and kept,
+    /// so the next run resumes it.
+    #[arg(long, default_value = "bench_scale")]
+    database: String,
+    /// Drop the database first and build the corpus from nothing.
+    #[arg(long)]
+    fresh: bool,
+    /// Sizes of the big workspace, in messages, in increasing order.
+    #[arg(long, value_delimiter = ',', default_values_t = [10_000usize, 100_000, 1_000_000])]
+    sizes: Vec<usize>,
+    /// The last column: this many workspaces of `--tenant-messages` messages (0: none).
+    #[arg(long, default_value_t = 10_000)]
+    tenants: usize,
+    #[arg(long, default_value_t = 1_000)]
+    tenant_messages: usize,
+    /// Stop at 1M messages in one workspace (no tenants).
+    #[arg(long)]
+    quick: bool,
+    /// Messages per filler session of the big workspace (session search reads one of them).
+    #[arg(long, default_value_t = 10_000)]
+    session_size: usize,
+    /// Distinct sentences embedded once by MiniLM and reused for every filler message.
+    #[arg(long, default_value_t = 2_000)]
+    pool: usize,
+    /// Timed requests per read.
+    #[arg(long, default_value_t = 200)]
+    requests: usize,
+    /// Timed `createMessages` batches of 100 at each size.
+    #[arg(long, default_value_t = 50)]
+    batches: usize,
+    /// Conversations of the generated eval planted in the big workspace (16 sittings and 60
+    /// questions each).
+    #[arg(long, default_value_t = 3)]
+    eval_conversations: usize,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// A label for the run's conditions, written with the results.
+    #[arg(long, default_value = "")]
+    note: String,
+    #[arg(long, default_value = "bench/results/scale")]
+    out: std::path::PathBuf,
+}
+
+const WS: &str = "big";
+const PEERS: usize = 8;
+const BATCH: usize = 100;
+const EVAL_SEED: u64 = 7;
+const TOP: usize = 10;
+
+const M_CREATE: &str = "mutation($w: ID!, $s: ID!, $m: [MessageInput!]!) { \
+  createMessages(workspaceId: $w, sessionId: $s, messages: $m) { id seqInSession } }";
+const Q_SESSION_SEARCH: &str = "query($w: ID!, $s: ID!, $q: String!) { workspace(id: $w) { \
+  session(id: $s) { search(query: $q, limit: 10) { ... on MessageHits { results { id content } } } } } }";
+const Q_WS_SEARCH: &str = "query($w: ID!, $q: String!, $limit: Int!) { workspace(id: $w) { \
+  search(query: $q, limit: $limit, includeContext: true, contextWindow: 2) { \
+  ... on SnippetHits { results { id } snippets { context { id } } } } } }";
+const Q_PAGE: &str = "query($w: ID!, $s: ID!, $f: JSON) { workspace(id: $w) { session(id: $s) { \
+  messages(first: 50, filters: $f) { nodes { id content peerId createdAt } } } } }";
+const Q_GET: &str = "query($w: ID!, $id: ID!) { workspace(id: $w) { message(id: $id) { \
+  id content peerId createdAt } } }";
+const Q_TREE: &str = "query($w: ID!, $c: ID!) { workspace(id: $w) { conclusion(id: $c) { \
+  reasoningTree(direction: SOURCES, maxDepth: 5, maxNodes: 5000) { nodes { id } edges { from to } } } } }";
+
+/// A 384-dimension embedder with no model: each text hashes to a fixed unit vector. It stands
+/// for an embedder whose cost is not what is measured.
+struct Stub;
+
+#[async_trait::async_trait]
+impl Embedder for Stub {
+    fn dims(&self) -> usize {
+        384
+    }
+    fn model_id(&self) -> &str {
+        "bench:stub"
+    }
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut h = 0xcbf2_9ce4_8422_2325u64;
+                for b in t.bytes() {
+                    h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+                }
+                let mut rng = Rng::new(h);
+                let v: Vec<f32> = (0..384)
+                    .map(|_| (rng.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
+                    .collect();
+                let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
+                v.into_iter().map(|x| x / n).collect()
+            })
+            .collect())
+    }
+}
+
+/// One column of the table: every figure at one size.
+#[derive(Serialize, Clone, Debug, Default)]
+struct Column {
+    label: String,
+    /// Messages of the workspace read (the big one, or one tenant's).
+    workspace_messages: i64,
+    /// Messages on the server.
+    server_messages: i64,
+    workspaces: i64,
+    session_messages: i64,
+    session_search_none: Stats,
+    session_search_stub: Stats,
+    session_search_minilm: Stats,
+    workspace_search: Option<Stats>,
+    page50: Stats,
+    get: Stats,
+    tree_depth5: Stats,
+    tree_nodes_p50: f64,
+    ingest_msgs_per_s: f64,
+    /// Median batch time of the first and the last 10% of the timed batches.
+    ingest_first10_ms: f64,
+    ingest_last10_ms: f64,
+    /// The benchmark process (server and its clients) after the reads.
+    rss_mib: f64,
+    peak_rss_mib: f64,
+    recall_at10: Option<f64>,
+    recall_context: Option<f64>,
+    /// Seconds the filler took to write and index at this size (0 when resumed complete).
+    fill_seconds: f64,
+    index_seconds: f64,
+}
+
+struct Servers {
+    http: reqwest::Client,
+    none: String,
+    stub: String,
+    minilm: String,
+}
+
+impl Servers {
+    async fn post(&self, url: &str, query: &str, vars: Value) -> anyhow::Result<Value> {
+        Ok(common::graphql(&self.http, url, query, &vars).await?["data"].clone())
+    }
+
+    /// `reqs` one at a time against `url`, after a few untimed warm-up calls.
+    async fn time(
+        &self,
+        url: &str,
+        label: &str,
+        query: &str,
+        reqs: &[Value],
+        mut check: impl FnMut(&Value),
+    ) -> anyhow::Result<Stats> {
+        for v in reqs.iter().take(5) {
+            self.post(url, query, v.clone()).await?;
+        }
+        let pb = bar(reqs.len() as u64, label);
+        let mut d = Vec::with_capacity(reqs.len());
+        for v in reqs {
+            let t = Instant::now();
+            let r = self.post(url, query, v.clone()).await?;
+            d.push(t.elapsed());
+            check(&r);
+            pb.inc(1);
+        }
+        pb.finish();
+        Ok(stats(d))
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    // SAFETY: first thing in main: no other thread exists yet.
+    unsafe { honcho_graphql::runtime() }?.block_on(async {
+        let mut args = Args::parse();
+        if args.quick {
+            args.sizes.retain(|&s| s <= 1_000_000);
+            args.tenants = 0;
+        }
+        run(&args).await
+    })
+}
+
+async fn run(args: &Args) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let url = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let (base, query) = common::server_url(&url);
+    let admin = Database::connect(format!("{base}/postgres{query}")).await?;
+    let name = &args.database;
+    anyhow::ensure!(
+        name.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+        "--database takes lowercase letters, digits and _"
+    );
+    if args.fresh {
+        admin
+            .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .await?;
+    }
+    let exists = admin
+        .query_one_raw(stmt(
+            "SELECT 1 AS one FROM pg_database WHERE datname = $1",
+            vec![name.clone().into()],
+        ))
+        .await?
+        .is_some();
+    if !exists {
+        admin
+            .execute_unprepared(&format!("CREATE DATABASE {name}"))
+            .await?;
+    }
+    let db_url = format!("{base}/{name}{query}");
+    let minilm = embedder(EmbedderKind::MiniLm)?.context("MiniLM is an embedder")?;
+    migration::set_embedding_dims(minilm.dims() as u32);
+    let db = connect(&db_url, 4).await?;
+    Migrator::up(&db, None).await.context("migrating")?;
+    db.execute_unprepared(
+        "CREATE TABLE IF NOT EXISTS bench_scale_state (key TEXT PRIMARY KEY, value TEXT NOT NULL); \
+         CREATE TABLE IF NOT EXISTS bench_scale_eval (conversation INT, session INT, turn INT, \
+           public_id TEXT NOT NULL, seq BIGINT NOT NULL, PRIMARY KEY (conversation, session, turn))",
+    )
+    .await?;
+    // An interrupted fill left indexes dropped: build them before anything reads.
+    rebuild_indexes(&db).await?;
+    ensure_pool(&db, &minilm, args).await?;
+
+    let stub: Arc<dyn Embedder> = Arc::new(Stub);
+    let servers = Servers {
+        http: honcho_graphql::outbound::client(),
+        none: serve(Store::new(connect(&db_url, 8).await?)).await?,
+        stub: serve(Store::new(connect(&db_url, 8).await?).with_embedder(Some(stub))).await?,
+        minilm: serve(Store::new(connect(&db_url, 8).await?).with_embedder(Some(minilm.clone())))
+            .await?,
+    };
+    let eval = plant_eval(&db, &servers, args).await?;
+
+    let mut columns: Vec<Column> = Vec::new();
+    let mut rng = Rng::new(args.seed);
+    for &size in &args.sizes {
+        let mut col = Column {
+            label: human(size),
+            ..Column::default()
+        };
+        let reserved = (args.batches * BATCH) as i64;
+        let (fill_s, index_s) =
+            fill_big(&db, args, &mut rng, size as i64 - reserved, &mut col).await?;
+        col.fill_seconds = fill_s;
+        col.index_seconds = index_s;
+        measure(
+            &db,
+            &servers,
+            args,
+            &mut rng,
+            WS,
+            &format!("ingest-{}", col.label),
+            &mut col,
+        )
+        .await?;
+        let (r10, rc) = recall(&servers, &eval).await?;
+        col.recall_at10 = Some(r10);
+        col.recall_context = Some(rc);
+        print_column(&col);
+        columns.push(col);
+        write_results(args, &columns, started.elapsed())?;
+    }
+    if args.tenants > 0 {
+        let mut col = Column {
+            label: format!(
+                "{} over {} workspaces",
+                human(args.tenants * args.tenant_messages),
+                human(args.tenants)
+            ),
+            ..Column::default()
+        };
+        let (fill_s, index_s) = fill_tenants(&db, args, &mut rng).await?;
+        col.fill_seconds = fill_s;
+        col.index_seconds = index_s;
+        let tenant = format!("t{:05}", args.tenants / 2);
+        measure(
+            &db,
+            &servers,
+            args,
+            &mut rng,
+            &tenant,
+            "ingest-tenants",
+            &mut col,
+        )
+        .await?;
+        print_column(&col);
+        columns.push(col);
+    }
+    write_results(args, &columns, started.elapsed())?;
+    Ok(())
+}
+
+fn human(n: usize) -> String {
+    match n {
+        n if n >= 1_000_000 && n % 1_000_000 == 0 => format!("{}M", n / 1_000_000),
+        n if n >= 1_000 && n % 1_000 == 0 => format!("{}k", n / 1_000),
+        n => n.to_string(),
+    }
+}
+
+async fn count<C: ConnectionTrait>(
+    db: &C,
+    sql: &str,
+    values: Vec<sea_orm::Value>,
+) -> anyhow::Result<i64> {
+    let row = db
+        .query_one_raw(stmt(sql, values))
+        .await?
+        .context("a count returns a row")?;
+    Ok(row.try_get_by_index::<i64>(0)?)
+}
+
+/// The MiniLM-embedded sentence pool, built once.
+async fn ensure_pool(
+    db: &DatabaseConnection,
+    minilm: &Arc<dyn Embedder>,
+    args: &Args,
+) -> anyhow::Result<()> {
+    let have = count(
+        db,
+        "SELECT count(*) FROM pg_tables WHERE tablename = 'bench_pool'",
+        vec![],
+    )
+    .await?;
+    if have == 1 && count(db, "SELECT count(*) FROM bench_pool", vec![]).await? == args.pool as i64
+    {
+        return Ok(());
+    }
+    db.execute_unprepared("DROP TABLE IF EXISTS bench_pool")
+        .await?;
+    seed::pool(db, minilm, &mut Rng::new(args.seed ^ 0x5eed), args.pool).await
+}
+
+/// Drops the indexes a bulk insert is slow with, keeping their definitions until they are built.
+async fn drop_indexes(db: &DatabaseConnection) -> anyhow::Result<()> {
+    let kept = count(
+        db,
+        "SELECT count(*) FROM bench_scale_state WHERE key LIKE 'index:%'",
+        vec![],
+    )
+    .await?;
+    if kept > 0 {
+        return Ok(());
+    }
+    let txn = db.begin().await?;
+    for name in [
+        "ix_messages_embedding_hnsw",
+        "ix_messages_content_trgm",
+        "ix_messages_content_tsv",
+    ] {
+        let row = txn
+            .query_one_raw(stmt(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = $1",
+                vec![name.into()],
+            ))
+            .await?
+            .with_context(|| format!("index {name} does not exist"))?;
+        let def: String = row.try_get("", "indexdef")?;
+        txn.execute_raw(stmt(
+            "INSERT INTO bench_scale_state (key, value) VALUES ($1, $2)",
+            vec![format!("index:{name}").into(), def.into()],
+        ))
+        .await?;
+        txn.execute_unprepared(&format!("DROP INDEX {name}"))
+            .await?;
+    }
+    txn.commit().await?;
+    Ok(())
+}
+
+/// Builds every index [`drop_indexes`] dropped, then analyzes; returns the seconds it took.
+async fn rebuild_indexes(db: &DatabaseConnection) -> anyhow::Result<f64> {
+    let rows = db
+        .query_all_raw(stmt(
+            "SELECT key, value FROM bench_scale_state WHERE key LIKE 'index:%' ORDER BY key",
+            vec![],
+        ))
+        .await?;
+    if rows.is_empty() {
+        return Ok(0.0);
+    }
+    let t = Instant::now();
+    let pb = bar(rows.len() as u64, "indexes");
+    for r in rows {
+        let key: String = r.try_get("", "key")?;
+        let def: String = r.try_get("", "value")?;
+        // One connection, so the session settings hold for the build.
+        let txn = db.begin().await?;
+        txn.execute_unprepared("SET LOCAL maintenance_work_mem = '1GB'")
+            .await?;
+        txn.execute_unprepared(&def).await?;
+        txn.execute_raw(stmt(
+            "DELETE FROM bench_scale_state WHERE key = $1",
+            vec![key.into()],
+        ))
+        .await?;
+        txn.commit().await?;
+        pb.inc(1);
+    }
+    pb.finish();
+    db.execute_unprepared("VACUUM ANALYZE messages").await?;
+    db.execute_unprepared("ANALYZE").await?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// The workspace and its peers, once.
+async fn ensure_workspace<C: ConnectionTrait>(db: &C, name: &str) -> anyhow::Result<()> {
+    db.execute_raw(stmt(
+        "INSERT INTO workspaces (id, name) VALUES ($1, $1) ON CONFLICT DO NOTHING",
+        vec![name.into()],
+    ))
+    .await?;
+    for p in 0..PEERS {
+        db.execute_raw(stmt(
+            "INSERT INTO peers (id, name, workspace_name) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+            vec![
+                format!("{name}-peer-{p}").into(),
+                format!("peer-{p}").into(),
+                name.into(),
+            ],
+        ))
+        .await?;
+    }
+    Ok(())
+}
+
+/// One filler session of `n` messages between 2-4 of the workspace's peers, in one transaction
+/// (so an interrupted run leaves whole sessions only), and `conclusions` conclusions.
+async fn fill_session<C: ConnectionTrait>(
+    db: &C,
+    rng: &mut Rng,
+    workspace: &str,
+    session: &str,
+    n: usize,
+    pool: usize,
+) -> anyhow::Result<()> {
+    db.execute_raw(stmt(
+        "INSERT INTO sessions (id, name, workspace_name) VALUES ($1, $2, $3)",
+        vec![
+            format!("{workspace}-{session}").into(),
+            session.into(),
+            workspace.into(),
+        ],
+    ))
+    .await?;
+    let k = rng.range(2, 4);
+    let mut members: Vec<String> = Vec::new();
+    while members.len() < k {
+        let p = format!("peer-{}", rng.range(0, PEERS - 1));
+        if !members.contains(&p) {
+            members.push(p);
+        }
+    }
+    for m in &members {
+        db.execute_raw(stmt(
+            "INSERT INTO session_peers (workspace_name, session_name, peer_name) VALUES ($1, $2, $3)",
+            vec![workspace.into(), session.into(), m.clone().into()],
+        ))
+        .await?;
+    }
+    let mut ids = Vec::with_capacity(n);
+    let mut speakers = Vec::with_capacity(n);
+    let mut seqs = Vec::with_capacity(n);
+    let mut idxs = Vec::with_capacity(n);
+    let mut at = Vec::with_capacity(n);
+    let mut speaker = 0;
+    let mut clock = 0i64;
+    for i in 0..n {
+        ids.push(rng.nanoid());
+        if rng.range(0, 4) != 0 {
+            speaker = (speaker + 1) % members.len();
+        }
+        speakers.push(members[speaker].clone());
+        seqs.push((i + 1) as i64);
+        idxs.push(rng.range(0, pool - 1) as i32);
+        clock += rng.range(5, 120) as i64;
+        at.push(clock);
+    }
+    db.execute_raw(stmt(
+        "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, seq_in_session, \
+           content, token_count, created_at, embedding) \
+         SELECT u.pid, $6, $7, u.peer, u.seq, p.content, p.token_count, \
+           timestamptz '2026-01-01 00:00:00+00' + u.at * interval '1 second', p.embedding \
+         FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[], $5::bigint[]) AS u(pid, peer, seq, idx, at) \
+         JOIN bench_pool p ON p.idx = u.idx",
+        vec![
+            ids.into(),
+            speakers.into(),
+            seqs.into(),
+            idxs.into(),
+            at.into(),
+            workspace.into(),
+            session.into(),
+        ],
+    ))
+    .await?;
+    Ok(())
+}
+
+/// `n` more conclusions of peer-0 about peer-1 in `workspace`, each after the first three citing
+/// 1-3 of the 30 before it.
+async fn add_conclusions<C: ConnectionTrait>(
+    db: &C,
+    rng: &mut Rng,
+    workspace: &str,
+    n: usize,
+) -> anyhow::Result<()> {
+    let rows = db
+        .query_all_raw(stmt(
+            "SELECT id FROM conclusions WHERE workspace_name = $1 ORDER BY created_at DESC, id DESC LIMIT 30",
+            vec![workspace.into()],
+        ))
+        .await?;
+    let mut recent: Vec<String> = rows
+        .iter()
+        .rev()
+        .map(|r| r.try_get::<String>("", "id"))
+        .collect::<Result<_, _>>()?;
+    let before = count(
+        db,
+        "SELECT count(*) FROM conclusions WHERE workspace_name = $1",
+        vec![workspace.into()],
+    )
+    .await?;
+    let mut start = 0;
+    while start < n {
+        let m = (n - start).min(5_000);
+        let (mut ids, mut contents, mut levels, mut sources, mut at) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for j in 0..m {
+            let i = before as usize + start + j;
+            let src = if recent.len() < 3 {
+                String::new()
+            } else {
+                let k = rng.range(1, 3);
+                let lo = recent.len().saturating_sub(30);
+                let mut picked: Vec<String> = Vec::new();
+                while picked.len() < k {
+                    let c = recent[rng.range(lo, recent.len() - 1)].clone();
+                    if !picked.contains(&c) {
+                        picked.push(c);
+                    }
+                }
+                picked.join(",")
+            };
+            levels.push(
+                if src.is_empty() {
+                    "explicit"
+                } else {
+                    "deductive"
+                }
+                .to_owned(),
+            );
+            sources.push(src);
+            contents.push(format!("{} (#{i})", seed::sentence(rng)));
+            at.push(i as i64);
+            let id = rng.nanoid();
+            ids.push(id.clone());
+            recent.push(id);
+            if recent.len() > 60 {
+                recent.drain(..30);
+            }
+        }
+        db.execute_raw(stmt(
+            "INSERT INTO conclusions (id, workspace_name, observer, observed, content, level, source_ids, created_at) \
+             SELECT u.id, $6, 'peer-0', 'peer-1', u.content, u.level, string_to_array(NULLIF(u.src, ''), ','), \
+               timestamptz '2026-01-01 00:00:00+00' + u.at * interval '1 second' \
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) AS u(id, content, level, src, at)",
+            vec![
+                ids.into(),
+                contents.into(),
+                levels.into(),
+                sources.into(),
+                at.into(),
+                workspace.into(),
+            ],
+        ))
+        .await?;
+        start += m;
+    }
+    Ok(())
+}
+
+/// Fills the big workspace with whole sessions until it holds about `target` messages, and its
+/// conclusions to a tenth of that; returns the seconds spent writing and indexing.
+async fn fill_big(
+    db: &DatabaseConnection,
+    args: &Args,
+    rng: &mut Rng,
+    target: i64,
+    col: &mut Column,
+) -> anyhow::Result<(f64, f64)> {
+    ensure_workspace(db, WS).await?;
+    let have = count(
+        db,
+        "SELECT count(*) FROM messages WHERE workspace_name = $1",
+        vec![WS.into()],
+    )
+    .await?;
+    let sessions = count(
+        db,
+        "SELECT count(*) FROM sessions WHERE workspace_name = $1 AND name LIKE 'f-%'",
+        vec![WS.into()],
+    )
+    .await? as usize;
+    let size = args.session_size as i64;
+    let missing = ((target - have).max(0) / size) as usize;
+    let t = Instant::now();
+    if missing > 0 {
+        drop_indexes(db).await?;
+        let pb = bar(
+            (missing * args.session_size) as u64,
+            &format!("fill {WS} to {}", human(target.max(0) as usize)),
+        );
+        for k in sessions..sessions + missing {
+            // Each session's draws from its own seed: a resumed run writes what a whole one would.
+            let mut srng = Rng::new(args.seed ^ (k as u64).wrapping_mul(0x9E37_79B9));
+            let txn = db.begin().await?;
+            fill_session(
+                &txn,
+                &mut srng,
+                WS,
+                &format!("f-{k}"),
+                args.session_size,
+                args.pool,
+            )
+            .await?;
+            txn.commit().await?;
+            pb.inc(args.session_size as u64);
+        }
+        pb.finish();
+    }
+    let conclusions = count(
+        db,
+        "SELECT count(*) FROM conclusions WHERE workspace_name = $1",
+        vec![WS.into()],
+    )
+    .await?;
+    let want = (target.max(0) + (args.batches * BATCH) as i64) / 10;
+    if want > conclusions {
+        add_conclusions(db, rng, WS, (want - conclusions) as usize).await?;
+    }
+    let fill = t.elapsed().as_secs_f64();
+    let index = rebuild_indexes(db).await?;
+    col.session_messages = size;
+    Ok((fill, index))
+}
+
+/// Fills `--tenants` workspaces of one session of `--tenant-messages` messages and a hundred
+/// conclusions each, ten workspaces per transaction.
+async fn fill_tenants(
+    db: &DatabaseConnection,
+    args: &Args,
+    _rng: &mut Rng,
+) -> anyhow::Result<(f64, f64)> {
+    let have = count(
+        db,
+        "SELECT count(*) FROM workspaces WHERE name LIKE 't_____'",
+        vec![],
+    )
+    .await? as usize;
+    let t = Instant::now();
+    if have < args.tenants {
+        drop_indexes(db).await?;
+        let pb = bar((args.tenants - have) as u64, "fill tenants");
+        let mut i = have;
+        while i < args.tenants {
+            let txn = db.begin().await?;
+            for w in i..(i + 10).min(args.tenants) {
+                let name = format!("t{w:05}");
+                ensure_workspace(&txn, &name).await?;
+                let mut wrng = Rng::new(args.seed ^ (w as u64 + 1).wrapping_mul(0xA24B_AED4));
+                fill_session(
+                    &txn,
+                    &mut wrng,
+                    &name,
+                    "s-0",
+                    args.tenant_messages,
+                    args.pool,
+                )
+                .await?;
+                add_conclusions(&txn, &mut wrng, &name, 100).await?;
+                pb.inc(1);
+            }
+            txn.commit().await?;
+            i = (i + 10).min(args.tenants);
+        }
+        pb.finish();
+    }
+    let fill = t.elapsed().as_secs_f64();
+    let index = rebuild_indexes(db).await?;
+    Ok((fill, index))
+}
+
+/// Ingest, then every read, then memory, on `workspace`.
+async fn measure(
+    db: &DatabaseConnection,
+    servers: &Servers,
+    args: &Args,
+    rng: &mut Rng,
+    workspace: &str,
+    ingest_session: &str,
+    col: &mut Column,
+) -> anyhow::Result<()> {
+    // Timed writes through the API, unless a resumed run already wrote this session.
+    let done = count(
+        db,
+        "SELECT count(*) FROM messages WHERE workspace_name = $1 AND session_name = $2",
+        vec![workspace.into(), ingest_session.into()],
+    )
+    .await?;
+    if done == 0 {
+        let mut lat = Vec::with_capacity(args.batches);
+        let pb = bar((args.batches * BATCH) as u64, "ingest, stub");
+        let t = Instant::now();
+        for b in 0..args.batches {
+            let msgs: Vec<Value> = (0..BATCH)
+                .map(|i| json!({"peerId": format!("peer-{}", (b + i) % 2), "content": seed::sentence(rng)}))
+                .collect();
+            let one = Instant::now();
+            servers
+                .post(
+                    &servers.stub,
+                    M_CREATE,
+                    json!({"w": workspace, "s": ingest_session, "m": msgs}),
+                )
+                .await?;
+            lat.push(one.elapsed());
+            pb.inc(BATCH as u64);
+        }
+        pb.finish();
+        col.ingest_msgs_per_s = (args.batches * BATCH) as f64 / t.elapsed().as_secs_f64();
+        let k = (args.batches / 10).max(1);
+        let ms = |d: &[Duration]| common::median(d.iter().map(|x| x.as_secs_f64() * 1e3).collect());
+        col.ingest_first10_ms = ms(&lat[..k]);
+        col.ingest_last10_ms = ms(&lat[lat.len() - k..]);
+    }
+    db.execute_unprepared("ANALYZE messages").await?;
+    col.workspace_messages = count(
+        db,
+        "SELECT count(*) FROM messages WHERE workspace_name = $1",
+        vec![workspace.into()],
+    )
+    .await?;
+    col.server_messages = count(db, "SELECT count(*) FROM messages", vec![]).await?;
+    col.workspaces = count(db, "SELECT count(*) FROM workspaces", vec![]).await?;
+
+    // The session read: the workspace's last filler session.
+    let row = db
+        .query_one_raw(stmt(
+            "SELECT session_name, count(*) AS n FROM messages WHERE workspace_name = $1 \
+               AND session_name NOT LIKE 'ingest-%' AND session_name NOT LIKE 'eval-%' \
+             GROUP BY session_name ORDER BY max(id) DESC LIMIT 1",
+            vec![workspace.into()],
+        ))
+        .await?
+        .context("the workspace has a filler session")?;
+    let session: String = row.try_get("", "session_name")?;
+    col.session_messages = row.try_get::<i64>("", "n")?;
+    let n = args.requests;
+    let search: Vec<Value> = (0..n)
+        .map(|_| json!({"w": workspace, "s": session, "q": seed::query(rng)}))
+        .collect();
+    col.session_search_none = servers
+        .time(
+            &servers.none,
+            "session search, none",
+            Q_SESSION_SEARCH,
+            &search,
+            |_| {},
+        )
+        .await?;
+    col.session_search_stub = servers
+        .time(
+            &servers.stub,
+            "session search, stub",
+            Q_SESSION_SEARCH,
+            &search,
+            |_| {},
+        )
+        .await?;
+    col.session_search_minilm = servers
+        .time(
+            &servers.minilm,
+            "session search, MiniLM",
+            Q_SESSION_SEARCH,
+            &search,
+            |_| {},
+        )
+        .await?;
+    if workspace == WS {
+        let ws_search: Vec<Value> = (0..n)
+            .map(|_| json!({"w": workspace, "q": seed::query(rng), "limit": 50}))
+            .collect();
+        col.workspace_search = Some(
+            servers
+                .time(
+                    &servers.minilm,
+                    "workspace search",
+                    Q_WS_SEARCH,
+                    &ws_search,
+                    |_| {},
+                )
+                .await?,
+        );
+    }
+    let pages: Vec<Value> = (0..n)
+        .map(|_| json!({"w": workspace, "s": session, "f": {"peer_id": format!("peer-{}", rng.range(0, PEERS - 1))}}))
+        .collect();
+    col.page50 = servers
+        .time(&servers.none, "page of 50 by peer", Q_PAGE, &pages, |_| {})
+        .await?;
+    let ids = sample_ids(db, workspace, n, rng).await?;
+    let gets: Vec<Value> = ids
+        .iter()
+        .map(|id| json!({"w": workspace, "id": id}))
+        .collect();
+    col.get = servers
+        .time(&servers.none, "get one message", Q_GET, &gets, |_| {})
+        .await?;
+    let recent: Vec<String> = db
+        .query_all_raw(stmt(
+            "SELECT id FROM conclusions WHERE workspace_name = $1 ORDER BY created_at DESC LIMIT 1000",
+            vec![workspace.into()],
+        ))
+        .await?
+        .iter()
+        .filter_map(|r| r.try_get::<String>("", "id").ok())
+        .collect();
+    anyhow::ensure!(!recent.is_empty(), "{workspace} has no conclusions");
+    let trees: Vec<Value> = (0..n)
+        .map(|_| json!({"w": workspace, "c": rng.pick(&recent)}))
+        .collect();
+    let mut nodes = Vec::new();
+    col.tree_depth5 = servers
+        .time(
+            &servers.none,
+            "reasoningTree depth 5",
+            Q_TREE,
+            &trees,
+            |r| {
+                let k = r["workspace"]["conclusion"]["reasoningTree"]["nodes"]
+                    .as_array()
+                    .map_or(0, Vec::len);
+                nodes.push(k as f64);
+            },
+        )
+        .await?;
+    col.tree_nodes_p50 = common::median(nodes);
+    let (rss, peak) = rss_mib();
+    col.rss_mib = rss;
+    col.peak_rss_mib = peak;
+    Ok(())
+}
+
+/// `n` message ids of the workspace spread over it, from its id range.
+async fn sample_ids(
+    db: &DatabaseConnection,
+    workspace: &str,
+    n: usize,
+    rng: &mut Rng,
+) -> anyhow::Result<Vec<String>> {
+    let row = db
+        .query_one_raw(stmt(
+            "SELECT min(id) AS lo, max(id) AS hi FROM messages WHERE workspace_name = $1",
+            vec![workspace.into()],
+        ))
+        .await?
+        .context("min/max")?;
+    let (lo, hi): (i64, i64) = (row.try_get("", "lo")?, row.try_get("", "hi")?);
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        let at = lo + (rng.next_u64() % (hi - lo + 1) as u64) as i64;
+        if let Some(r) = db
+            .query_one_raw(stmt(
+                "SELECT public_id FROM messages WHERE workspace_name = $1 AND id >= $2 ORDER BY id LIMIT 1",
+                vec![workspace.into(), at.into()],
+            ))
+            .await?
+        {
+            out.push(r.try_get::<String>("", "public_id")?);
+        }
+    }
+    Ok(out)
+}
+
+/// Resident and peak resident memory of this process (the server and its clients), in MiB.
+fn rss_mib() -> (f64, f64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// The eval's questions and where their evidence was stored.
+struct Eval {
+    questions: Vec<corpus::Question>,
+    /// (conversation, session, turn) → public id.
+    ids: HashMap<(usize, usize, usize), String>,
+    /// public id → (conversation, session, seq).
+    places: HashMap<String, (usize, usize, i64)>,
+}
+
+/// Plants the eval's conversations in the big workspace through the API (MiniLM), once: each
+/// sitting becomes a session `eval-<conversation>-<sitting>`.
+async fn plant_eval(
+    db: &DatabaseConnection,
+    servers: &Servers,
+    args: &Args,
+) -> anyhow::Result<Eval> {
+    let shape = corpus::Shape {
+        conversations: args.eval_conversations,
+        sessions: 16,
+        questions: 60,
+    };
+    let (conversations, questions) = corpus::generate(EVAL_SEED, &shape);
+    let planted = count(db, "SELECT count(*) FROM bench_scale_eval", vec![]).await?;
+    if planted == 0 {
+        let total: usize = conversations
+            .iter()
+            .flat_map(|c| c.sessions.iter().map(|s| s.turns.len()))
+            .sum();
+        let pb = bar(total as u64, "plant eval, MiniLM");
+        let start = chrono::DateTime::parse_from_rfc3339("2023-01-02T10:00:00Z")?.to_utc();
+        for (ci, c) in conversations.iter().enumerate() {
+            for (si, s) in c.sessions.iter().enumerate() {
+                let day = start + chrono::Duration::days(i64::from(s.day));
+                for (chunk_no, chunk) in s.turns.chunks(BATCH).enumerate() {
+                    let m: Vec<Value> = chunk
+                        .iter()
+                        .enumerate()
+                        .map(|(i, turn)| {
+                            let at = day + chrono::Duration::minutes((chunk_no * BATCH + i) as i64);
+                            json!({"peerId": c.peer_id(turn.speaker), "content": turn.text,
+                                   "createdAt": at.to_rfc3339()})
+                        })
+                        .collect();
+                    let d = servers
+                        .post(
+                            &servers.minilm,
+                            M_CREATE,
+                            json!({"w": WS, "s": format!("eval-{ci}-{si}"), "m": m}),
+                        )
+                        .await?;
+                    let made = d["createMessages"].as_array().context("createMessages")?;
+                    let (mut cs, mut ss, mut ts, mut pids, mut seqs) =
+                        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                    for (i, row) in made.iter().enumerate() {
+                        cs.push(ci as i32);
+                        ss.push(si as i32);
+                        ts.push((chunk_no * BATCH + i) as i32);
+                        pids.push(row["id"].as_str().context("id")?.to_owned());
+                        seqs.push(row["seqInSession"].as_i64().context("seq")?);
+                    }
+                    db.execute_raw(stmt(
+                        "INSERT INTO bench_scale_eval SELECT * FROM unnest($1::int[], $2::int[], $3::int[], $4::text[], $5::bigint[])",
+                        vec![cs.into(), ss.into(), ts.into(), pids.into(), seqs.into()],
+                    ))
+                    .await?;
+                    pb.inc(chunk.len() as u64);
+                }
+            }
+        }
+        pb.finish();
+    }
+    let mut ids = HashMap::new();
+    let mut places = HashMap::new();
+    for r in db
+        .query_all_raw(stmt("SELECT * FROM bench_scale_eval", vec![]))
+        .await?
+    {
+        let (c, s, t): (i32, i32, i32) = (
+            r.try_get("", "conversation")?,
+            r.try_get("", "session")?,
+            r.try_get("", "turn")?,
+        );
+        let id: String = r.try_get("", "public_id")?;
+        let seq: i64 = r.try_get("", "seq")?;
+        ids.insert((c as usize, s as usize, t as usize), id.clone());
+        places.insert(id, (c as usize, s as usize, seq));
+    }
+    Ok(Eval {
+        questions,
+        ids,
+        places,
+    })
+}
+
+/// Every eval question as a search of the whole big workspace (MiniLM, top 10 with a context
+/// of ±2 turns): the share whose evidence (any of it) is among the results, and within a
+/// result's context.
+async fn recall(servers: &Servers, eval: &Eval) -> anyhow::Result<(f64, f64)> {
+    let (mut hit, mut ctx) = (0usize, 0usize);
+    let pb = bar(eval.questions.len() as u64, "recall");
+    for q in &eval.questions {
+        let d = servers
+            .post(
+                &servers.minilm,
+                Q_WS_SEARCH,
+                json!({"w": WS, "q": q.text, "limit": TOP}),
+            )
+            .await?;
+        let hits = &d["workspace"]["search"];
+        let ids = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|m| m["id"].as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let results = ids(&hits["results"]);
+        let context: Vec<String> = hits["snippets"]
+            .as_array()
+            .map(|s| s.iter().flat_map(|s| ids(&s["context"])).collect())
+            .unwrap_or_default();
+        let evidence: Vec<&String> = q
+            .evidence
+            .iter()
+            .filter_map(|&(s, t)| eval.ids.get(&(q.conversation, s, t)))
+            .collect();
+        if evidence
+            .iter()
+            .any(|e| results.iter().take(TOP).any(|r| r == *e))
+        {
+            hit += 1;
+        }
+        let near = |id: &String| {
+            let Some(&(c, s, seq)) = eval.places.get(id) else {
+                return false;
+            };
+            evidence.iter().any(|e| {
+                eval.places
+                    .get(*e)
+                    .is_some_and(|&(ec, es, eseq)| ec == c && es == s && eseq == seq)
+            })
+        };
+        if context.iter().any(near) {
+            ctx += 1;
+        }
+        pb.inc(1);
+    }
+    pb.finish();
+    let n = eval.questions.len().max(1) as f64;
+    Ok((hit as f64 / n, ctx as f64 / n))
+}
+
+fn print_column(c: &Column) {
+    eprintln!(
+        "\n{}: {} msgs in the workspace, {} on the server; session search p50 none/stub/MiniLM \
+         {:.1}/{:.1}/{:.1} ms; workspace search {}; page of 50 {:.1} ms; get {:.1} ms; tree depth 5 \
+         {:.1} ms ({} nodes); ingest {:.0} msg/s (batch {:.0} → {:.0} ms); RSS {:.0} MiB; recall@10 {}",
+        c.label,
+        c.workspace_messages,
+        c.server_messages,
+        c.session_search_none.p50_ms,
+        c.session_search_stub.p50_ms,
+        c.session_search_minilm.p50_ms,
+        c.workspace_search
+            .as_ref()
+            .map_or("—".into(), |s| format!("{:.1} ms", s.p50_ms)),
+        c.page50.p50_ms,
+        c.get.p50_ms,
+        c.tree_depth5.p50_ms,
+        c.tree_nodes_p50,
+        c.ingest_msgs_per_s,
+        c.ingest_first10_ms,
+        c.ingest_last10_ms,
+        c.rss_mib,
+        c.recall_at10.map_or("—".into(), |r| format!("{r:.3}")),
+    );
+}
+
+/// The figures of one chart: (series name, value of each column or None).
+type Figure = (
+    &'static str,
+    &'static str,
+    Vec<(&'static str, Vec<Option<f64>>)>,
+);
+
+fn figures(cols: &[Column]) -> Vec<Figure> {
+    let f = |get: &dyn Fn(&Column) -> Option<f64>| cols.iter().map(get).collect::<Vec<_>>();
+    vec![
+        (
+            "session_search",
+            "session search p50 (ms)",
+            vec![
+                ("no embedder", f(&|c| Some(c.session_search_none.p50_ms))),
+                ("stub", f(&|c| Some(c.session_search_stub.p50_ms))),
+                ("MiniLM", f(&|c| Some(c.session_search_minilm.p50_ms))),
+            ],
+        ),
+        (
+            "workspace_search",
+            "workspace search p50 (ms)",
+            vec![(
+                "MiniLM, limit 50",
+                f(&|c| c.workspace_search.as_ref().map(|s| s.p50_ms)),
+            )],
+        ),
+        (
+            "reads",
+            "reads p50 (ms)",
+            vec![
+                ("page of 50", f(&|c| Some(c.page50.p50_ms))),
+                ("get", f(&|c| Some(c.get.p50_ms))),
+                ("reasoningTree depth 5", f(&|c| Some(c.tree_depth5.p50_ms))),
+            ],
+        ),
+        (
+            "ingest",
+            "ingest (msg/s, batches of 100, stub)",
+            vec![
+                (
+                    "msg/s",
+                    f(&|c| Some(c.ingest_msgs_per_s).filter(|x| *x > 0.0)),
+                ),
+                (
+                    "first 10% of batches",
+                    f(&|c| Some(100_000.0 / c.ingest_first10_ms).filter(|x| x.is_finite())),
+                ),
+                (
+                    "last 10% of batches",
+                    f(&|c| Some(100_000.0 / c.ingest_last10_ms).filter(|x| x.is_finite())),
+                ),
+            ],
+        ),
+        (
+            "rss",
+            "resident memory of the process (MiB)",
+            vec![
+                ("RSS", f(&|c| Some(c.rss_mib))),
+                ("peak", f(&|c| Some(c.peak_rss_mib))),
+            ],
+        ),
+        (
+            "recall",
+            "eval recall (planted)",
+            vec![
+                ("r@10", f(&|c| c.recall_at10)),
+                ("within context", f(&|c| c.recall_context)),
+            ],
+        ),
+    ]
+}
+
+const COLORS: [RGBColor; 3] = [
+    RGBColor(0xd9, 0x48, 0x0f),
+    RGBColor(0x1c, 0x7e, 0xd6),
+    RGBColor(0x2b, 0x8a, 0x3e),
+];
+
+/// A line per series against the server's message count, both axes logarithmic.
+fn plot(title: &str, cols: &[Column], series: &[(&str, Vec<Option<f64>>)]) -> String {
+    let xs: Vec<f64> = cols
+        .iter()
+        .map(|c| c.server_messages.max(1) as f64)
+        .collect();
+    let ys: Vec<f64> = series
+        .iter()
+        .flat_map(|(_, v)| v.iter().flatten().copied())
+        .filter(|y| *y > 0.0)
+        .collect();
+    let mut out = String::new();
+    if xs.is_empty() || ys.is_empty() {
+        return out;
+    }
+    let (xlo, xhi) = (
+        xs.iter().copied().fold(f64::MAX, f64::min) / 2.0,
+        xs.iter().copied().fold(0.0, f64::max) * 2.0,
+    );
+    let (ylo, yhi) = (
+        ys.iter().copied().fold(f64::MAX, f64::min) / 2.0,
+        ys.iter().copied().fold(0.0, f64::max) * 2.0,
+    );
+    {
+        let root = SVGBackend::with_string(&mut out, (720, 440)).into_drawing_area();
+        let drawn = (|| -> Result<(), Box<dyn std::error::Error>> {
+            root.fill(&WHITE)?;
+            let mut chart = ChartBuilder::on(&root)
+                .caption(title, ("sans-serif", 16))
+                .margin(14)
+                .x_label_area_size(40)
+                .y_label_area_size(60)
+                .build_cartesian_2d((xlo..xhi).log_scale(), (ylo..yhi).log_scale())?;
+            chart
+                .configure_mesh()
+                .x_desc("messages on the server")
+                .x_label_formatter(&|x| human_f(*x))
+                .label_style(("sans-serif", 12))
+                .draw()?;
+            for (i, (name, v)) in series.iter().enumerate() {
+                let color = COLORS[i % COLORS.len()];
+                let pts: Vec<(f64, f64)> = xs
+                    .iter()
+                    .zip(v)
+                    .filter_map(|(x, y)| y.filter(|y| *y > 0.0).map(|y| (*x, y)))
+                    .collect();
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
+                    .label(*name)
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+                chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))?;
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperLeft)
+                .draw()?;
+            root.present()?;
+            Ok(())
+        })();
+        if let Err(e) = drawn {
+            eprintln!("chart {title}: {e}");
+        }
+    }
+    out
+}
+
+fn human_f(x: f64) -> String {
+    if x >= 1e6 {
+        format!("{:.0}M", x / 1e6)
+    } else if x >= 1e3 {
+        format!("{:.0}k", x / 1e3)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+/// `results.json` (every figure, the arguments, an estimate of the 10M column's build time),
+/// `results.csv` (one row per column) and one SVG per figure.
+fn write_results(args: &Args, cols: &[Column], elapsed: Duration) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.out)?;
+    let estimate = estimate_10m(args, cols);
+    let out = json!({
+        "note": args.note,
+        "args": {"sizes": args.sizes, "tenants": args.tenants, "tenant_messages": args.tenant_messages,
+                 "session_size": args.session_size, "pool": args.pool, "requests": args.requests,
+                 "batches": args.batches, "eval_conversations": args.eval_conversations, "seed": args.seed},
+        "elapsed_s": elapsed.as_secs_f64(),
+        "estimate_10m": estimate,
+        "columns": cols,
+    });
+    std::fs::write(
+        args.out.join("results.json"),
+        serde_json::to_string_pretty(&out)?,
+    )?;
+    let mut csv = String::from(
+        "column,workspace_messages,server_messages,session_messages,session_search_none_p50_ms,\
+         session_search_stub_p50_ms,session_search_minilm_p50_ms,workspace_search_p50_ms,page50_p50_ms,\
+         get_p50_ms,tree_depth5_p50_ms,ingest_msgs_per_s,ingest_first10_ms,ingest_last10_ms,rss_mib,\
+         recall_at10,recall_context,fill_s,index_s\n",
+    );
+    let opt = |x: Option<f64>| x.map_or(String::new(), |x| format!("{x:.4}"));
+    for c in cols {
+        csv.push_str(&format!(
+            "{},{},{},{},{:.3},{:.3},{:.3},{},{:.3},{:.3},{:.3},{:.1},{:.1},{:.1},{:.0},{},{},{:.1},{:.1}\n",
+            c.label,
+            c.workspace_messages,
+            c.server_messages,
+            c.session_messages,
+            c.session_search_none.p50_ms,
+            c.session_search_stub.p50_ms,
+            c.session_search_minilm.p50_ms,
+            opt(c.workspace_search.as_ref().map(|s| s.p50_ms)),
+            c.page50.p50_ms,
+            c.get.p50_ms,
+            c.tree_depth5.p50_ms,
+            c.ingest_msgs_per_s,
+            c.ingest_first10_ms,
+            c.ingest_last10_ms,
+            c.rss_mib,
+            opt(c.recall_at10),
+            opt(c.recall_context),
+            c.fill_seconds,
+            c.index_seconds,
+        ));
+    }
+    std::fs::write(args.out.join("results.csv"), csv)?;
+    for (file, title, series) in figures(cols) {
+        std::fs::write(
+            args.out.join(format!("{file}.svg")),
+            plot(title, cols, &series),
+        )?;
+    }
+    eprintln!(
+        "wrote {}/results.{{json,csv}} and its charts",
+        args.out.display()
+    );
+    if let Some(e) = estimate {
+        eprintln!("10M column, estimated from this run's rates: {e}");
+    }
+    Ok(())
+}
+
+/// How long the 10M column would take to build and measure, from the largest measured column's
+/// fill and index rates (an estimate, not a measurement: index builds grow faster than linearly).
+fn estimate_10m(args: &Args, cols: &[Column]) -> Option<Value> {
+    let c = cols
+        .iter()
+        .filter(|c| c.fill_seconds > 0.0 && c.index_seconds > 0.0)
+        .max_by_key(|c| c.server_messages)?;
+    let filled = cols
+        .iter()
+        .filter(|c| c.fill_seconds > 0.0)
+        .map(|c| c.server_messages)
+        .max()?;
+    // Each fill rebuilds the indexes over everything on the server: the index rate is per row
+    // on the server, the fill rate per row written at that step.
+    let prev = cols
+        .iter()
+        .map(|x| x.server_messages)
+        .filter(|&m| m < c.server_messages)
+        .max()
+        .unwrap_or(0);
+    let fill_rate = (c.server_messages - prev).max(1) as f64 / c.fill_seconds;
+    let index_rate = c.server_messages as f64 / c.index_seconds;
+    let total = (args.tenants * args.tenant_messages).max(10_000_000) as f64;
+    let seconds = total / fill_rate + (filled as f64 + total) / index_rate;
+    Some(json!({
+        "estimate": true,
+        "basis": c.label,
+        "fill_rows_per_s": fill_rate,
+        "index_rows_per_s": index_rate,
+        "build_hours": seconds / 3600.0,
+    }))
+}
