@@ -109,9 +109,14 @@ pub fn embedder(kind: EmbedderKind) -> anyhow::Result<Option<Arc<dyn Embedder>>>
 
 /// Serves `store` over HTTP on 127.0.0.1 (any free port) and returns the GraphQL URL.
 pub async fn serve(store: Store) -> anyhow::Result<String> {
+    serve_on(store, 0).await
+}
+
+/// [`serve`] on a given port (0: any free one), for a run that must keep to a range of ports.
+pub async fn serve_on(store: Store, port: u16) -> anyhow::Result<String> {
     let schema = graphql::build_schema(store.clone(), &Limits::default());
     let app = honcho_graphql::http::router(schema, store, 32 << 20);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     let addr = listener.local_addr()?;
     // The server's own accept loop with its connection deadlines, as `serve` runs it.
     let timeouts = honcho_graphql::http::ConnectionTimeouts::default();

@@ -37,7 +37,7 @@ use sea_orm::{ConnectionTrait, Database, DatabaseConnection, TransactionTrait};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use common::{Stats, bar, connect, embedder, serve, stats};
+use common::{Stats, bar, connect, embedder, serve_on, stats};
 use seed::{Rng, stmt};
 
 #[derive(Parser, Debug, Clone)]
@@ -62,7 +62,7 @@ struct Args {
     #[arg(long)]
     quick: bool,
     /// Messages per filler session of the big workspace (session search reads one of them).
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 2_000)]
     session_size: usize,
     /// Distinct sentences embedded once by MiniLM and reused for every filler message.
     #[arg(long, default_value_t = 2_000)]
@@ -84,6 +84,10 @@ struct Args {
     note: String,
     #[arg(long, default_value = "bench/results/scale")]
     out: std::path::PathBuf,
+    /// The three in-process servers (no embedder, stub, MiniLM) listen on this port and the two
+    /// after it (0: any free ports).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
 }
 
 const WS: &str = "big";
@@ -264,12 +268,20 @@ async fn run(args: &Args) -> anyhow::Result<()> {
     ensure_pool(&db, &minilm, args).await?;
 
     let stub: Arc<dyn Embedder> = Arc::new(Stub);
+    let port = |i: u16| if args.port == 0 { 0 } else { args.port + i };
     let servers = Servers {
         http: honcho_graphql::outbound::client(),
-        none: serve(Store::new(connect(&db_url, 8).await?)).await?,
-        stub: serve(Store::new(connect(&db_url, 8).await?).with_embedder(Some(stub))).await?,
-        minilm: serve(Store::new(connect(&db_url, 8).await?).with_embedder(Some(minilm.clone())))
-            .await?,
+        none: serve_on(Store::new(connect(&db_url, 8).await?), port(0)).await?,
+        stub: serve_on(
+            Store::new(connect(&db_url, 8).await?).with_embedder(Some(stub)),
+            port(1),
+        )
+        .await?,
+        minilm: serve_on(
+            Store::new(connect(&db_url, 8).await?).with_embedder(Some(minilm.clone())),
+            port(2),
+        )
+        .await?,
     };
     let eval = plant_eval(&db, &servers, args).await?;
 
@@ -646,29 +658,26 @@ async fn fill_big(
     )
     .await? as usize;
     let size = args.session_size as i64;
-    let missing = ((target - have).max(0) / size) as usize;
+    // Whole sessions of `size`, the last one shorter so that the workspace reaches `target`.
+    let to_write = (target - have).max(0) as usize;
+    let missing = to_write.div_ceil(args.session_size);
     let t = Instant::now();
     if missing > 0 {
         drop_indexes(db).await?;
         let pb = bar(
-            (missing * args.session_size) as u64,
+            to_write as u64,
             &format!("fill {WS} to {}", human(target.max(0) as usize)),
         );
+        let mut left = to_write;
         for k in sessions..sessions + missing {
+            let n = left.min(args.session_size);
             // Each session's draws from its own seed: a resumed run writes what a whole one would.
             let mut srng = Rng::new(args.seed ^ (k as u64).wrapping_mul(0x9E37_79B9));
             let txn = db.begin().await?;
-            fill_session(
-                &txn,
-                &mut srng,
-                WS,
-                &format!("f-{k}"),
-                args.session_size,
-                args.pool,
-            )
-            .await?;
+            fill_session(&txn, &mut srng, WS, &format!("f-{k}"), n, args.pool).await?;
             txn.commit().await?;
-            pb.inc(args.session_size as u64);
+            left -= n;
+            pb.inc(n as u64);
         }
         pb.finish();
     }
@@ -787,12 +796,13 @@ async fn measure(
     col.server_messages = count(db, "SELECT count(*) FROM messages", vec![]).await?;
     col.workspaces = count(db, "SELECT count(*) FROM workspaces", vec![]).await?;
 
-    // The session read: the workspace's last filler session.
+    // The session read: the workspace's largest filler session (the newest of those), so that
+    // every size reads a session of `--session-size` once the workspace holds one.
     let row = db
         .query_one_raw(stmt(
             "SELECT session_name, count(*) AS n FROM messages WHERE workspace_name = $1 \
                AND session_name NOT LIKE 'ingest-%' AND session_name NOT LIKE 'eval-%' \
-             GROUP BY session_name ORDER BY max(id) DESC LIMIT 1",
+             GROUP BY session_name ORDER BY count(*) DESC, max(id) DESC LIMIT 1",
             vec![workspace.into()],
         ))
         .await?
