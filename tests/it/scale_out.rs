@@ -42,7 +42,7 @@ const KEY_TO_ADD: &[&str] = &["conclusion_messages", "deriver_items", "peer_card
 
 /// Statements that reach a distributed table without its key today: (operation, or "" for any;
 /// table; a fragment of the statement; why, and what would make it single-shard). Each is
-/// written down in docs/scale-out.md ("What the test checks").
+/// in the table of multi-shard statements of docs/scale-out.md, with its change.
 const EXCEPTIONS: &[(&str, &str, &str, &str)] = &[
     (
         "Query.workspaces",
