@@ -457,18 +457,28 @@ async fn rebuild_indexes(db: &DatabaseConnection) -> anyhow::Result<f64> {
     Ok(t.elapsed().as_secs_f64())
 }
 
+/// A public id (21 nanoid characters, as the schema checks) that depends on `key` alone, so a
+/// resumed run names rows as the first one did.
+fn public_id(key: &str) -> String {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for b in key.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+    }
+    Rng::new(h).nanoid()
+}
+
 /// The workspace and its peers, once.
 async fn ensure_workspace<C: ConnectionTrait>(db: &C, name: &str) -> anyhow::Result<()> {
     db.execute_raw(stmt(
-        "INSERT INTO workspaces (id, name) VALUES ($1, $1) ON CONFLICT DO NOTHING",
-        vec![name.into()],
+        "INSERT INTO workspaces (id, name) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        vec![public_id(&format!("workspace {name}")).into(), name.into()],
     ))
     .await?;
     for p in 0..PEERS {
         db.execute_raw(stmt(
             "INSERT INTO peers (id, name, workspace_name) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
             vec![
-                format!("{name}-peer-{p}").into(),
+                public_id(&format!("peer {name} {p}")).into(),
                 format!("peer-{p}").into(),
                 name.into(),
             ],
@@ -491,7 +501,7 @@ async fn fill_session<C: ConnectionTrait>(
     db.execute_raw(stmt(
         "INSERT INTO sessions (id, name, workspace_name) VALUES ($1, $2, $3)",
         vec![
-            format!("{workspace}-{session}").into(),
+            public_id(&format!("session {workspace} {session}")).into(),
             session.into(),
             workspace.into(),
         ],
