@@ -3,9 +3,12 @@
 //! workspaces bring the server to 10M; at each size the reads, the ingest, the server's memory and
 //! search recall are measured through the HTTP GraphQL endpoint. See bench/README.md ("Scale").
 //!
-//! - **Filler** (not timed): sessions of `--session-size` messages whose texts are drawn from a
-//!   pool of `--pool` sentences embedded once by MiniLM, inserted with SQL directly (as `make
-//!   bench` seeds), the text and vector indexes dropped during the insert and rebuilt after it.
+//! - **Filler** (not timed): sessions of `--session-size` messages, inserted with SQL directly
+//!   (as `make bench` seeds), the text and vector indexes dropped during the insert and rebuilt
+//!   after it. A message is two turns of a pool of `--pool` turns of generated conversations
+//!   (other people and facts than the planted ones) embedded once by MiniLM, its vector the
+//!   normalized sum of theirs: a pool of 2,000 gives 4M distinct messages, where one turn each
+//!   would repeat every vector 500 times at 1M.
 //!   The database is kept (`--database`) and a run resumes what it finds: filler sessions are
 //!   written whole, one transaction each, and the definitions of dropped indexes are kept in
 //!   `bench_scale_state` until they are rebuilt.
@@ -64,7 +67,7 @@ struct Args {
     /// Messages per filler session of the big workspace (session search reads one of them).
     #[arg(long, default_value_t = 2_000)]
     session_size: usize,
-    /// Distinct sentences embedded once by MiniLM and reused for every filler message.
+    /// Turns of generated conversations embedded once by MiniLM; a filler message pairs two.
     #[arg(long, default_value_t = 2_000)]
     pool: usize,
     /// Timed requests per read.
@@ -364,7 +367,18 @@ async fn count<C: ConnectionTrait>(
     Ok(row.try_get_by_index::<i64>(0)?)
 }
 
-/// The MiniLM-embedded sentence pool, built once.
+/// What `bench_pool` holds, in `bench_scale_state`: a pool of another kind (the sentences of
+/// earlier runs) is built again.
+const POOL_KIND: &str = "conversation turns";
+/// The generated conversations the filler's turns come from: not the planted ones.
+const FILLER_SEED: u64 = 1_000_003;
+
+/// The filler's pool, built once: `--pool` turns of generated conversations (as `make eval`
+/// writes them, other people and facts than the planted ones), each embedded by MiniLM as the
+/// server embeds a message, with the turn before it and the speakers. Filler drawn from the same
+/// kind of text as the planted conversations makes them needles among their own kind; a pool of
+/// random sentences made them an island of their own, which a graph index reaches or misses as
+/// a whole depending on how its build went.
 async fn ensure_pool(
     db: &DatabaseConnection,
     minilm: &Arc<dyn Embedder>,
@@ -376,13 +390,85 @@ async fn ensure_pool(
         vec![],
     )
     .await?;
-    if have == 1 && count(db, "SELECT count(*) FROM bench_pool", vec![]).await? == args.pool as i64
+    let kind = count(
+        db,
+        "SELECT count(*) FROM bench_scale_state WHERE key = 'pool' AND value = $1",
+        vec![POOL_KIND.into()],
+    )
+    .await?;
+    if have == 1
+        && kind == 1
+        && count(db, "SELECT count(*) FROM bench_pool", vec![]).await? == args.pool as i64
     {
         return Ok(());
     }
-    db.execute_unprepared("DROP TABLE IF EXISTS bench_pool")
+    db.execute_unprepared(
+        "DROP TABLE IF EXISTS bench_pool; \
+         CREATE TABLE bench_pool (idx INT PRIMARY KEY, content TEXT NOT NULL, \
+           token_count INT NOT NULL, embedding vector(384) NOT NULL)",
+    )
+    .await?;
+    let turns = filler_turns(args.pool);
+    let pb = bar(turns.len() as u64, "embed pool");
+    for (chunk_no, chunk) in turns.chunks(100).enumerate() {
+        let texts: Vec<String> = chunk.iter().map(|(_, text)| text.clone()).collect();
+        let vecs = minilm.embed(&texts).await.context("embedding the pool")?;
+        let (mut idx, mut content, mut tokens, mut emb) = (vec![], vec![], vec![], vec![]);
+        for (i, ((turn, _), v)) in chunk.iter().zip(vecs).enumerate() {
+            idx.push((chunk_no * 100 + i) as i32);
+            tokens.push(honcho_graphql::store::tokens::count(turn));
+            content.push(turn.clone());
+            emb.push(seed::vector_literal(&v));
+        }
+        db.execute_raw(stmt(
+            "INSERT INTO bench_pool SELECT * FROM unnest($1::int[], $2::text[], $3::int[], $4::text[]::vector[])",
+            vec![idx.into(), content.into(), tokens.into(), emb.into()],
+        ))
         .await?;
-    seed::pool(db, minilm, &mut Rng::new(args.seed ^ 0x5eed), args.pool).await
+        pb.inc(chunk.len() as u64);
+    }
+    pb.finish();
+    db.execute_raw(stmt(
+        "INSERT INTO bench_scale_state (key, value) VALUES ('pool', $1) \
+         ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+        vec![POOL_KIND.into()],
+    ))
+    .await?;
+    Ok(())
+}
+
+/// `n` turns of generated conversations as (content, the text the server would embed).
+fn filler_turns(n: usize) -> Vec<(String, String)> {
+    let shape = corpus::Shape {
+        conversations: n / 400 + 1,
+        sessions: 16,
+        questions: 60,
+    };
+    let (conversations, _) = corpus::generate(FILLER_SEED, &shape);
+    let mut out = Vec::with_capacity(n);
+    for c in &conversations {
+        for session in &c.sessions {
+            let mut before: Option<(String, &str)> = None;
+            for turn in &session.turns {
+                let peer = c.peer_id(turn.speaker);
+                let context: Vec<(&str, &str)> =
+                    before.iter().map(|(p, t)| (p.as_str(), *t)).collect();
+                let text = honcho_graphql::embed::message_text(&context, &peer, &turn.text);
+                if !text.is_empty() {
+                    out.push((turn.text.clone(), text));
+                }
+                before = Some((peer, &turn.text));
+            }
+        }
+    }
+    // About 500 turns a conversation: a fifth more than asked for.
+    assert!(
+        out.len() >= n,
+        "{} generated turns for a pool of {n}",
+        out.len()
+    );
+    out.truncate(n);
+    out
 }
 
 /// Drops the indexes a bulk insert is slow with, keeping their definitions until they are built.
@@ -526,6 +612,7 @@ async fn fill_session<C: ConnectionTrait>(
     let mut speakers = Vec::with_capacity(n);
     let mut seqs = Vec::with_capacity(n);
     let mut idxs = Vec::with_capacity(n);
+    let mut seconds = Vec::with_capacity(n);
     let mut at = Vec::with_capacity(n);
     let mut speaker = 0;
     let mut clock = 0i64;
@@ -537,16 +624,20 @@ async fn fill_session<C: ConnectionTrait>(
         speakers.push(members[speaker].clone());
         seqs.push((i + 1) as i64);
         idxs.push(rng.range(0, pool - 1) as i32);
+        seconds.push(rng.range(0, pool - 1) as i32);
         clock += rng.range(5, 120) as i64;
         at.push(clock);
     }
     db.execute_raw(stmt(
         "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, seq_in_session, \
            content, token_count, created_at, embedding) \
-         SELECT u.pid, $6, $7, u.peer, u.seq, p.content, p.token_count, \
-           timestamptz '2026-01-01 00:00:00+00' + u.at * interval '1 second', p.embedding \
-         FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[], $5::bigint[]) AS u(pid, peer, seq, idx, at) \
-         JOIN bench_pool p ON p.idx = u.idx",
+         SELECT u.pid, $6, $7, u.peer, u.seq, p.content || ' ' || q.content, \
+           p.token_count + q.token_count, \
+           timestamptz '2026-01-01 00:00:00+00' + u.at * interval '1 second', \
+           l2_normalize(p.embedding + q.embedding) \
+         FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[], $5::bigint[], $8::int[]) \
+           AS u(pid, peer, seq, idx, at, idx2) \
+         JOIN bench_pool p ON p.idx = u.idx JOIN bench_pool q ON q.idx = u.idx2",
         vec![
             ids.into(),
             speakers.into(),
@@ -555,6 +646,7 @@ async fn fill_session<C: ConnectionTrait>(
             at.into(),
             workspace.into(),
             session.into(),
+            seconds.into(),
         ],
     ))
     .await?;
