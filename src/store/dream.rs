@@ -18,6 +18,7 @@ use super::conclusion::Conclusion;
 use super::conclusion::dream::{DreamOutcome, DreamPlan, apply};
 use super::conclusion::require_peers_and_sessions;
 use super::events::{self, Notice};
+use super::lease::{self, Lease};
 use super::{Store, StoreError, StoreResult, TxOptions, columns, new_id, stmt, webhook};
 use crate::entity::conclusion;
 
@@ -190,22 +191,7 @@ impl Store {
     /// Extends the claim's lease to `lease` from now. `Conflict` when it is no longer the
     /// claim's.
     pub async fn renew_dream_lease(&self, claim: &DreamClaim, lease: Duration) -> StoreResult<()> {
-        let done = self
-            .db()
-            .execute_raw(stmt(
-                "UPDATE dream_units SET lease_until = now() + make_interval(secs => $3) \
-                 WHERE id = $1 AND lease_owner = $2",
-                [
-                    claim.unit_id.into(),
-                    claim.owner.clone().into(),
-                    lease.as_secs_f64().into(),
-                ],
-            ))
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(lease_lost(claim));
-        }
-        Ok(())
+        claim.lease().renew(self.db(), lease).await
     }
 
     /// Writes what the dream decided (merges, contradictions, inductions; see
@@ -260,20 +246,7 @@ impl Store {
     /// [`Store::retry_failed_dreams`]. A claim that no longer holds the unit changes nothing.
     #[tracing::instrument(name = "store.fail_dream", level = "debug", skip_all)]
     pub async fn fail_dream(&self, claim: &DreamClaim, message: &str) -> StoreResult<()> {
-        let message: String = message.chars().take(2000).collect();
-        self.db()
-            .execute_raw(stmt(
-                "UPDATE dream_units SET failed_at = now(), last_error = $3, \
-                   last_error_at = now(), lease_owner = NULL, lease_until = NULL \
-                 WHERE id = $1 AND lease_owner = $2",
-                [
-                    claim.unit_id.into(),
-                    claim.owner.clone().into(),
-                    message.into(),
-                ],
-            ))
-            .await?;
-        Ok(())
+        claim.lease().fail(self.db(), message).await
     }
 
     /// Lets the workspace's failed dreams be claimed again; returns how many.
@@ -322,34 +295,21 @@ impl Store {
     }
 }
 
-fn lease_lost(claim: &DreamClaim) -> StoreError {
-    StoreError::Conflict(format!(
-        "the lease on dream unit {} was lost to another worker",
-        claim.unit_id
-    ))
+impl DreamClaim {
+    fn lease(&self) -> Lease<'_> {
+        Lease {
+            table: "dream_units",
+            what: "dream unit",
+            unit_id: self.unit_id,
+            owner: &self.owner,
+        }
+    }
 }
 
 /// Makes sure the claim still holds its unit, and keeps it until the transaction ends; else
 /// `Conflict`. Takes the same per-pair lock as a deriver batch, so a dream and a batch of the
 /// same pair never write at once.
 async fn hold(txn: &DatabaseTransaction, claim: &DreamClaim) -> StoreResult<()> {
-    txn.execute_raw(stmt(
-        "SELECT pg_advisory_xact_lock(hashtext($1), hashtext('deriver:' || $2 || ':' || $3))",
-        [
-            claim.workspace.clone().into(),
-            claim.observer.clone().into(),
-            claim.observed.clone().into(),
-        ],
-    ))
-    .await?;
-    let held = txn
-        .query_one_raw(stmt(
-            "SELECT id FROM dream_units WHERE id = $1 AND lease_owner = $2 FOR NO KEY UPDATE",
-            [claim.unit_id.into(), claim.owner.clone().into()],
-        ))
-        .await?;
-    match held {
-        Some(_) => Ok(()),
-        None => Err(lease_lost(claim)),
-    }
+    lease::lock_pair(txn, &claim.workspace, &claim.observer, &claim.observed).await?;
+    claim.lease().hold(txn).await
 }

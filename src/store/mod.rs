@@ -12,6 +12,7 @@ pub mod export;
 pub mod filter;
 pub mod gin_pending;
 mod keys;
+mod lease;
 pub mod message;
 pub mod meta;
 pub mod page;

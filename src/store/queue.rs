@@ -23,10 +23,11 @@ use super::conclusion::Conclusion;
 pub use super::conclusion::derive::{BatchOutcome, NewDerived, NewFact, Premise};
 use super::conclusion::derive::{Pair, record_batch};
 use super::events::{self, Notice};
+use super::lease::{self, FAILED, Lease};
 use super::peer_card::{self, NewCardEntry};
 use super::vectors::{FlatVectors, nth_vector};
 use super::webhook::{self, EventType};
-use super::{Store, StoreError, StoreResult, TxOptions, columns, new_id, stmt};
+use super::{Store, StoreResult, TxOptions, columns, new_id, stmt};
 use crate::entity::conclusion;
 
 /// Queues the messages `ids` (just inserted in `txn`) for every observer the observation rules
@@ -294,41 +295,22 @@ impl Store {
     /// Extends the claim's lease to `lease` from now (before another long LLM call). `Conflict`
     /// when the unit is no longer the claim's: its new holder does the work.
     pub async fn renew_lease(&self, claim: &Claim, lease: Duration) -> StoreResult<()> {
-        let done = self
-            .db()
-            .execute_raw(stmt(
-                "UPDATE deriver_units SET lease_until = now() + make_interval(secs => $3) \
-                 WHERE id = $1 AND lease_owner = $2",
-                [
-                    claim.unit_id.into(),
-                    claim.owner.clone().into(),
-                    lease.as_secs_f64().into(),
-                ],
-            ))
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(lease_lost(claim));
-        }
-        Ok(())
+        claim.lease().renew(self.db(), lease).await
     }
 
     /// Records that the claim's batch failed: the unit stops (its messages stay queued) until
     /// [`Store::retry_failed_derivations`]. A claim that no longer holds the unit changes nothing.
     #[tracing::instrument(name = "store.fail_batch", level = "debug", skip_all)]
     pub async fn fail_batch(&self, claim: &Claim, message: &str) -> StoreResult<()> {
-        let message: String = message.chars().take(2000).collect();
         self.db()
             .execute_raw(stmt(
-                "WITH u AS ( \
-                   UPDATE deriver_units SET failed_at = now(), last_error = $3, \
-                     last_error_at = now(), lease_owner = NULL, lease_until = NULL \
-                   WHERE id = $1 AND lease_owner = $2 RETURNING id) \
-                 UPDATE deriver_items SET claimed = false WHERE unit_id IN (SELECT id FROM u)",
-                [
-                    claim.unit_id.into(),
-                    claim.owner.clone().into(),
-                    message.into(),
-                ],
+                &format!(
+                    "WITH u AS ( \
+                       UPDATE deriver_units SET {FAILED} \
+                       WHERE id = $1 AND lease_owner = $2 RETURNING id) \
+                     UPDATE deriver_items SET claimed = false WHERE unit_id IN (SELECT id FROM u)"
+                ),
+                claim.lease().failure(message),
             ))
             .await?;
         Ok(())
@@ -529,11 +511,15 @@ impl Store {
     }
 }
 
-fn lease_lost(claim: &Claim) -> StoreError {
-    StoreError::Conflict(format!(
-        "the lease on deriver unit {} was lost to another worker",
-        claim.unit_id
-    ))
+impl Claim {
+    fn lease(&self) -> Lease<'_> {
+        Lease {
+            table: "deriver_units",
+            what: "deriver unit",
+            unit_id: self.unit_id,
+            owner: &self.owner,
+        }
+    }
 }
 
 /// Honcho v3.0.12's `queue.empty`, when the batch just written left its unit with no queued
@@ -567,25 +553,8 @@ async fn queue_empty_event(txn: &DatabaseTransaction, claim: &Claim) -> StoreRes
 /// `Conflict`. Also serializes batches of one (observer, observed) from several sessions, so
 /// their facts are deduplicated one batch at a time.
 async fn hold_unit(txn: &DatabaseTransaction, claim: &Claim) -> StoreResult<()> {
-    txn.execute_raw(stmt(
-        "SELECT pg_advisory_xact_lock(hashtext($1), hashtext('deriver:' || $2 || ':' || $3))",
-        [
-            claim.workspace.clone().into(),
-            claim.observer.clone().into(),
-            claim.observed.clone().into(),
-        ],
-    ))
-    .await?;
-    let held = txn
-        .query_one_raw(stmt(
-            "SELECT id FROM deriver_units WHERE id = $1 AND lease_owner = $2 FOR NO KEY UPDATE",
-            [claim.unit_id.into(), claim.owner.clone().into()],
-        ))
-        .await?;
-    match held {
-        Some(_) => Ok(()),
-        None => Err(lease_lost(claim)),
-    }
+    lease::lock_pair(txn, &claim.workspace, &claim.observer, &claim.observed).await?;
+    claim.lease().hold(txn).await
 }
 
 /// Takes the batch's messages off the queue and releases the unit's lease; what is left queued

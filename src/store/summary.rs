@@ -19,6 +19,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, EntityTrait};
 
 use super::configuration::Resolved;
+use super::lease::Lease;
 use super::message::Message;
 use super::{Store, StoreError, StoreResult, TxOptions, columns, new_id, stmt};
 use crate::entity::message;
@@ -284,16 +285,7 @@ impl Store {
         token_count: i32,
     ) -> StoreResult<()> {
         self.transaction(TxOptions::default(), |txn| async move {
-            let held = txn
-                .query_one_raw(stmt(
-                    "SELECT id FROM summary_units WHERE id = $1 AND lease_owner = $2 \
-                     FOR NO KEY UPDATE",
-                    [claim.unit_id.into(), claim.owner.clone().into()],
-                ))
-                .await?;
-            if held.is_none() {
-                return Err(summary_lease_lost(claim));
-            }
+            claim.lease().hold(&txn).await?;
             if let Some(m) = last {
                 txn.execute_raw(stmt(
                     "INSERT INTO session_summaries AS s (workspace_name, session_name, kind, \
@@ -329,28 +321,19 @@ impl Store {
     /// Records that the claim's summary could not be written: the unit stops until
     /// [`Store::retry_failed_derivations`]. A claim that no longer holds the unit changes nothing.
     pub async fn fail_summary(&self, claim: &SummaryClaim, message: &str) -> StoreResult<()> {
-        let message: String = message.chars().take(2000).collect();
-        self.db()
-            .execute_raw(stmt(
-                "UPDATE summary_units SET failed_at = now(), last_error = $3, \
-                   last_error_at = now(), lease_owner = NULL, lease_until = NULL \
-                 WHERE id = $1 AND lease_owner = $2",
-                [
-                    claim.unit_id.into(),
-                    claim.owner.clone().into(),
-                    message.into(),
-                ],
-            ))
-            .await?;
-        Ok(())
+        claim.lease().fail(self.db(), message).await
     }
 }
 
-fn summary_lease_lost(claim: &SummaryClaim) -> StoreError {
-    StoreError::Conflict(format!(
-        "the lease on summary unit {} was lost to another worker",
-        claim.unit_id
-    ))
+impl SummaryClaim {
+    fn lease(&self) -> Lease<'_> {
+        Lease {
+            table: "summary_units",
+            what: "summary unit",
+            unit_id: self.unit_id,
+            owner: &self.owner,
+        }
+    }
 }
 
 /// A session's context: the summary chosen for the budget and the newest messages after it.
