@@ -15,8 +15,7 @@ use serde_json::{Value, json};
 use crate::store::Store;
 use crate::store::export::{
     ConclusionRecord, EmbeddingModel, FORMAT, Header, ImportOptions, ImportProgress, ImportReport,
-    MemberRecord, MessageRecord, OnConflict, PeerRecord, Record, SessionRecord, VERSION,
-    WorkspaceRecord,
+    MemberRecord, MessageRecord, NamedRecord, OnConflict, Record, VERSION, WorkspaceRecord,
 };
 
 /// Items per page asked of the source (Honcho's largest page).
@@ -70,6 +69,19 @@ struct Named {
     #[serde(default)]
     configuration: Value,
     created_at: DateTime<Utc>,
+}
+
+impl Named {
+    /// This workspace, peer or session as the file writes it, with `internal_metadata`.
+    fn record(&self, internal_metadata: Value) -> NamedRecord {
+        NamedRecord {
+            name: self.id.clone(),
+            metadata: object(self.metadata.clone()),
+            internal_metadata,
+            configuration: object(self.configuration.clone()),
+            created_at: self.created_at,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -144,14 +156,25 @@ impl Client {
         &self,
         path: &str,
     ) -> Result<Vec<T>, ImportHonchoError> {
+        self.pages(reqwest::Method::POST, path, Some(json!({})))
+            .await
+    }
+
+    /// Every item of a route that answers `method` (with `body`) with a page, page by page.
+    async fn pages<T: serde::de::DeserializeOwned>(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Vec<T>, ImportHonchoError> {
         let mut out = Vec::new();
         let mut page = 1;
         loop {
             let p: Page<T> = self
                 .call(
-                    reqwest::Method::POST,
+                    method.clone(),
                     &format!("{path}?page={page}&size={SIZE}"),
-                    Some(json!({})),
+                    body.clone(),
                 )
                 .await?;
             out.extend(p.items);
@@ -227,18 +250,11 @@ impl ImportHoncho {
                 Some(json!({ "id": ws })),
             )
             .await?;
-        importer
-            .push(
-                Record::Workspace(WorkspaceRecord {
-                    name: ws.clone(),
-                    metadata: object(w.metadata),
-                    internal_metadata: json!({}),
-                    configuration: object(w.configuration),
-                    created_at: w.created_at,
-                }),
-                progress,
-            )
-            .await?;
+        let w = WorkspaceRecord {
+            name: ws.clone(),
+            ..w.record(json!({}))
+        };
+        importer.push(Record::Workspace(w), progress).await?;
 
         // Conclusions first in memory (they are few beside messages): the cards read below
         // are those of the pairs they name.
@@ -272,16 +288,7 @@ impl ImportHoncho {
                 json!({ "peer_cards": cards })
             };
             importer
-                .push(
-                    Record::Peer(PeerRecord {
-                        name: p.id,
-                        metadata: object(p.metadata),
-                        internal_metadata: internal,
-                        configuration: object(p.configuration),
-                        created_at: p.created_at,
-                    }),
-                    progress,
-                )
+                .push(Record::Peer(p.record(internal)), progress)
                 .await?;
         }
 
@@ -290,16 +297,7 @@ impl ImportHoncho {
             .await?;
         for s in &sessions {
             importer
-                .push(
-                    Record::Session(SessionRecord {
-                        name: s.id.clone(),
-                        metadata: object(s.metadata.clone()),
-                        internal_metadata: json!({}),
-                        configuration: object(s.configuration.clone()),
-                        created_at: s.created_at,
-                    }),
-                    progress,
-                )
+                .push(Record::Session(s.record(json!({}))), progress)
                 .await?;
         }
         for s in &sessions {
@@ -432,21 +430,6 @@ impl Client {
         &self,
         path: &str,
     ) -> Result<Vec<T>, ImportHonchoError> {
-        let mut out = Vec::new();
-        let mut page = 1;
-        loop {
-            let p: Page<T> = self
-                .call(
-                    reqwest::Method::GET,
-                    &format!("{path}?page={page}&size={SIZE}"),
-                    None,
-                )
-                .await?;
-            out.extend(p.items);
-            if page >= p.pages {
-                return Ok(out);
-            }
-            page += 1;
-        }
+        self.pages(reqwest::Method::GET, path, None).await
     }
 }

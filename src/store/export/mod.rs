@@ -52,9 +52,10 @@ pub struct EmbeddingModel {
     pub dims: u32,
 }
 
+/// A workspace, peer or session: the three are written with the same fields.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct WorkspaceRecord {
+pub struct NamedRecord {
     pub name: String,
     pub metadata: Value,
     pub internal_metadata: Value,
@@ -62,26 +63,10 @@ pub struct WorkspaceRecord {
     pub created_at: DateTime<Utc>,
 }
 
+pub type WorkspaceRecord = NamedRecord;
 /// A peer; its cards are in `internalMetadata.peer_cards`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PeerRecord {
-    pub name: String,
-    pub metadata: Value,
-    pub internal_metadata: Value,
-    pub configuration: Value,
-    pub created_at: DateTime<Utc>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SessionRecord {
-    pub name: String,
-    pub metadata: Value,
-    pub internal_metadata: Value,
-    pub configuration: Value,
-    pub created_at: DateTime<Utc>,
-}
+pub type PeerRecord = NamedRecord;
+pub type SessionRecord = NamedRecord;
 
 /// A peer's membership of a session, with its configuration (`observeMe`, `observeOthers`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -16,8 +16,8 @@ use serde_json::Value;
 
 use super::{
     CardEntryRecord, ConclusionRecord, DreamRecord, EmbeddingModel, End, FORMAT, Header,
-    MemberRecord, MessageRecord, PAGE, PeerRecord, Record, ScopeRecord, ScopeSessionRecord,
-    SessionRecord, SummaryRecord, VERSION, WorkspaceRecord, encode_vector,
+    MemberRecord, MessageRecord, NamedRecord, PAGE, Record, ScopeRecord, ScopeSessionRecord,
+    SummaryRecord, VERSION, WorkspaceRecord, encode_vector,
 };
 use crate::store::{Store, StoreError, StoreResult, stmt};
 
@@ -141,16 +141,19 @@ async fn workspace_record(
             [workspace.into()],
         ))
         .await?;
-    row.map(|r| {
-        Ok(WorkspaceRecord {
-            name: r.try_get("", "name")?,
-            metadata: r.try_get("", "metadata")?,
-            internal_metadata: r.try_get("", "internal_metadata")?,
-            configuration: r.try_get("", "configuration")?,
-            created_at: r.try_get("", "created_at")?,
-        })
+    row.as_ref().map(named).transpose()
+}
+
+/// A workspace, peer or session from a row of its name, metadata, internal metadata,
+/// configuration and creation time.
+fn named(r: &QueryResult) -> StoreResult<NamedRecord> {
+    Ok(NamedRecord {
+        name: r.try_get("", "name")?,
+        metadata: r.try_get("", "metadata")?,
+        internal_metadata: r.try_get("", "internal_metadata")?,
+        configuration: r.try_get("", "configuration")?,
+        created_at: r.try_get("", "created_at")?,
     })
-    .transpose()
 }
 
 /// What the file holds after the workspace, in this order: what a record refers to comes
@@ -270,35 +273,23 @@ impl Kind {
 
     /// The key of `row` to start the next page after.
     fn key_of(self, row: &QueryResult) -> StoreResult<Vec<SqlValue>> {
+        let text = |c: &str| -> StoreResult<SqlValue> { Ok(row.try_get::<String>("", c)?.into()) };
         Ok(match self {
-            Kind::Peers | Kind::Sessions => vec![row.try_get::<String>("", "name")?.into()],
-            Kind::Members => vec![
-                row.try_get::<String>("", "session_name")?.into(),
-                row.try_get::<String>("", "peer_name")?.into(),
-            ],
+            Kind::Peers | Kind::Sessions | Kind::Scopes => vec![text("name")?],
+            Kind::Members => vec![text("session_name")?, text("peer_name")?],
             Kind::Messages => vec![
-                row.try_get::<String>("", "session_name")?.into(),
+                text("session_name")?,
                 row.try_get::<i64>("", "seq_in_session")?.into(),
             ],
-            Kind::Conclusions => vec![row.try_get::<String>("", "id")?.into()],
-            Kind::Summaries => vec![
-                row.try_get::<String>("", "session_name")?.into(),
-                row.try_get::<String>("", "kind")?.into(),
-            ],
+            Kind::Conclusions => vec![text("id")?],
+            Kind::Summaries => vec![text("session_name")?, text("kind")?],
             Kind::CardEntries => vec![
-                row.try_get::<String>("", "observer")?.into(),
-                row.try_get::<String>("", "observed")?.into(),
+                text("observer")?,
+                text("observed")?,
                 row.try_get::<i32>("", "position")?.into(),
             ],
-            Kind::Scopes => vec![row.try_get::<String>("", "name")?.into()],
-            Kind::ScopeSessions => vec![
-                row.try_get::<String>("", "scope_name")?.into(),
-                row.try_get::<String>("", "session_name")?.into(),
-            ],
-            Kind::Dreams => vec![
-                row.try_get::<String>("", "observer")?.into(),
-                row.try_get::<String>("", "observed")?.into(),
-            ],
+            Kind::ScopeSessions => vec![text("scope_name")?, text("session_name")?],
+            Kind::Dreams => vec![text("observer")?, text("observed")?],
         })
     }
 
@@ -325,20 +316,8 @@ impl Kind {
             Ok(v.map(|v| encode_vector(&v)))
         };
         Ok(match self {
-            Kind::Peers => Record::Peer(PeerRecord {
-                name: r.try_get("", "name")?,
-                metadata: json("metadata")?,
-                internal_metadata: json("internal_metadata")?,
-                configuration: json("configuration")?,
-                created_at: time("created_at")?,
-            }),
-            Kind::Sessions => Record::Session(SessionRecord {
-                name: r.try_get("", "name")?,
-                metadata: json("metadata")?,
-                internal_metadata: json("internal_metadata")?,
-                configuration: json("configuration")?,
-                created_at: time("created_at")?,
-            }),
+            Kind::Peers => Record::Peer(named(r)?),
+            Kind::Sessions => Record::Session(named(r)?),
             Kind::Members => Record::Member(MemberRecord {
                 session: r.try_get("", "session_name")?,
                 peer: r.try_get("", "peer_name")?,

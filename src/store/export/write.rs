@@ -16,8 +16,8 @@ use sha2::{Digest, Sha256};
 
 use super::{
     CardEntryRecord, ConclusionRecord, DreamRecord, EmbeddingModel, End, Header, MemberRecord,
-    MessageRecord, PAGE, PeerRecord, Record, ScopeRecord, ScopeSessionRecord, SessionRecord,
-    SummaryRecord, WorkspaceRecord, decode_vector,
+    MessageRecord, NamedRecord, PAGE, Record, ScopeRecord, ScopeSessionRecord, SummaryRecord,
+    WorkspaceRecord, decode_vector,
 };
 use crate::store::configuration::Defaults;
 use crate::store::vectors::{FlatVectors, nth_vector};
@@ -311,29 +311,16 @@ impl Importer {
     }
 
     async fn workspace_record(&mut self, ws: WorkspaceRecord) -> StoreResult<()> {
+        let mut cols = Columns::new(NAMED);
+        let ws = WorkspaceRecord {
+            name: self.report.workspace.clone(),
+            ..ws
+        };
+        cols.push(named_row(new_id(), ws));
         let rows = Batch {
-            table: "workspaces",
-            what: "workspace",
-            key: &["name"],
             keyed_by_workspace: false,
-            arrays: vec![
-                ("id", "text", vec![new_id().into()]),
-                ("name", "text", vec![self.report.workspace.clone().into()]),
-                ("metadata", "jsonb", vec![ws.metadata.to_string().into()]),
-                (
-                    "internal_metadata",
-                    "jsonb",
-                    vec![ws.internal_metadata.to_string().into()],
-                ),
-                (
-                    "configuration",
-                    "jsonb",
-                    vec![ws.configuration.to_string().into()],
-                ),
-                ("created_at", "timestamptz", vec![ws.created_at.into()]),
-            ],
             insert_only: &["id"],
-            extra: None,
+            ..cols.batch("workspaces", "workspace", &["name"])
         };
         let outcome = self.write(rows).await?;
         self.tally(outcome);
@@ -372,60 +359,35 @@ impl Importer {
     }
 
     fn named(&self, pending: Vec<Record>) -> Batch {
-        let mut cols = Columns::new(&["id", "name", "metadata", "internal", "config", "created"]);
+        let mut cols = Columns::new(NAMED);
         let table = match pending.first() {
             Some(Record::Peer(_)) => "peers",
             _ => "sessions",
         };
         for r in pending {
-            let (name, metadata, internal, config, created) = match r {
-                Record::Peer(PeerRecord {
-                    name,
-                    metadata,
-                    internal_metadata,
-                    configuration,
-                    created_at,
-                })
-                | Record::Session(SessionRecord {
-                    name,
-                    metadata,
-                    internal_metadata,
-                    configuration,
-                    created_at,
-                }) => (name, metadata, internal_metadata, configuration, created_at),
-                _ => continue,
+            let (Record::Peer(named) | Record::Session(named)) = r else {
+                continue;
             };
-            cols.push(vec![
-                new_id().into(),
-                name.into(),
-                metadata.to_string().into(),
-                internal.to_string().into(),
-                config.to_string().into(),
-                created.into(),
-            ]);
+            cols.push(named_row(new_id(), named));
         }
-        let [id, name, metadata, internal, config, created] = cols.take();
+        let what = if table == "peers" { "peer" } else { "session" };
         Batch {
-            table,
-            what: if table == "peers" { "peer" } else { "session" },
-            key: &["name"],
-            keyed_by_workspace: true,
-            arrays: vec![
-                ("id", "text", id),
-                ("name", "text", name),
-                ("metadata", "jsonb", metadata),
-                ("internal_metadata", "jsonb", internal),
-                ("configuration", "jsonb", config),
-                ("created_at", "timestamptz", created),
-            ],
             insert_only: &["id"],
-            extra: None,
+            ..cols.batch(table, what, &["name"])
         }
     }
 
     fn messages(&self, pending: Vec<Record>) -> StoreResult<Batch> {
-        let mut cols = Columns::new(&[
-            "id", "session", "peer", "seq", "content", "metadata", "internal", "tokens", "created",
+        let mut cols = Columns::new([
+            ("public_id", "text"),
+            ("session_name", "text"),
+            ("peer_name", "text"),
+            ("seq_in_session", "bigint"),
+            ("content", "text"),
+            ("metadata", "jsonb"),
+            ("internal_metadata", "jsonb"),
+            ("token_count", "int"),
+            ("created_at", "timestamptz"),
         ]);
         let mut vectors: Vec<Option<Vec<f32>>> = Vec::with_capacity(pending.len());
         for r in pending {
@@ -457,47 +419,31 @@ impl Importer {
                 created_at.into(),
             ]);
         }
-        let [
-            id,
-            session,
-            peer,
-            seq,
-            content,
-            metadata,
-            internal,
-            tokens,
-            created,
-        ] = cols.take();
         let (flat, present) = FlatVectors::new(vectors.iter().map(|v| v.as_deref()))?;
         Ok(Batch {
-            table: "messages",
-            what: "message",
-            key: &["public_id"],
-            keyed_by_workspace: true,
-            arrays: vec![
-                ("public_id", "text", id),
-                ("session_name", "text", session),
-                ("peer_name", "text", peer),
-                ("seq_in_session", "bigint", seq),
-                ("content", "text", content),
-                ("metadata", "jsonb", metadata),
-                ("internal_metadata", "jsonb", internal),
-                ("token_count", "int", tokens),
-                ("created_at", "timestamptz", created),
-            ],
-            insert_only: &[],
             extra: Some(Extra::Vectors {
                 flat,
                 present,
                 reused: self.reuse_vectors,
             }),
+            ..cols.batch("messages", "message", &["public_id"])
         })
     }
 
     fn conclusions(&self, pending: Vec<Record>) -> StoreResult<Batch> {
-        let mut cols = Columns::new(&[
-            "id", "observer", "observed", "session", "content", "level", "times", "sources",
-            "metadata", "internal", "created", "deleted",
+        let mut cols = Columns::new([
+            ("id", "text"),
+            ("observer", "text"),
+            ("observed", "text"),
+            ("session_name", "nulltext"),
+            ("content", "text"),
+            ("level", "text"),
+            ("times_derived", "int"),
+            ("source_ids", "jsontextarray"),
+            ("metadata", "jsonb"),
+            ("internal_metadata", "jsonb"),
+            ("created_at", "timestamptz"),
+            ("deleted_at", "nulltimestamptz"),
         ]);
         let mut vectors: Vec<Option<Vec<f32>>> = Vec::with_capacity(pending.len());
         let mut links = (Vec::new(), Vec::new());
@@ -549,55 +495,29 @@ impl Importer {
                     .into(),
             ]);
         }
-        let [
-            id,
-            observer,
-            observed,
-            session,
-            content,
-            level,
-            times,
-            sources,
-            metadata,
-            internal,
-            created,
-            deleted,
-        ] = cols.take();
         let (flat, present) = FlatVectors::new(vectors.iter().map(|v| v.as_deref()))?;
         Ok(Batch {
-            table: "conclusions",
-            what: "conclusion",
-            key: &["id"],
-            keyed_by_workspace: true,
-            arrays: vec![
-                ("id", "text", id),
-                ("observer", "text", observer),
-                ("observed", "text", observed),
-                ("session_name", "nulltext", session),
-                ("content", "text", content),
-                ("level", "text", level),
-                ("times_derived", "int", times),
-                ("source_ids", "jsontextarray", sources),
-                ("metadata", "jsonb", metadata),
-                ("internal_metadata", "jsonb", internal),
-                ("created_at", "timestamptz", created),
-                ("deleted_at", "nulltimestamptz", deleted),
-            ],
-            insert_only: &[],
             extra: Some(Extra::Conclusions {
                 flat,
                 present,
                 reused: self.reuse_vectors,
                 links,
             }),
+            ..cols.batch("conclusions", "conclusion", &["id"])
         })
     }
 
     /// A summary names its last message by public id; [`Batch::expr`] finds the row
     /// (`messageref`). Each summary also gets its unit, done up to it ([`Extra::Summaries`]).
     fn summaries(&self, pending: Vec<Record>) -> Batch {
-        let mut cols = Columns::new(&[
-            "session", "kind", "content", "message", "seq", "tokens", "created",
+        let mut cols = Columns::new([
+            ("session_name", "text"),
+            ("kind", "text"),
+            ("content", "text"),
+            ("message_id", "messageref"),
+            ("seq_in_session", "bigint"),
+            ("token_count", "int"),
+            ("created_at", "timestamptz"),
         ]);
         for r in pending {
             let Record::Summary(SummaryRecord {
@@ -622,28 +542,20 @@ impl Importer {
                 created_at.into(),
             ]);
         }
-        let [session, kind, content, message, seq, tokens, created] = cols.take();
         Batch {
-            table: "session_summaries",
-            what: "summary",
-            key: &["session_name", "kind"],
-            keyed_by_workspace: true,
-            arrays: vec![
-                ("session_name", "text", session),
-                ("kind", "text", kind),
-                ("content", "text", content),
-                ("message_id", "messageref", message),
-                ("seq_in_session", "bigint", seq),
-                ("token_count", "int", tokens),
-                ("created_at", "timestamptz", created),
-            ],
-            insert_only: &[],
             extra: Some(Extra::Summaries),
+            ..cols.batch("session_summaries", "summary", &["session_name", "kind"])
         }
     }
 
     fn card_entries(&self, pending: Vec<Record>) -> Batch {
-        let mut cols = Columns::new(&["observer", "observed", "position", "content", "created"]);
+        let mut cols = Columns::new([
+            ("observer", "text"),
+            ("observed", "text"),
+            ("position", "int"),
+            ("content", "text"),
+            ("created_at", "timestamptz"),
+        ]);
         let mut links = CardLinks::default();
         for r in pending {
             let Record::CardEntry(CardEntryRecord {
@@ -672,21 +584,10 @@ impl Importer {
                 created_at.into(),
             ]);
         }
-        let [observer, observed, position, content, created] = cols.take();
+        let key = &["observer", "observed", "position"];
         Batch {
-            table: "peer_card_entries",
-            what: "card entry",
-            key: &["observer", "observed", "position"],
-            keyed_by_workspace: true,
-            arrays: vec![
-                ("observer", "text", observer),
-                ("observed", "text", observed),
-                ("position", "int", position),
-                ("content", "text", content),
-                ("created_at", "timestamptz", created),
-            ],
-            insert_only: &[],
             extra: Some(Extra::CardSources(links)),
+            ..cols.batch("peer_card_entries", "card entry", key)
         }
     }
 
@@ -733,7 +634,14 @@ pub fn derived_id(workspace: &str, id: &str) -> String {
 }
 
 fn members(pending: Vec<Record>) -> Batch {
-    let mut cols = Columns::new(&["session", "peer", "config", "internal", "joined", "left"]);
+    let mut cols = Columns::new([
+        ("session_name", "text"),
+        ("peer_name", "text"),
+        ("configuration", "jsonb"),
+        ("internal_metadata", "jsonb"),
+        ("joined_at", "timestamptz"),
+        ("left_at", "nulltimestamptz"),
+    ]);
     for r in pending {
         let Record::Member(MemberRecord {
             session,
@@ -755,27 +663,20 @@ fn members(pending: Vec<Record>) -> Batch {
             left_at.map(|d| d.to_rfc3339()).unwrap_or_default().into(),
         ]);
     }
-    let [session, peer, config, internal, joined, left] = cols.take();
-    Batch {
-        table: "session_peers",
-        what: "membership",
-        key: &["session_name", "peer_name"],
-        keyed_by_workspace: true,
-        arrays: vec![
-            ("session_name", "text", session),
-            ("peer_name", "text", peer),
-            ("configuration", "jsonb", config),
-            ("internal_metadata", "jsonb", internal),
-            ("joined_at", "timestamptz", joined),
-            ("left_at", "nulltimestamptz", left),
-        ],
-        insert_only: &[],
-        extra: None,
-    }
+    cols.batch(
+        "session_peers",
+        "membership",
+        &["session_name", "peer_name"],
+    )
 }
 
 fn scopes(pending: Vec<Record>) -> Batch {
-    let mut cols = Columns::new(&["id", "name", "metadata", "created"]);
+    let mut cols = Columns::new([
+        ("id", "text"),
+        ("name", "text"),
+        ("metadata", "jsonb"),
+        ("created_at", "timestamptz"),
+    ]);
     for r in pending {
         let Record::Scope(ScopeRecord {
             name,
@@ -792,25 +693,18 @@ fn scopes(pending: Vec<Record>) -> Batch {
             created_at.into(),
         ]);
     }
-    let [id, name, metadata, created] = cols.take();
     Batch {
-        table: "scopes",
-        what: "scope",
-        key: &["name"],
-        keyed_by_workspace: true,
-        arrays: vec![
-            ("id", "text", id),
-            ("name", "text", name),
-            ("metadata", "jsonb", metadata),
-            ("created_at", "timestamptz", created),
-        ],
         insert_only: &["id"],
-        extra: None,
+        ..cols.batch("scopes", "scope", &["name"])
     }
 }
 
 fn scope_sessions(pending: Vec<Record>) -> Batch {
-    let mut cols = Columns::new(&["scope", "session", "added"]);
+    let mut cols = Columns::new([
+        ("scope_name", "text"),
+        ("session_name", "text"),
+        ("added_at", "timestamptz"),
+    ]);
     for r in pending {
         let Record::ScopeSession(ScopeSessionRecord {
             scope,
@@ -822,26 +716,19 @@ fn scope_sessions(pending: Vec<Record>) -> Batch {
         };
         cols.push(vec![scope.into(), session.into(), added_at.into()]);
     }
-    let [scope, session, added] = cols.take();
-    Batch {
-        table: "scope_sessions",
-        what: "scope membership",
-        key: &["scope_name", "session_name"],
-        keyed_by_workspace: true,
-        arrays: vec![
-            ("scope_name", "text", scope),
-            ("session_name", "text", session),
-            ("added_at", "timestamptz", added),
-        ],
-        insert_only: &[],
-        extra: None,
-    }
+    let key = &["scope_name", "session_name"];
+    cols.batch("scope_sessions", "scope membership", key)
 }
 
 /// Only what the scheduled check compares with; a pending request, a lease or a failure of the
 /// pair here is left as it is.
 fn dreams(pending: Vec<Record>) -> Batch {
-    let mut cols = Columns::new(&["observer", "observed", "last", "explicit"]);
+    let mut cols = Columns::new([
+        ("observer", "text"),
+        ("observed", "text"),
+        ("last_dream_at", "timestamptz"),
+        ("explicit_at_last_dream", "bigint"),
+    ]);
     for r in pending {
         let Record::Dream(DreamRecord {
             observer,
@@ -859,21 +746,7 @@ fn dreams(pending: Vec<Record>) -> Batch {
             explicit_at_last_dream.into(),
         ]);
     }
-    let [observer, observed, last, explicit] = cols.take();
-    Batch {
-        table: "dream_units",
-        what: "dream",
-        key: &["observer", "observed"],
-        keyed_by_workspace: true,
-        arrays: vec![
-            ("observer", "text", observer),
-            ("observed", "text", observed),
-            ("last_dream_at", "timestamptz", last),
-            ("explicit_at_last_dream", "bigint", explicit),
-        ],
-        insert_only: &[],
-        extra: None,
-    }
+    cols.batch("dream_units", "dream", &["observer", "observed"])
 }
 
 /// A card entry's citations, one row per (entry, conclusion): the entry by its place.
@@ -904,22 +777,67 @@ impl CardLinks {
     }
 }
 
-/// Column-wise values of a batch, filled a row at a time.
-struct Columns<const N: usize>([Vec<SqlValue>; N]);
+/// The columns of workspaces, peers and sessions, which are written alike.
+const NAMED: [(&str, &str); 6] = [
+    ("id", "text"),
+    ("name", "text"),
+    ("metadata", "jsonb"),
+    ("internal_metadata", "jsonb"),
+    ("configuration", "jsonb"),
+    ("created_at", "timestamptz"),
+];
+
+/// A workspace's, peer's or session's row of [`NAMED`], under the internal id `id`.
+fn named_row(id: String, r: NamedRecord) -> Vec<SqlValue> {
+    vec![
+        id.into(),
+        r.name.into(),
+        r.metadata.to_string().into(),
+        r.internal_metadata.to_string().into(),
+        r.configuration.to_string().into(),
+        r.created_at.into(),
+    ]
+}
+
+/// Column-wise values of a batch, each column named `(column, kind)` as in [`Batch::arrays`],
+/// filled a row at a time in that order.
+struct Columns<const N: usize> {
+    names: [(&'static str, &'static str); N],
+    values: [Vec<SqlValue>; N],
+}
 
 impl<const N: usize> Columns<N> {
-    fn new(_names: &[&str; N]) -> Self {
-        Columns(std::array::from_fn(|_| Vec::new()))
+    fn new(names: [(&'static str, &'static str); N]) -> Self {
+        Columns {
+            names,
+            values: std::array::from_fn(|_| Vec::new()),
+        }
     }
 
     fn push(&mut self, row: Vec<SqlValue>) {
-        for (col, v) in self.0.iter_mut().zip(row) {
+        for (col, v) in self.values.iter_mut().zip(row) {
             col.push(v);
         }
     }
 
-    fn take(self) -> [Vec<SqlValue>; N] {
-        self.0
+    /// A batch of these columns into a table keyed by workspace, with no insert-only column
+    /// and nothing extra.
+    fn batch(self, table: &'static str, what: &'static str, key: &'static [&'static str]) -> Batch {
+        let arrays = self
+            .names
+            .into_iter()
+            .zip(self.values)
+            .map(|((name, kind), vals)| (name, kind, vals))
+            .collect();
+        Batch {
+            table,
+            what,
+            key,
+            keyed_by_workspace: true,
+            arrays,
+            insert_only: &[],
+            extra: None,
+        }
     }
 }
 
