@@ -89,17 +89,13 @@ pub(super) fn user(ctx: &CardContext) -> String {
 
 /// The reasoning answer's schema with the optional `card`.
 pub(super) fn extend_schema(schema: &mut Value) {
-    schema["properties"]["card"] = json!({
-        "type": "array",
-        "items": {
-            "type": "object",
-            "properties": {
-                "entry": {"type": "string"},
-                "source_ids": {"type": "array", "items": {"type": "string"}}
-            },
-            "required": ["entry", "source_ids"]
-        }
-    });
+    schema["properties"]["card"] = prompt::list_of(
+        json!({
+            "entry": {"type": "string"},
+            "source_ids": {"type": "array", "items": {"type": "string"}}
+        }),
+        &["entry", "source_ids"],
+    );
 }
 
 /// The deriver's entries after this answer, or None when the card stays as it is.

@@ -11,10 +11,10 @@
 
 use std::time::Instant;
 
-use sea_orm::ActiveEnum;
 use serde_json::{Value, json};
 
 use super::metrics::metrics;
+use super::prompt;
 use super::{ANSWER_TOKENS, Deriver, DeriverError};
 use crate::llm::JsonRequest;
 use crate::store::StoreError;
@@ -185,36 +185,25 @@ fn system(observer: &str, observed: &str) -> String {
 fn user(shown: &[Conclusion]) -> String {
     let mut out = String::from("Conclusions:\n");
     for c in shown {
-        out.push_str(&format!(
-            "[{}] ({}, {}) {}\n",
-            c.id,
-            c.level.to_value(),
-            c.session_name
-                .as_deref()
-                .map_or_else(|| "no session".to_owned(), |s| format!("session {s}")),
-            c.content
-        ));
+        let session = c
+            .session_name
+            .as_deref()
+            .map_or_else(|| "no session".to_owned(), |s| format!("session {s}"));
+        out.push_str(&prompt::conclusion_line(c, Some(&session)));
     }
     out
 }
 
 fn schema() -> Value {
     let ids = json!({"type": "array", "items": {"type": "string"}});
-    let stated = json!({
-        "type": "array",
-        "items": {
-            "type": "object",
-            "properties": {"ids": ids, "content": {"type": "string"}},
-            "required": ["ids", "content"]
-        }
-    });
+    let stated = prompt::list_of(
+        json!({"ids": ids, "content": {"type": "string"}}),
+        &["ids", "content"],
+    );
     json!({
         "type": "object",
         "properties": {
-            "duplicates": {
-                "type": "array",
-                "items": {"type": "object", "properties": {"ids": ids}, "required": ["ids"]}
-            },
+            "duplicates": prompt::list_of(json!({"ids": ids}), &["ids"]),
             "contradictions": stated,
             "inductions": stated
         },

@@ -13,17 +13,13 @@ pub(crate) fn explicit_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "facts": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "content": {"type": "string"},
-                        "source_seqs": {"type": "array", "items": {"type": "integer"}}
-                    },
-                    "required": ["content", "source_seqs"]
-                }
-            }
+            "facts": list_of(
+                json!({
+                    "content": {"type": "string"},
+                    "source_seqs": {"type": "array", "items": {"type": "integer"}}
+                }),
+                &["content", "source_seqs"],
+            )
         },
         "required": ["facts"]
     })
@@ -33,21 +29,51 @@ pub(crate) fn reasoning_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "conclusions": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "level": {"type": "string", "enum": ["deductive", "inductive", "contradiction"]},
-                        "content": {"type": "string"},
-                        "source_ids": {"type": "array", "items": {"type": "string"}}
-                    },
-                    "required": ["level", "content", "source_ids"]
-                }
-            }
+            "conclusions": list_of(
+                json!({
+                    "level": {"type": "string", "enum": ["deductive", "inductive", "contradiction"]},
+                    "content": {"type": "string"},
+                    "source_ids": {"type": "array", "items": {"type": "string"}}
+                }),
+                &["level", "content", "source_ids"],
+            )
         },
         "required": ["conclusions"]
     })
+}
+
+/// The schema of a list of objects of `properties`, those named in `required` required.
+pub(crate) fn list_of(properties: Value, required: &[&str]) -> Value {
+    json!({
+        "type": "array",
+        "items": {"type": "object", "properties": properties, "required": required}
+    })
+}
+
+/// A message as the model reads it, its content cut to `limit` characters when given.
+pub(crate) fn message_line(m: &Message, limit: Option<usize>) -> String {
+    let content: String = match limit {
+        Some(n) => m.content.chars().take(n).collect(),
+        None => m.content.clone(),
+    };
+    format!(
+        "[seq {}] {} {}: {}\n",
+        m.seq_in_session,
+        m.created_at.format("%Y-%m-%d %H:%M UTC"),
+        m.peer_name,
+        content
+    )
+}
+
+/// A conclusion as the model reads it: `[id] (level) content`, with `detail` after the level
+/// when given.
+pub(crate) fn conclusion_line(c: &Conclusion, detail: Option<&str>) -> String {
+    let level = c.level.to_value();
+    let about = match detail {
+        Some(d) => format!("{level}, {d}"),
+        None => level,
+    };
+    format!("[{}] ({about}) {}\n", c.id, c.content)
 }
 
 pub(crate) fn explicit_system(observer: &str, observed: &str) -> String {
@@ -71,26 +97,13 @@ pub(crate) fn explicit_system(observer: &str, observed: &str) -> String {
 
 /// The conversation window: context messages, then the batch's (NEW) messages.
 pub(crate) fn explicit_user(session: &str, window: &[Message], batch: &[i64]) -> String {
-    let line = |m: &Message, limit: Option<usize>| {
-        let content: String = match limit {
-            Some(n) => m.content.chars().take(n).collect(),
-            None => m.content.clone(),
-        };
-        format!(
-            "[seq {}] {} {}: {}\n",
-            m.seq_in_session,
-            m.created_at.format("%Y-%m-%d %H:%M UTC"),
-            m.peer_name,
-            content
-        )
-    };
     let mut context = String::new();
     let mut new = String::new();
     for m in window {
         if batch.contains(&m.id) {
-            new.push_str(&line(m, None));
+            new.push_str(&message_line(m, None));
         } else {
-            context.push_str(&line(m, Some(CONTEXT_CHARS)));
+            context.push_str(&message_line(m, Some(CONTEXT_CHARS)));
         }
     }
     if context.is_empty() {
@@ -124,12 +137,7 @@ pub(crate) fn reasoning_user(facts: &[String], existing: &[Conclusion]) -> Strin
         out.push_str("(none)\n");
     }
     for c in existing {
-        out.push_str(&format!(
-            "[{}] ({}) {}\n",
-            c.id,
-            c.level.to_value(),
-            c.content
-        ));
+        out.push_str(&conclusion_line(c, None));
     }
     out
 }

@@ -215,12 +215,5 @@ fn user(session: &str, material: &SummaryMaterial) -> String {
 }
 
 fn line(m: &Message) -> String {
-    let content: String = m.content.chars().take(MESSAGE_CHARS).collect();
-    format!(
-        "[seq {}] {} {}: {}\n",
-        m.seq_in_session,
-        m.created_at.format("%Y-%m-%d %H:%M UTC"),
-        m.peer_name,
-        content
-    )
+    super::prompt::message_line(m, Some(MESSAGE_CHARS))
 }
