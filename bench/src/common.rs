@@ -167,6 +167,36 @@ pub async fn graphql(
     Ok(resp)
 }
 
+/// The `data` of one GraphQL request (an error when it has `errors`).
+#[allow(dead_code)] // only honcho-eval and honcho-bench-scale ask
+pub async fn graphql_data(
+    http: &reqwest::Client,
+    url: &str,
+    query: &str,
+    variables: Value,
+) -> anyhow::Result<Value> {
+    Ok(graphql(http, url, query, &variables).await?["data"].clone())
+}
+
+/// The ids of a message search's results (best first) and of every snippet's context.
+#[allow(dead_code)] // only honcho-eval and honcho-bench-scale search
+pub fn search_ids(hits: &Value) -> (Vec<String>, Vec<String>) {
+    let ids = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|m| m["id"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let context = hits["snippets"]
+        .as_array()
+        .map(|s| s.iter().flat_map(|s| ids(&s["context"])).collect())
+        .unwrap_or_default();
+    (ids(&hits["results"]), context)
+}
+
 /// Runs `one(i)` for i in 0..total on `clients` concurrent workers (each takes the next i) and
 /// returns each call's duration, with a progress bar.
 pub async fn timed<F, Fut>(

@@ -185,7 +185,7 @@ struct Servers {
 
 impl Servers {
     async fn post(&self, url: &str, query: &str, vars: Value) -> anyhow::Result<Value> {
-        Ok(common::graphql(&self.http, url, query, &vars).await?["data"].clone())
+        common::graphql_data(&self.http, url, query, vars).await
     }
 
     /// `reqs` one at a time against `url`, after a few untimed warm-up calls.
@@ -408,26 +408,7 @@ async fn ensure_pool(
            token_count INT NOT NULL, embedding vector(384) NOT NULL)",
     )
     .await?;
-    let turns = filler_turns(args.pool);
-    let pb = bar(turns.len() as u64, "embed pool");
-    for (chunk_no, chunk) in turns.chunks(100).enumerate() {
-        let texts: Vec<String> = chunk.iter().map(|(_, text)| text.clone()).collect();
-        let vecs = minilm.embed(&texts).await.context("embedding the pool")?;
-        let (mut idx, mut content, mut tokens, mut emb) = (vec![], vec![], vec![], vec![]);
-        for (i, ((turn, _), v)) in chunk.iter().zip(vecs).enumerate() {
-            idx.push((chunk_no * 100 + i) as i32);
-            tokens.push(honcho_graphql::store::tokens::count(turn));
-            content.push(turn.clone());
-            emb.push(seed::vector_literal(&v));
-        }
-        db.execute_raw(stmt(
-            "INSERT INTO bench_pool SELECT * FROM unnest($1::int[], $2::text[], $3::int[], $4::text[]::vector[])",
-            vec![idx.into(), content.into(), tokens.into(), emb.into()],
-        ))
-        .await?;
-        pb.inc(chunk.len() as u64);
-    }
-    pb.finish();
+    seed::fill_pool(db, minilm, &filler_turns(args.pool)).await?;
     db.execute_raw(stmt(
         "INSERT INTO bench_scale_state (key, value) VALUES ('pool', $1) \
          ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
@@ -608,25 +589,17 @@ async fn fill_session<C: ConnectionTrait>(
         ))
         .await?;
     }
-    let mut ids = Vec::with_capacity(n);
-    let mut speakers = Vec::with_capacity(n);
-    let mut seqs = Vec::with_capacity(n);
-    let mut idxs = Vec::with_capacity(n);
+    let mut rows = seed::MessageRows::default();
     let mut seconds = Vec::with_capacity(n);
-    let mut at = Vec::with_capacity(n);
     let mut speaker = 0;
     let mut clock = 0i64;
     for i in 0..n {
-        ids.push(rng.nanoid());
-        if rng.range(0, 4) != 0 {
-            speaker = (speaker + 1) % members.len();
-        }
-        speakers.push(members[speaker].clone());
-        seqs.push((i + 1) as i64);
-        idxs.push(rng.range(0, pool - 1) as i32);
+        let id = rng.nanoid();
+        seed::next_speaker(rng, &mut speaker, members.len());
+        let idx = rng.range(0, pool - 1) as i32;
         seconds.push(rng.range(0, pool - 1) as i32);
         clock += rng.range(5, 120) as i64;
-        at.push(clock);
+        rows.push(id, &members[speaker], (i + 1) as i64, idx, clock);
     }
     db.execute_raw(stmt(
         "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, seq_in_session, \
@@ -638,16 +611,7 @@ async fn fill_session<C: ConnectionTrait>(
          FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[], $5::bigint[], $8::int[]) \
            AS u(pid, peer, seq, idx, at, idx2) \
          JOIN bench_pool p ON p.idx = u.idx JOIN bench_pool q ON q.idx = u.idx2",
-        vec![
-            ids.into(),
-            speakers.into(),
-            seqs.into(),
-            idxs.into(),
-            at.into(),
-            workspace.into(),
-            session.into(),
-            seconds.into(),
-        ],
+        rows.values([workspace.into(), session.into(), seconds.into()]),
     ))
     .await?;
     Ok(())
@@ -681,8 +645,7 @@ async fn add_conclusions<C: ConnectionTrait>(
     let mut start = 0;
     while start < n {
         let m = (n - start).min(5_000);
-        let (mut ids, mut contents, mut levels, mut sources, mut at) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut rows = seed::ConclusionRows::default();
         for j in 0..m {
             let i = before as usize + start + j;
             let src = if recent.len() < 3 {
@@ -699,39 +662,20 @@ async fn add_conclusions<C: ConnectionTrait>(
                 }
                 picked.join(",")
             };
-            levels.push(
-                if src.is_empty() {
-                    "explicit"
-                } else {
-                    "deductive"
-                }
-                .to_owned(),
-            );
-            sources.push(src);
-            contents.push(format!("{} (#{i})", seed::sentence(rng)));
-            at.push(i as i64);
+            let level = if src.is_empty() {
+                "explicit"
+            } else {
+                "deductive"
+            };
+            let content = format!("{} (#{i})", seed::sentence(rng));
             let id = rng.nanoid();
-            ids.push(id.clone());
+            rows.push(id.clone(), content, level, src, i as i64);
             recent.push(id);
             if recent.len() > 60 {
                 recent.drain(..30);
             }
         }
-        db.execute_raw(stmt(
-            "INSERT INTO conclusions (id, workspace_name, observer, observed, content, level, source_ids, created_at) \
-             SELECT u.id, $6, 'peer-0', 'peer-1', u.content, u.level, string_to_array(NULLIF(u.src, ''), ','), \
-               timestamptz '2026-01-01 00:00:00+00' + u.at * interval '1 second' \
-             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) AS u(id, content, level, src, at)",
-            vec![
-                ids.into(),
-                contents.into(),
-                levels.into(),
-                sources.into(),
-                at.into(),
-                workspace.into(),
-            ],
-        ))
-        .await?;
+        rows.insert(db, workspace, "peer-0", "peer-1").await?;
         start += m;
     }
     Ok(())
@@ -1160,21 +1104,7 @@ async fn recall(servers: &Servers, eval: &Eval) -> anyhow::Result<(f64, f64)> {
                 json!({"w": WS, "q": q.text, "limit": TOP}),
             )
             .await?;
-        let hits = &d["workspace"]["search"];
-        let ids = |v: &Value| -> Vec<String> {
-            v.as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|m| m["id"].as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let results = ids(&hits["results"]);
-        let context: Vec<String> = hits["snippets"]
-            .as_array()
-            .map(|s| s.iter().flat_map(|s| ids(&s["context"])).collect())
-            .unwrap_or_default();
+        let (results, context) = common::search_ids(&d["workspace"]["search"]);
         let evidence: Vec<&String> = q
             .evidence
             .iter()

@@ -335,17 +335,26 @@ pub async fn pool(
             texts.push(s);
         }
     }
-    let pb = bar(size as u64, "embed pool");
-    for (chunk_no, chunk) in texts.chunks(100).enumerate() {
-        let vecs = embedder.embed(chunk).await.context("embedding the pool")?;
-        let mut idx = Vec::new();
-        let mut content = Vec::new();
-        let mut tokens = Vec::new();
-        let mut emb = Vec::new();
-        for (i, (t, v)) in chunk.iter().zip(vecs).enumerate() {
+    let rows: Vec<(String, String)> = texts.into_iter().map(|t| (t.clone(), t)).collect();
+    fill_pool(db, embedder, &rows).await
+}
+
+/// Writes `rows` into `bench_pool`, a hundred at a time: each its content, with the vector of
+/// the text paired with it (the content itself, or what the server would embed for it).
+pub async fn fill_pool(
+    db: &DatabaseConnection,
+    embedder: &Arc<dyn Embedder>,
+    rows: &[(String, String)],
+) -> anyhow::Result<()> {
+    let pb = bar(rows.len() as u64, "embed pool");
+    for (chunk_no, chunk) in rows.chunks(100).enumerate() {
+        let texts: Vec<String> = chunk.iter().map(|(_, text)| text.clone()).collect();
+        let vecs = embedder.embed(&texts).await.context("embedding the pool")?;
+        let (mut idx, mut content, mut tokens, mut emb) = (vec![], vec![], vec![], vec![]);
+        for (i, ((c, _), v)) in chunk.iter().zip(vecs).enumerate() {
             idx.push((chunk_no * 100 + i) as i32);
-            content.push(t.clone());
-            tokens.push(honcho_graphql::store::tokens::count(t));
+            tokens.push(honcho_graphql::store::tokens::count(c));
+            content.push(c.clone());
             emb.push(vector_literal(&v));
         }
         db.execute_raw(stmt(
@@ -445,23 +454,14 @@ pub async fn workspace(
         let mut seq = 1usize;
         while seq <= per_session {
             let n = (per_session - seq + 1).min(5000);
-            let mut ids = Vec::with_capacity(n);
-            let mut speakers = Vec::with_capacity(n);
-            let mut seqs = Vec::with_capacity(n);
-            let mut idxs = Vec::with_capacity(n);
-            let mut at = Vec::with_capacity(n);
+            let mut rows = MessageRows::default();
             let mut speaker = 0;
             for i in 0..n {
-                ids.push(rng.nanoid());
-                // Mostly turn-taking, sometimes two messages in a row.
-                if rng.range(0, 4) != 0 {
-                    speaker = (speaker + 1) % members.len();
-                }
-                speakers.push(members[speaker].clone());
-                seqs.push((seq + i) as i64);
-                idxs.push(rng.range(0, opts.pool - 1) as i32);
+                let id = rng.nanoid();
+                next_speaker(rng, &mut speaker, members.len());
+                let idx = rng.range(0, opts.pool - 1) as i32;
                 clock += rng.range(5, 120) as i64;
-                at.push(clock);
+                rows.push(id, &members[speaker], (seq + i) as i64, idx, clock);
             }
             db.execute_raw(stmt(
                 "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, seq_in_session, \
@@ -470,15 +470,7 @@ pub async fn workspace(
                    timestamptz '2026-01-01 00:00:00+00' + u.at * interval '1 second', p.embedding \
                  FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[], $5::bigint[]) AS u(pid, peer, seq, idx, at) \
                  JOIN bench_pool p ON p.idx = u.idx",
-                vec![
-                    ids.into(),
-                    speakers.into(),
-                    seqs.into(),
-                    idxs.into(),
-                    at.into(),
-                    name.into(),
-                    s.clone().into(),
-                ],
+                rows.values([name.into(), s.clone().into()]),
             ))
             .await?;
             seq += n;
@@ -494,6 +486,98 @@ pub async fn workspace(
     })
 }
 
+/// The next message's speaker among `members`: mostly turn-taking, sometimes two messages in a
+/// row.
+pub fn next_speaker(rng: &mut Rng, speaker: &mut usize, members: usize) {
+    if rng.range(0, 4) != 0 {
+        *speaker = (*speaker + 1) % members;
+    }
+}
+
+/// Messages written by one statement, column-wise: each its public id, speaker, seq, pool row
+/// and seconds after 2026-01-01.
+#[derive(Default)]
+pub struct MessageRows {
+    ids: Vec<String>,
+    speakers: Vec<String>,
+    seqs: Vec<i64>,
+    idxs: Vec<i32>,
+    at: Vec<i64>,
+}
+
+impl MessageRows {
+    pub fn push(&mut self, id: String, speaker: &str, seq: i64, idx: i32, at: i64) {
+        self.ids.push(id);
+        self.speakers.push(speaker.to_owned());
+        self.seqs.push(seq);
+        self.idxs.push(idx);
+        self.at.push(at);
+    }
+
+    /// The statement's values: the five columns as `$1`..`$5`, then `more`.
+    pub fn values<const N: usize>(self, more: [Value; N]) -> Vec<Value> {
+        let mut out = vec![
+            self.ids.into(),
+            self.speakers.into(),
+            self.seqs.into(),
+            self.idxs.into(),
+            self.at.into(),
+        ];
+        out.extend(more);
+        out
+    }
+}
+
+/// Conclusions written by one statement, column-wise.
+#[derive(Default)]
+pub struct ConclusionRows {
+    ids: Vec<String>,
+    contents: Vec<String>,
+    levels: Vec<String>,
+    /// The ids each cites, comma-separated (empty for none).
+    sources: Vec<String>,
+    /// Seconds after 2026-01-01 it was created.
+    at: Vec<i64>,
+}
+
+impl ConclusionRows {
+    pub fn push(&mut self, id: String, content: String, level: &str, sources: String, at: i64) {
+        self.ids.push(id);
+        self.contents.push(content);
+        self.levels.push(level.to_owned());
+        self.sources.push(sources);
+        self.at.push(at);
+    }
+
+    /// Writes them as `observer`'s about `observed` in `workspace`.
+    pub async fn insert<C: ConnectionTrait>(
+        self,
+        db: &C,
+        workspace: &str,
+        observer: &str,
+        observed: &str,
+    ) -> anyhow::Result<()> {
+        db.execute_raw(stmt(
+            "INSERT INTO conclusions (id, workspace_name, observer, observed, content, level, source_ids, created_at) \
+             SELECT u.id, $6, $7, $8, u.content, u.level, string_to_array(NULLIF(u.src, ''), ','), \
+               timestamptz '2026-01-01 00:00:00+00' + u.at * interval '1 second' \
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) AS u(id, content, level, src, at)",
+            vec![
+                self.ids.into(),
+                self.contents.into(),
+                self.levels.into(),
+                self.sources.into(),
+                self.at.into(),
+                workspace.into(),
+                observer.into(),
+                observed.into(),
+            ],
+        ))
+        .await?;
+        Ok(())
+    }
+}
+
 /// `n` conclusions of one observer about one peer, each but the first few citing 1-3 of the 30
 /// before it; returns their ids in creation order.
 pub async fn conclusions(
@@ -507,11 +591,7 @@ pub async fn conclusions(
     let mut start = 0;
     while start < n {
         let m = (n - start).min(5000);
-        let mut ids = Vec::with_capacity(m);
-        let mut contents = Vec::with_capacity(m);
-        let mut levels = Vec::with_capacity(m);
-        let mut sources = Vec::with_capacity(m);
-        let mut at = Vec::with_capacity(m);
+        let mut rows = ConclusionRows::default();
         for j in 0..m {
             let i = start + j;
             let id = rng.nanoid();
@@ -532,39 +612,19 @@ pub async fn conclusions(
                 }
                 picked.join(",")
             };
-            levels.push(
-                if src.is_empty() {
-                    "explicit"
-                } else if rng.range(0, 1) == 0 {
-                    "deductive"
-                } else {
-                    "inductive"
-                }
-                .to_owned(),
-            );
-            sources.push(src);
-            contents.push(format!("{} (#{i})", sentence(rng)));
-            at.push(i as i64);
-            ids.push(id.clone());
+            let level = if src.is_empty() {
+                "explicit"
+            } else if rng.range(0, 1) == 0 {
+                "deductive"
+            } else {
+                "inductive"
+            };
+            let content = format!("{} (#{i})", sentence(rng));
+            rows.push(id.clone(), content, level, src, i as i64);
             all.push(id);
         }
-        db.execute_raw(stmt(
-            "INSERT INTO conclusions (id, workspace_name, observer, observed, content, level, source_ids, created_at) \
-             SELECT u.id, $6, $7, $8, u.content, u.level, string_to_array(NULLIF(u.src, ''), ','), \
-               timestamptz '2026-01-01 00:00:00+00' + u.at * interval '1 second' \
-             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) AS u(id, content, level, src, at)",
-            vec![
-                ids.into(),
-                contents.into(),
-                levels.into(),
-                sources.into(),
-                at.into(),
-                ws.name.clone().into(),
-                ws.peers[0].clone().into(),
-                ws.peers[1].clone().into(),
-            ],
-        ))
-        .await?;
+        rows.insert(db, &ws.name, &ws.peers[0], &ws.peers[1])
+            .await?;
         start += m;
         pb.inc(m as u64);
     }

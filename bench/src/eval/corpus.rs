@@ -667,6 +667,30 @@ struct Episode {
     evidence: Vec<usize>,
 }
 
+/// `n` turns of small talk, each by either speaker.
+fn small_talk(rng: &mut Rng, turns: &mut Vec<Turn>, n: usize) {
+    for _ in 0..n {
+        let speaker = rng.range(0, 1);
+        turns.push(Turn {
+            speaker,
+            text: rng.pick(SMALL_TALK).to_string(),
+            fact: None,
+        });
+    }
+}
+
+impl Episode {
+    /// `speaker` telling `tell`, from which a deriver concludes `fact` (the evidence), and the
+    /// other speaker's reaction.
+    fn told(rng: &mut Rng, speaker: usize, tell: String, fact: String) -> Episode {
+        let reaction = rng.pick(REACTIONS).to_string();
+        Episode {
+            turns: vec![(speaker, tell, Some(fact)), (1 - speaker, reaction, None)],
+            evidence: vec![0],
+        }
+    }
+}
+
 /// Builds every conversation and question.
 pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) {
     let mut rng = Rng::new(seed);
@@ -743,14 +767,8 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
                     } else {
                         fill(pick(&mut rng, rel.when), o, q, name)
                     };
-                    let reaction = rng.pick(REACTIONS).to_string();
-                    slots[session].push(Episode {
-                        turns: vec![
-                            (person, tell, Some(concluded(rel, o, name))),
-                            (other, reaction, None),
-                        ],
-                        evidence: vec![0],
-                    });
+                    let fact = concluded(rel, o, name);
+                    slots[session].push(Episode::told(&mut rng, person, tell, fact));
                     pending.push((category, text, vec![(session, slots[session].len() - 1)]));
                 }
                 Category::MultiHop => {
@@ -764,14 +782,8 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
                         let (o, q) = take(&mut rng);
                         let tell = fill(pick(&mut rng, rel.tell), o, q, name);
                         let tell = chatty(&mut rng, tell);
-                        let reaction = rng.pick(REACTIONS).to_string();
-                        slots[s].push(Episode {
-                            turns: vec![
-                                (person, tell, Some(concluded(rel, o, name))),
-                                (other, reaction, None),
-                            ],
-                            evidence: vec![0],
-                        });
+                        let fact = concluded(rel, o, name);
+                        slots[s].push(Episode::told(&mut rng, person, tell, fact));
                         refs.push((s, slots[s].len() - 1));
                     }
                     let text = fill(pick(&mut rng, rel.both), "", "", name);
@@ -835,14 +847,8 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
             });
             let mut where_: Vec<Vec<usize>> = Vec::new();
             for ep in episodes {
-                for _ in 0..rng.range(0, 3) {
-                    let speaker = rng.range(0, 1);
-                    turns.push(Turn {
-                        speaker,
-                        text: rng.pick(SMALL_TALK).to_string(),
-                        fact: None,
-                    });
-                }
+                let n = rng.range(0, 3);
+                small_talk(&mut rng, turns, n);
                 let start = turns.len();
                 for (speaker, text, fact) in ep.turns {
                     turns.push(Turn {
@@ -853,14 +859,8 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
                 }
                 where_.push(ep.evidence.iter().map(|e| start + e).collect());
             }
-            for _ in 0..rng.range(1, 3) {
-                let speaker = rng.range(0, 1);
-                turns.push(Turn {
-                    speaker,
-                    text: rng.pick(SMALL_TALK).to_string(),
-                    fact: None,
-                });
-            }
+            let n = rng.range(1, 3);
+            small_talk(&mut rng, turns, n);
             turns.push(Turn {
                 speaker: rng.range(0, 1),
                 text: rng.pick(CLOSINGS).to_string(),

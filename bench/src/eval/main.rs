@@ -119,10 +119,6 @@ struct Client {
 }
 
 impl Client {
-    async fn post(&self, url: &str, query: &str, vars: Value) -> anyhow::Result<Value> {
-        Ok(common::graphql(&self.http, url, query, &vars).await?["data"].clone())
-    }
-
     /// Result ids (best first) and the ids of every snippet's context.
     async fn search(
         &self,
@@ -131,28 +127,9 @@ impl Client {
         q: &str,
         limit: usize,
     ) -> anyhow::Result<(Vec<String>, Vec<String>)> {
-        let d = self
-            .post(
-                url,
-                Q_SEARCH,
-                json!({"w": workspace, "q": q, "limit": limit}),
-            )
-            .await?;
-        let hits = &d["workspace"]["search"];
-        let ids = |v: &Value| -> Vec<String> {
-            v.as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|m| m["id"].as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let context = hits["snippets"]
-            .as_array()
-            .map(|s| s.iter().flat_map(|s| ids(&s["context"])).collect())
-            .unwrap_or_default();
-        Ok((ids(&hits["results"]), context))
+        let vars = json!({"w": workspace, "q": q, "limit": limit});
+        let d = common::graphql_data(&self.http, url, Q_SEARCH, vars).await?;
+        Ok(common::search_ids(&d["workspace"]["search"]))
     }
 }
 
@@ -194,13 +171,8 @@ async fn ingest(
                                "createdAt": at.to_rfc3339()})
                     })
                     .collect();
-                let d = client
-                    .post(
-                        url,
-                        M_CREATE,
-                        json!({"w": workspace(ci), "s": format!("s{si}"), "m": m}),
-                    )
-                    .await?;
+                let vars = json!({"w": workspace(ci), "s": format!("s{si}"), "m": m});
+                let d = common::graphql_data(&client.http, url, M_CREATE, vars).await?;
                 for (i, made) in d["createMessages"]
                     .as_array()
                     .context("createMessages")?
