@@ -7,16 +7,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use honcho_graphql::auth::KeySpec;
-use honcho_graphql::deriver::DeriverArgs;
 use honcho_graphql::deriver::{BatchReport, Deriver};
-use honcho_graphql::graphql::{self, Limits};
 use honcho_graphql::store::StoreError;
 use honcho_graphql::store::queue::ClaimRules;
 use sea_orm::ConnectionTrait;
 use serde_json::{Value, json};
 
-use crate::fake_llm::{FakeLlm, Reply, prompts};
-use crate::harness::{ServerProcess, TestApp, bearer};
+use crate::fake_llm::{FakeLlm, Reply, at_once as config, deriving_on, prompts};
+use crate::harness::{ServerProcess, TestApp, bearer, find_by_content as find};
 
 /// Which pass a request is for, and its user prompt.
 enum Pass<'a> {
@@ -84,20 +82,8 @@ fn id_of(user: &str, content: &str) -> String {
         .0
 }
 
-fn config() -> DeriverArgs {
-    DeriverArgs {
-        batch_secs: 0.0,
-        ..DeriverArgs::default()
-    }
-}
-
 async fn app_with(fake: &FakeLlm) -> (TestApp, Arc<Deriver>) {
-    let mut app = TestApp::with_embedder().await;
-    app.store = app.store.clone().with_derivation(true);
-    app.schema = graphql::build_schema(app.store.clone(), &Limits::default());
-    let llm = honcho_graphql::llm::build(&fake.config()).unwrap().unwrap();
-    let deriver = Arc::new(Deriver::new(app.store.clone(), llm, config()));
-    (app, deriver)
+    deriving_on(TestApp::with_embedder().await, fake, config())
 }
 
 /// Processes ready batches until none is left.
@@ -145,12 +131,6 @@ async fn conclusions(app: &TestApp) -> Vec<Value> {
         .as_array()
         .unwrap()
         .clone()
-}
-
-fn find<'a>(list: &'a [Value], content: &str) -> &'a Value {
-    list.iter()
-        .find(|c| c["content"] == content)
-        .unwrap_or_else(|| panic!("no conclusion {content:?} in {list:#?}"))
 }
 
 async fn status(app: &TestApp) -> Value {

@@ -8,12 +8,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use honcho_graphql::auth::KeySpec;
 use honcho_graphql::deriver::{Deriver, DeriverArgs, DreamArgs, DreamReport};
-use honcho_graphql::graphql::{self, Limits};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::fake_llm::{FakeLlm, Reply, prompts};
-use crate::harness::{AppServer, TestApp, bearer};
+use crate::fake_llm::{FakeLlm, Reply, deriving_on, prompts};
+use crate::harness::{AppServer, TestApp, bearer, find_by_content as find};
 
 /// `[id] (level, session) content` lines of a dream prompt, as (id, content).
 fn shown(user: &str) -> Vec<(String, String)> {
@@ -59,12 +58,7 @@ fn config() -> DeriverArgs {
 
 /// An app that derives (so dreams may be asked for), and a deriver on `fake`.
 async fn app_with(fake: &FakeLlm, cfg: DeriverArgs) -> (TestApp, Arc<Deriver>) {
-    let mut app = TestApp::with_embedder().await;
-    app.store = app.store.clone().with_derivation(true);
-    app.schema = graphql::build_schema(app.store.clone(), &Limits::default());
-    let llm = honcho_graphql::llm::build(&fake.config()).unwrap().unwrap();
-    let deriver = Arc::new(Deriver::new(app.store.clone(), llm, cfg));
-    (app, deriver)
+    deriving_on(TestApp::with_embedder().await, fake, cfg)
 }
 
 async fn peers_and_sessions(app: &TestApp) {
@@ -122,12 +116,6 @@ async fn conclusions(app: &TestApp) -> Vec<Value> {
         .as_array()
         .unwrap()
         .clone()
-}
-
-fn find<'a>(list: &'a [Value], content: &str) -> &'a Value {
-    list.iter()
-        .find(|c| c["content"] == content)
-        .unwrap_or_else(|| panic!("no conclusion {content:?} in {list:#?}"))
 }
 
 fn ids(v: &Value) -> Vec<&str> {

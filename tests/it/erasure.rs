@@ -15,17 +15,10 @@ const CREATE: &str = "mutation($s: ID!, $m: [MessageInput!]!) {
 
 /// Writes `(peer, content)` messages to `session`; returns their public ids.
 async fn say(app: &TestApp, session: &str, messages: &[(&str, &str)]) -> Vec<String> {
-    let m: Vec<Value> = messages
+    let m = messages
         .iter()
-        .map(|(p, c)| json!({"peerId": p, "content": c}))
-        .collect();
-    let d = app.ok(CREATE, json!({"s": session, "m": m})).await;
-    d["createMessages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["id"].as_str().unwrap().to_owned())
-        .collect()
+        .map(|(p, c)| json!({"peerId": p, "content": c}));
+    app.create_messages(session, m).await
 }
 
 /// An explicit conclusion of `observer` about `observed`; returns its id.

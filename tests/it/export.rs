@@ -16,21 +16,11 @@ use serde_json::{Value, json};
 
 use crate::harness::{AppServer, TestApp, bearer};
 
-const CREATE: &str = "mutation($s: ID!, $m: [MessageInput!]!) {
-  createMessages(workspaceId: \"ws\", sessionId: $s, messages: $m) { id } }";
-
 async fn say(app: &TestApp, session: &str, messages: &[(&str, &str)]) -> Vec<String> {
-    let m: Vec<Value> = messages
+    let m = messages
         .iter()
-        .map(|(p, c)| json!({"peerId": p, "content": c, "metadata": {"n": c.len()}}))
-        .collect();
-    let d = app.ok(CREATE, json!({"s": session, "m": m})).await;
-    d["createMessages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["id"].as_str().unwrap().to_owned())
-        .collect()
+        .map(|(p, c)| json!({"peerId": p, "content": c, "metadata": {"n": c.len()}}));
+    app.create_messages(session, m).await
 }
 
 /// Workspace `ws`: two peers with metadata and cards, two sessions with members and their
@@ -211,6 +201,26 @@ async fn import(store: &Store, file: Vec<u8>, options: ImportOptions) -> ImportR
         .unwrap()
 }
 
+/// The error of an import that must fail.
+async fn import_error(store: &Store, file: Vec<u8>, options: ImportOptions) -> String {
+    store
+        .import_file(std::io::Cursor::new(file), options, &())
+        .await
+        .unwrap_err()
+        .to_string()
+}
+
+/// Imports `lines`, a file cut short, one record per transaction: it must stop on the missing
+/// end line.
+async fn import_cut_short(store: &Store, lines: &[Value]) {
+    let options = ImportOptions {
+        batch: 1,
+        ..ImportOptions::default()
+    };
+    let err = import_error(store, compress(lines), options).await;
+    assert!(err.contains("without its end line"), "{err}");
+}
+
 /// The same bytes (and when not, the lines that differ).
 fn same_file(a: &[u8], b: &[u8]) {
     let (a_lines, b_lines) = (lines(a), lines(b));
@@ -373,19 +383,7 @@ async fn an_import_stopped_after_any_line_and_run_again_leaves_no_duplicates() {
     // missing end line having written one more row than the one before, and writes nothing that
     // is already there.
     for cut in 2..l.len() {
-        let err = b
-            .store
-            .import_file(
-                std::io::Cursor::new(compress(&l[..cut])),
-                ImportOptions {
-                    batch: 1,
-                    ..ImportOptions::default()
-                },
-                &(),
-            )
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains("without its end line"), "{err}");
+        import_cut_short(&b.store, &l[..cut]).await;
     }
     let last = import(&b.store, file.clone(), ImportOptions::default()).await;
     assert_eq!(last.inserted, 0);
@@ -488,19 +486,7 @@ async fn an_import_stopped_midway_and_run_again_writes_each_row_once() {
     // The file cut after the second message, with small batches: part of it is written, then
     // the import stops on the missing end line.
     let cut = l.iter().position(|x| x["type"] == "message").unwrap() + 2;
-    let err = b
-        .store
-        .import_file(
-            std::io::Cursor::new(compress(&l[..cut])),
-            ImportOptions {
-                batch: 1,
-                ..ImportOptions::default()
-            },
-            &(),
-        )
-        .await
-        .unwrap_err();
-    assert!(err.to_string().contains("without its end line"), "{err}");
+    import_cut_short(&b.store, &l[..cut]).await;
     assert_eq!(b.sql_i64("SELECT count(*) FROM messages").await, 2);
     let again = import(&b.store, file.clone(), ImportOptions::default()).await;
     assert_eq!(again.messages, 4);
@@ -553,18 +539,9 @@ async fn a_conflicting_row_fails_is_skipped_or_replaced_as_asked() {
                  FROM peer_card_entries e WHERE observer = 'alice' AND position = 1";
     let walks = "ATTRIBUTE: Walks to work <- alice lives in Portugal";
 
-    let err = b
-        .store
-        .import_file(
-            std::io::Cursor::new(file.clone()),
-            ImportOptions::default(),
-            &(),
-        )
-        .await
-        .unwrap_err();
+    let err = import_error(&b.store, file.clone(), ImportOptions::default()).await;
     assert!(
-        err.to_string()
-            .contains("peer alice exists with other content"),
+        err.contains("peer alice exists with other content"),
         "{err}"
     );
     assert_eq!(b.sql_i64(alice_age).await, 40);

@@ -241,3 +241,40 @@ pub fn prompts(body: &Value) -> (String, String) {
     };
     (text(0), text(1))
 }
+
+/// A deriver's settings that take a batch as soon as it is queued.
+pub fn at_once() -> honcho_graphql::deriver::DeriverArgs {
+    honcho_graphql::deriver::DeriverArgs {
+        batch_secs: 0.0,
+        ..Default::default()
+    }
+}
+
+/// `app` with its store queueing messages for the deriver, and a deriver with `cfg` asking
+/// `fake`.
+pub fn deriving_on(
+    app: crate::harness::TestApp,
+    fake: &FakeLlm,
+    cfg: honcho_graphql::deriver::DeriverArgs,
+) -> (
+    crate::harness::TestApp,
+    Arc<honcho_graphql::deriver::Deriver>,
+) {
+    let app = app.deriving();
+    let llm = honcho_graphql::llm::build(&fake.config()).unwrap().unwrap();
+    let deriver = honcho_graphql::deriver::Deriver::new(app.store.clone(), llm, cfg);
+    (app, Arc::new(deriver))
+}
+
+/// `app` with auth on and chats answered by the model `llm` names.
+pub fn with_dialectic(mut app: crate::harness::TestApp, llm: &LlmArgs) -> crate::harness::TestApp {
+    let llm = honcho_graphql::llm::build(llm).unwrap().unwrap();
+    app.schema = honcho_graphql::graphql::build_schema_with(
+        app.store.clone(),
+        &honcho_graphql::graphql::Limits::default(),
+        crate::harness::auth(),
+        None,
+        Some(honcho_graphql::dialectic::Dialectic::new(llm)),
+    );
+    app
+}

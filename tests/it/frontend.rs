@@ -520,11 +520,7 @@ async fn strict_mode_runs_the_manifest_documents_only() {
     }
     let admin_key = crate::harness::bearer(honcho_graphql::auth::KeySpec {
         admin: true,
-        workspace: None,
-        peer: None,
-        session: None,
-        scope: None,
-        expires_at: None,
+        ..honcho_graphql::auth::KeySpec::default()
     });
     let (status, _, body) = parts(send(Some(admin_key)).await.unwrap()).await;
     assert_eq!(

@@ -191,6 +191,13 @@ pub fn auth() -> Auth {
     Auth::with_secret(SECRET).unwrap()
 }
 
+/// The conclusion of `list` whose content is `content`.
+pub fn find_by_content<'a>(list: &'a [Value], content: &str) -> &'a Value {
+    list.iter()
+        .find(|c| c["content"] == content)
+        .unwrap_or_else(|| panic!("no conclusion {content:?} in {list:#?}"))
+}
+
 /// `Bearer <a key for spec>`, signed with [`SECRET`].
 pub fn bearer(spec: KeySpec) -> String {
     format!("Bearer {}", auth().mint(&spec).expect("mint a test key"))
@@ -293,6 +300,35 @@ impl TestApp {
             sql,
             _db: guard,
         }
+    }
+
+    /// This app with its store queueing messages for the deriver.
+    pub fn deriving(mut self) -> Self {
+        self.store = self.store.clone().with_derivation(true);
+        self.schema = graphql::build_schema(self.store.clone(), &Limits::default());
+        self
+    }
+
+    /// Writes `messages` (`MessageInput`s) to `session` of workspace `ws`; their public ids.
+    pub async fn create_messages(
+        &self,
+        session: &str,
+        messages: impl IntoIterator<Item = Value>,
+    ) -> Vec<String> {
+        let m: Vec<Value> = messages.into_iter().collect();
+        let d = self
+            .ok(
+                "mutation($s: ID!, $m: [MessageInput!]!) { createMessages(workspaceId: \"ws\", \
+                 sessionId: $s, messages: $m) { id } }",
+                json!({"s": session, "m": m}),
+            )
+            .await;
+        d["createMessages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap().to_owned())
+            .collect()
     }
 
     /// Runs a GraphQL request and returns the whole response as JSON (`data`, `errors`).

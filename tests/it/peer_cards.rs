@@ -5,12 +5,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use honcho_graphql::deriver::{BatchReport, Deriver, DeriverArgs};
-use honcho_graphql::graphql::{self, Limits};
+use honcho_graphql::deriver::{BatchReport, Deriver};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::fake_llm::{FakeLlm, Reply, prompts};
+use crate::fake_llm::{FakeLlm, Reply, at_once, deriving_on, prompts};
 use crate::harness::{AppServer, TestApp};
 
 /// A fake LLM whose explicit pass states `facts` about whoever is observed and whose reasoning
@@ -51,16 +50,7 @@ fn script(facts: &[&str], reasoning: Value) -> Arc<Script> {
 }
 
 async fn app_with(fake: &FakeLlm) -> (TestApp, Arc<Deriver>) {
-    let mut app = TestApp::with_embedder().await;
-    app.store = app.store.clone().with_derivation(true);
-    app.schema = graphql::build_schema(app.store.clone(), &Limits::default());
-    let llm = honcho_graphql::llm::build(&fake.config()).unwrap().unwrap();
-    let cfg = DeriverArgs {
-        batch_secs: 0.0,
-        ..DeriverArgs::default()
-    };
-    let deriver = Arc::new(Deriver::new(app.store.clone(), llm, cfg));
-    (app, deriver)
+    deriving_on(TestApp::with_embedder().await, fake, at_once())
 }
 
 async fn drain(d: &Deriver) {

@@ -149,11 +149,7 @@ async fn every_command_and_query_in_the_readme_runs() {
 
     let admin = bearer(KeySpec {
         admin: true,
-        workspace: None,
-        peer: None,
-        session: None,
-        scope: None,
-        expires_at: None,
+        ..KeySpec::default()
     });
     let http = honcho_graphql::outbound::client();
     let graphql = DOCS

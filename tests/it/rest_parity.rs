@@ -12,14 +12,12 @@ use axum::http::Request;
 use chrono::{Duration, Utc};
 use futures::future::join_all;
 use honcho_graphql::auth::KeySpec;
-use honcho_graphql::dialectic::Dialectic;
-use honcho_graphql::graphql::{self, Limits};
 use honcho_graphql::llm::LlmArgs;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::fake_llm::{FakeLlm, Reply};
-use crate::harness::{TestApp, auth, bearer};
+use crate::fake_llm::{FakeLlm, Reply, with_dialectic};
+use crate::harness::{TestApp, bearer};
 
 /// The keys, in the order of the expectation strings.
 const WHO: [&str; 7] = [
@@ -514,16 +512,7 @@ const NOT_WIDENING: &[(&str, &str)] = &[
 
 /// An app with auth on, the embedder (`queryConclusions` needs one) and chats answered by `llm`.
 async fn app(llm: &LlmArgs) -> TestApp {
-    let mut app = TestApp::with_embedder().await;
-    let llm = honcho_graphql::llm::build(llm).unwrap().unwrap();
-    app.schema = graphql::build_schema_with(
-        app.store.clone(),
-        &Limits::default(),
-        auth(),
-        None,
-        Some(Dialectic::new(llm)),
-    );
-    app
+    with_dialectic(TestApp::with_embedder().await, llm)
 }
 
 const BOUNDARY: &str = "rest-parity-boundary";

@@ -5,13 +5,11 @@
 use std::sync::Arc;
 
 use honcho_graphql::auth::KeySpec;
-use honcho_graphql::dialectic::Dialectic;
-use honcho_graphql::graphql::{self, Limits};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::fake_llm::{FakeLlm, Reply};
-use crate::harness::{AppServer, TestApp, auth, bearer};
+use crate::fake_llm::{FakeLlm, Reply, with_dialectic};
+use crate::harness::{AppServer, TestApp, bearer};
 
 fn admin() -> String {
     bearer(KeySpec {
@@ -45,15 +43,7 @@ struct World {
 impl World {
     async fn new() -> World {
         let fake = FakeLlm::start(|_, _| Reply::Content("an answer".into())).await;
-        let mut app = TestApp::with_embedder().await;
-        let llm = honcho_graphql::llm::build(&fake.config()).unwrap().unwrap();
-        app.schema = graphql::build_schema_with(
-            app.store.clone(),
-            &Limits::default(),
-            auth(),
-            None,
-            Some(Dialectic::new(llm)),
-        );
+        let app = with_dialectic(TestApp::with_embedder().await, &fake.config());
         let world = World {
             http: AppServer::start(app).await,
             fake,
@@ -201,6 +191,16 @@ impl World {
     }
 }
 
+/// The ids of a REST page's items.
+fn item_ids(page: &Value) -> Vec<&str> {
+    page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect()
+}
+
 fn contains_marathon(v: &Value) -> bool {
     v.to_string().to_lowercase().contains("marathon")
 }
@@ -236,13 +236,7 @@ async fn scopes_round_trip_over_rest_at_honchos_paths() {
 
     let (status, page) = call(Method::POST, "/v3/workspaces/w/scopes/list", None).await;
     assert_eq!(status, 200);
-    let ids: Vec<&str> = page["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(ids, ["job", "team"]);
+    assert_eq!(item_ids(&page), ["job", "team"]);
     assert_eq!(page["total"], 2);
     let (_, page) = call(
         Method::POST,
@@ -259,19 +253,13 @@ async fn scopes_round_trip_over_rest_at_honchos_paths() {
         (200, Some("crew"))
     );
 
-    let (status, _) = call(
-        Method::POST,
-        "/v3/workspaces/w/scopes/team/sessions",
-        Some(json!({"session_ids": ["home", "work", "home"]})),
-    )
-    .await;
+    let add = "/v3/workspaces/w/scopes/team/sessions";
+    let list = "/v3/workspaces/w/scopes/team/sessions/list";
+    let home = "/v3/workspaces/w/scopes/team/sessions/home";
+    let members = json!({"session_ids": ["home", "work", "home"]});
+    let (status, _) = call(Method::POST, add, Some(members)).await;
     assert_eq!(status, 204);
-    let (status, sessions) = call(
-        Method::POST,
-        "/v3/workspaces/w/scopes/team/sessions/list",
-        None,
-    )
-    .await;
+    let (status, sessions) = call(Method::POST, list, None).await;
     assert_eq!(status, 200);
     assert_eq!(sessions["total"], 2);
     assert_eq!(sessions["items"][0]["workspace_id"], "w");
@@ -283,33 +271,12 @@ async fn scopes_round_trip_over_rest_at_honchos_paths() {
     assert_eq!(report["message_count"], 4);
     assert_eq!(report["conclusion_count"], 2);
 
-    let (status, _) = call(
-        Method::DELETE,
-        "/v3/workspaces/w/scopes/team/sessions/home",
-        None,
-    )
-    .await;
+    let (status, _) = call(Method::DELETE, home, None).await;
     assert_eq!(status, 204);
-    let (_, sessions) = call(
-        Method::POST,
-        "/v3/workspaces/w/scopes/team/sessions/list",
-        None,
-    )
-    .await;
-    let ids: Vec<&str> = sessions["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(ids, ["work"]);
+    let (_, sessions) = call(Method::POST, list, None).await;
+    assert_eq!(item_ids(&sessions), ["work"]);
     // Removing a session that is not a member changes nothing.
-    let (status, _) = call(
-        Method::DELETE,
-        "/v3/workspaces/w/scopes/team/sessions/home",
-        None,
-    )
-    .await;
+    let (status, _) = call(Method::DELETE, home, None).await;
     assert_eq!(status, 204);
 
     // GraphQL sees the same scopes.

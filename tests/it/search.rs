@@ -3,6 +3,8 @@
 use std::sync::Arc;
 
 use honcho_graphql::embed::{EmbedError, Embedder};
+use honcho_graphql::store::Store;
+use honcho_graphql::store::message::Message;
 use honcho_graphql::store::search::SearchScope;
 use honcho_graphql::store::search_keys::SearchKeys;
 use serde_json::{Value, json};
@@ -43,6 +45,21 @@ fn peer_search() -> String {
              search(query: $q, includeContext: $ctx, contextWindow: $w) {{ {HITS} }}
            }} }} }}"
     )
+}
+
+/// `store`'s search of `scope` for `q`, unfiltered, `limit` at most.
+async fn search_all(store: &Store, scope: SearchScope<'_>, q: &str, limit: u64) -> Vec<Message> {
+    store
+        .search(scope, q, &Value::Null, limit, SearchKeys::WithConclusions)
+        .await
+        .unwrap()
+}
+
+/// Messages by alice in `session`: `content(i)` for each i of 1..=n.
+async fn alice_writes(app: &TestApp, session: &str, n: i64, content: impl Fn(i64) -> String) {
+    let contents: Vec<String> = (1..=n).map(content).collect();
+    let m: Vec<(&str, &str)> = contents.iter().map(|c| ("alice", c.as_str())).collect();
+    write(app, session, &m).await;
 }
 
 async fn write(app: &TestApp, session: &str, messages: &[(&str, &str)]) {
@@ -284,15 +301,12 @@ async fn windows_start_at_the_first_message_and_end_at_the_last() {
 #[tokio::test]
 async fn snippets_are_ordered_by_the_rank_of_their_best_match() {
     let app = TestApp::new().await;
-    let contents: Vec<String> = (1..=20)
-        .map(|i| match i {
-            3 => "a zebra".to_owned(),
-            15 => "zebra zebra zebra, nothing but zebra".to_owned(),
-            i => format!("filler line {i}"),
-        })
-        .collect();
-    let m: Vec<(&str, &str)> = contents.iter().map(|c| ("alice", c.as_str())).collect();
-    write(&app, "chat", &m).await;
+    alice_writes(&app, "chat", 20, |i| match i {
+        3 => "a zebra".to_owned(),
+        15 => "zebra zebra zebra, nothing but zebra".to_owned(),
+        i => format!("filler line {i}"),
+    })
+    .await;
     let hits = in_session(&app, "zebra", true, 2).await;
     assert_eq!(
         seqs(&hits["results"]),
@@ -382,16 +396,8 @@ async fn a_semantic_only_match_with_the_real_model() {
     // No word in common: full text alone finds nothing.
     let text_only = app.store.clone().with_embedder(None);
     assert!(
-        text_only
-            .search(
-                SearchScope::Session("ws", "chat"),
-                q,
-                &Value::Null,
-                10,
-                SearchKeys::WithConclusions
-            )
+        search_all(&text_only, SearchScope::Session("ws", "chat"), q, 10)
             .await
-            .unwrap()
             .is_empty()
     );
     let hits = in_session(&app, q, false, 2).await;
@@ -604,17 +610,14 @@ async fn filters_apply_inside_both_legs_of_search() {
     let app = TestApp::with_embedder().await;
     // Messages 1..=9 are the best matches; a filter applied after ranking would leave at most
     // one of the 10 candidates of a limit-5 search.
-    let contents: Vec<String> = (1..=30)
-        .map(|i| {
-            if i < 10 {
-                format!("zebra zebra zebra stripes {i}")
-            } else {
-                format!("a zebra was seen at {i}")
-            }
-        })
-        .collect();
-    let m: Vec<(&str, &str)> = contents.iter().map(|c| ("alice", c.as_str())).collect();
-    write(&app, "chat", &m).await;
+    alice_writes(&app, "chat", 30, |i| {
+        if i < 10 {
+            format!("zebra zebra zebra stripes {i}")
+        } else {
+            format!("a zebra was seen at {i}")
+        }
+    })
+    .await;
     for f in [
         json!({"seq_in_session": {"gte": 10}}),
         json!({"seqInSession": {"gte": 10}}),
@@ -691,17 +694,7 @@ async fn nonexistent_session_or_workspace_gives_empty_results() {
         SearchScope::Workspace("nope"),
         SearchScope::Peer("ws", "nobody"),
     ] {
-        let results = app
-            .store
-            .search(
-                scope,
-                "zebra",
-                &Value::Null,
-                10,
-                SearchKeys::WithConclusions,
-            )
-            .await
-            .unwrap();
+        let results = search_all(&app.store, scope, "zebra", 10).await;
         assert!(results.is_empty(), "{scope:?}");
     }
     // Through GraphQL an unknown session is null, and a search matching nothing is empty.
@@ -753,16 +746,7 @@ async fn a_failing_query_embedding_falls_back_to_full_text() {
     let app = TestApp::new().await;
     conversation(&app, "chat", 10, &[4]).await;
     let store = app.store.clone().with_embedder(Some(Arc::new(Broken)));
-    let results = store
-        .search(
-            SearchScope::Session("ws", "chat"),
-            "zebra",
-            &Value::Null,
-            10,
-            SearchKeys::WithConclusions,
-        )
-        .await
-        .unwrap();
+    let results = search_all(&store, SearchScope::Session("ws", "chat"), "zebra", 10).await;
     assert_eq!(
         results.iter().map(|m| m.seq_in_session).collect::<Vec<_>>(),
         [4]
@@ -773,18 +757,8 @@ async fn a_failing_query_embedding_falls_back_to_full_text() {
 async fn hybrid_ranking_is_deterministic_and_keeps_full_text_hits() {
     let app = TestApp::with_embedder().await;
     conversation(&app, "chat", 30, &[3, 9, 17, 25]).await;
-    let search = || async {
-        app.store
-            .search(
-                SearchScope::Workspace("ws"),
-                "zebra",
-                &Value::Null,
-                10,
-                SearchKeys::WithConclusions,
-            )
-            .await
-            .unwrap()
-    };
+    let search =
+        || async { search_all(&app.store, SearchScope::Workspace("ws"), "zebra", 10).await };
     let run = || async {
         search()
             .await
@@ -834,14 +808,11 @@ async fn natural_language_questions_hit_the_full_text_leg() {
 async fn rare_words_outweigh_common_ones() {
     let app = TestApp::new().await;
     // "weather" is in every message, "zebra" in one: BM25 weighs a word by its rarity.
-    let contents: Vec<String> = (1..=12)
-        .map(|i| match i {
-            7 => "a zebra crossed, nice weather".to_owned(),
-            i => format!("weather weather report number {i}"),
-        })
-        .collect();
-    let m: Vec<(&str, &str)> = contents.iter().map(|c| ("alice", c.as_str())).collect();
-    write(&app, "chat", &m).await;
+    alice_writes(&app, "chat", 12, |i| match i {
+        7 => "a zebra crossed, nice weather".to_owned(),
+        i => format!("weather weather report number {i}"),
+    })
+    .await;
     let hits = in_session(&app, "weather zebra", false, 2).await;
     assert_eq!(seqs(&hits["results"])[0], 7, "{hits}");
 }
@@ -958,17 +929,13 @@ async fn the_full_text_leg_looks_each_lexeme_up_in_the_index() {
     assert!(plan.contains("ix_messages_content_tsv"), "plan:\n{plan}");
     assert!(!plan.contains("Seq Scan on messages"), "plan:\n{plan}");
     // No embedder here: these are the full-text leg's hits, all of them holding a word asked for.
-    let hits = app
-        .store
-        .search(
-            SearchScope::Session("ws", "s"),
-            "What about word7 and word9?",
-            &Value::Null,
-            20,
-            SearchKeys::WithConclusions,
-        )
-        .await
-        .unwrap();
+    let hits = search_all(
+        &app.store,
+        SearchScope::Session("ws", "s"),
+        "What about word7 and word9?",
+        20,
+    )
+    .await;
     assert_eq!(hits.len(), 20);
     assert!(
         hits.iter()
@@ -1037,17 +1004,7 @@ async fn a_question_naming_a_speaker_reads_only_the_turns_holding_its_rarer_word
         .nth(1)
         .unwrap_or_else(|| panic!("no gate in the plan:\n{plan}"));
     assert!(common_only.contains("never executed"), "plan:\n{plan}");
-    let hits = app
-        .store
-        .search(
-            SearchScope::Session("ws", "s"),
-            question,
-            &Value::Null,
-            10,
-            SearchKeys::WithConclusions,
-        )
-        .await
-        .unwrap();
+    let hits = search_all(&app.store, SearchScope::Session("ws", "s"), question, 10).await;
     assert_eq!(hits.len(), 10);
     assert!(
         hits.iter()
@@ -1061,17 +1018,13 @@ async fn turns_holding_only_common_words_fill_the_results_when_rarer_words_are_t
     let app = TestApp::new().await;
     // Three turns hold "kiln": the other seven results are alice's turns, found by her name.
     two_speakers_and_a_rare_word(&app, "kiln", 3).await;
-    let hits = app
-        .store
-        .search(
-            SearchScope::Session("ws", "s"),
-            "alice kiln",
-            &Value::Null,
-            10,
-            SearchKeys::WithConclusions,
-        )
-        .await
-        .unwrap();
+    let hits = search_all(
+        &app.store,
+        SearchScope::Session("ws", "s"),
+        "alice kiln",
+        10,
+    )
+    .await;
     assert_eq!(hits.len(), 10, "{hits:?}");
     assert!(
         hits[..3].iter().all(|m| m.content.contains("kiln")),

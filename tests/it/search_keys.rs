@@ -37,13 +37,6 @@ fn key_of(peer: Option<&str>, session: Option<&str>) -> String {
     })
 }
 
-/// `app` with its store queueing messages for the deriver (no LLM: the test is the model).
-fn deriving(mut app: TestApp) -> TestApp {
-    app.store = app.store.clone().with_derivation(true);
-    app.schema = graphql::build_schema(app.store.clone(), &Limits::default());
-    app
-}
-
 async fn say(app: &TestApp, key: Option<&str>, session: &str, turns: &[(&str, &str)]) {
     let m: Vec<Value> = turns
         .iter()
@@ -149,7 +142,7 @@ async fn store_search(app: &TestApp, scope: SearchScope<'_>, filters: Value) -> 
 
 #[tokio::test]
 async fn a_message_is_found_through_the_conclusion_drawn_from_it_until_it_is_deleted() {
-    let app = deriving(TestApp::new().await);
+    let app = TestApp::new().await.deriving();
     say(&app, None, "s", TURNS).await;
     assert!(found(&app, None, "", "kitten").await.is_empty());
 
@@ -195,7 +188,7 @@ async fn a_message_is_found_through_the_conclusion_drawn_from_it_until_it_is_del
 
 #[tokio::test]
 async fn the_server_setting_turns_conclusion_keys_off() {
-    let mut app = deriving(TestApp::new().await);
+    let mut app = TestApp::new().await.deriving();
     say(&app, None, "s", TURNS).await;
     derive(&app).await;
     assert_eq!(found(&app, None, "", "kitten").await.len(), 1);
@@ -212,7 +205,7 @@ async fn the_server_setting_turns_conclusion_keys_off() {
 
 #[tokio::test]
 async fn only_keys_that_may_read_conclusions_search_by_them() {
-    let app = deriving(TestApp::new().await).auth_on();
+    let app = TestApp::new().await.deriving().auth_on();
     let admin = bearer(KeySpec {
         admin: true,
         ..KeySpec::default()
@@ -250,7 +243,7 @@ async fn only_keys_that_may_read_conclusions_search_by_them() {
 
 #[tokio::test]
 async fn with_an_embedder_the_nearest_conclusions_raise_the_messages_they_cite() {
-    let app = deriving(TestApp::with_embedder().await);
+    let app = TestApp::with_embedder().await.deriving();
     let mut turns: Vec<(&str, &str)> = TURNS.to_vec();
     let filler = [
         ("bob", "I've been so busy with work lately."),
@@ -276,7 +269,7 @@ async fn with_an_embedder_the_nearest_conclusions_raise_the_messages_they_cite()
 
 #[tokio::test]
 async fn rest_searches_rank_by_conclusions_for_the_same_keys() {
-    let app = deriving(TestApp::new().await).auth_on();
+    let app = TestApp::new().await.deriving().auth_on();
     let (workspace, alice) = (key_of(None, None), key_of(Some("alice"), None));
     say(&app, Some(&workspace), "s", TURNS).await;
     derive(&app).await;

@@ -6,12 +6,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use honcho_graphql::deriver::{BatchReport, Deriver, DeriverArgs};
-use honcho_graphql::graphql::{self, Limits};
+use honcho_graphql::deriver::{BatchReport, Deriver};
 use honcho_graphql::store::summary::SummaryKind;
 use serde_json::{Value, json};
 
-use crate::fake_llm::{FakeLlm, Reply, format_of, prompts};
+use crate::fake_llm::{FakeLlm, Reply, at_once, deriving_on, format_of, prompts};
 use crate::harness::{AppServer, TestApp};
 
 /// A fake LLM: summary requests (plain text, "You write a ... summary") answered by
@@ -55,16 +54,7 @@ fn summary_requests(fake: &FakeLlm) -> Vec<(String, String)> {
 }
 
 async fn app_with(fake: &FakeLlm) -> (TestApp, Arc<Deriver>) {
-    let mut app = TestApp::new().await;
-    app.store = app.store.clone().with_derivation(true);
-    app.schema = graphql::build_schema(app.store.clone(), &Limits::default());
-    let llm = honcho_graphql::llm::build(&fake.config()).unwrap().unwrap();
-    let cfg = DeriverArgs {
-        batch_secs: 0.0,
-        ..DeriverArgs::default()
-    };
-    let deriver = Arc::new(Deriver::new(app.store.clone(), llm, cfg));
-    (app, deriver)
+    deriving_on(TestApp::new().await, fake, at_once())
 }
 
 async fn drain(d: &Deriver) -> Vec<BatchReport> {
