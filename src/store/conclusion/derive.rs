@@ -124,7 +124,12 @@ impl Store {
             if let Some(missing) = sources.iter().find(|s| !live.contains(*s)) {
                 return Err(StoreError::not_found("conclusion", missing.clone()));
             }
-            if would_cycle(&*txn, workspace, &peers[0], &peers[1], content, sources).await? {
+            let whose = Whose {
+                workspace,
+                observer: &peers[0],
+                observed: &peers[1],
+            };
+            if would_cycle(&*txn, whose, content, sources).await? {
                 return Err(StoreError::invalid(
                     "sourceIds would close a reasoning cycle: one of them derives from the \
                      conclusion this content reinforces",
@@ -132,9 +137,7 @@ impl Store {
             }
             let row = upsert_derived(
                 &*txn,
-                workspace,
-                &peers[0],
-                &peers[1],
+                whose,
                 session.as_deref(),
                 level,
                 content,
@@ -187,9 +190,7 @@ pub(crate) async fn live_ids<C: ConnectionTrait>(
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn upsert_derived<C: ConnectionTrait>(
     db: &C,
-    workspace: &str,
-    observer: &str,
-    observed: &str,
+    whose: Whose<'_>,
     session: Option<&str>,
     level: Level,
     content: &str,
@@ -219,9 +220,9 @@ pub(crate) async fn upsert_derived<C: ConnectionTrait>(
             ),
             [
                 new_id().into(),
-                workspace.into(),
-                observer.into(),
-                observed.into(),
+                whose.workspace.into(),
+                whose.observer.into(),
+                whose.observed.into(),
                 session.into(),
                 content.into(),
                 level.into(),
@@ -241,6 +242,24 @@ pub(crate) struct Pair<'a> {
     pub observer: &'a str,
     pub observed: &'a str,
     pub session: &'a str,
+}
+
+impl Pair<'_> {
+    fn whose(&self) -> Whose<'_> {
+        Whose {
+            workspace: self.workspace,
+            observer: self.observer,
+            observed: self.observed,
+        }
+    }
+}
+
+/// Whose conclusions: `observer`'s about `observed`, in `workspace`.
+#[derive(Clone, Copy)]
+pub(crate) struct Whose<'a> {
+    pub workspace: &'a str,
+    pub observer: &'a str,
+    pub observed: &'a str,
 }
 
 /// Writes what the deriver drew from one batch, in the caller's transaction: the facts first (each
@@ -310,17 +329,7 @@ async fn record_derived(
             }
         }
         let sources = live_ids(txn, pair.workspace, &sources).await?;
-        if sources.is_empty()
-            || would_cycle(
-                txn,
-                pair.workspace,
-                pair.observer,
-                pair.observed,
-                &d.content,
-                &sources,
-            )
-            .await?
-        {
+        if sources.is_empty() || would_cycle(txn, pair.whose(), &d.content, &sources).await? {
             tracing::warn!(
                 content = %d.content,
                 "deriver: refused a derived conclusion (no live premise, or a cycle)"
@@ -330,9 +339,7 @@ async fn record_derived(
         }
         let row = upsert_derived(
             txn,
-            pair.workspace,
-            pair.observer,
-            pair.observed,
+            pair.whose(),
             Some(pair.session),
             d.level,
             &d.content,
@@ -431,9 +438,7 @@ async fn record_fact(
 /// sources derives from.
 pub(crate) async fn would_cycle<C: ConnectionTrait>(
     db: &C,
-    workspace: &str,
-    observer: &str,
-    observed: &str,
+    whose: Whose<'_>,
     content: &str,
     sources: &[String],
 ) -> StoreResult<bool> {
@@ -451,9 +456,9 @@ pub(crate) async fn would_cycle<C: ConnectionTrait>(
              ) \
              SELECT EXISTS (SELECT 1 FROM down WHERE id = ANY($5::text[])) AS cycle",
             [
-                workspace.into(),
-                observer.into(),
-                observed.into(),
+                whose.workspace.into(),
+                whose.observer.into(),
+                whose.observed.into(),
                 content.into(),
                 sources.to_vec().into(),
             ],

@@ -20,7 +20,7 @@ use std::collections::{HashMap, HashSet};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, TransactionTrait};
 
 use super::Conclusion;
-use super::derive::{upsert_derived, would_cycle};
+use super::derive::{Whose, upsert_derived, would_cycle};
 use crate::entity::conclusion::Level;
 use crate::store::{StoreResult, stmt};
 
@@ -66,7 +66,7 @@ pub(crate) async fn apply(
     observed: &str,
     plan: &DreamPlan,
 ) -> StoreResult<DreamOutcome> {
-    let pair = Pair {
+    let pair = Whose {
         workspace,
         observer,
         observed,
@@ -105,17 +105,10 @@ pub(crate) async fn apply(
     Ok(out)
 }
 
-#[derive(Clone, Copy)]
-struct Pair<'a> {
-    workspace: &'a str,
-    observer: &'a str,
-    observed: &'a str,
-}
-
 /// The live conclusions of the pair among `ids`, oldest first: (id, level, session).
 async fn live_members<C: ConnectionTrait>(
     db: &C,
-    pair: Pair<'_>,
+    pair: Whose<'_>,
     ids: &[String],
     lock: bool,
 ) -> StoreResult<Vec<(String, String, Option<String>)>> {
@@ -151,7 +144,7 @@ async fn live_members<C: ConnectionTrait>(
 /// the result would hold a cycle. `None` when refused.
 async fn merge(
     txn: &DatabaseTransaction,
-    pair: Pair<'_>,
+    pair: Whose<'_>,
     group: &[String],
 ) -> StoreResult<Option<(String, Vec<String>)>> {
     let members = live_members(txn, pair, group, true).await?;
@@ -245,7 +238,7 @@ async fn merge(
 /// premises come from fewer than two sessions, or a cycle.
 async fn record(
     txn: &DatabaseTransaction,
-    pair: Pair<'_>,
+    pair: Whose<'_>,
     level: Level,
     d: &Dreamt,
     into: &HashMap<String, String>,
@@ -275,24 +268,13 @@ async fn record(
         .into_iter()
         .filter(|p| members.iter().any(|m| &m.0 == p))
         .collect();
-    if would_cycle(
-        txn,
-        pair.workspace,
-        pair.observer,
-        pair.observed,
-        &d.content,
-        &sources,
-    )
-    .await?
-    {
+    if would_cycle(txn, pair, &d.content, &sources).await? {
         tracing::warn!(content = %d.content, "dream: a conclusion would close a reasoning cycle; refused");
         return Ok(None);
     }
     let row = upsert_derived(
         txn,
-        pair.workspace,
-        pair.observer,
-        pair.observed,
+        pair,
         session.as_deref(),
         level,
         &d.content,
