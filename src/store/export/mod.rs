@@ -52,8 +52,9 @@ pub struct EmbeddingModel {
     pub dims: u32,
 }
 
-/// A workspace, peer or session: the three are written with the same fields.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// A workspace, peer or session: the three are written with the same fields, read from the
+/// columns of the same names.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, sea_orm::FromQueryResult)]
 #[serde(rename_all = "camelCase")]
 pub struct NamedRecord {
     pub name: String,
@@ -69,10 +70,12 @@ pub type PeerRecord = NamedRecord;
 pub type SessionRecord = NamedRecord;
 
 /// A peer's membership of a session, with its configuration (`observeMe`, `observeOthers`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, sea_orm::FromQueryResult)]
 #[serde(rename_all = "camelCase")]
 pub struct MemberRecord {
+    #[sea_orm(alias = "session_name")]
     pub session: String,
+    #[sea_orm(alias = "peer_name")]
     pub peer: String,
     pub configuration: Value,
     pub internal_metadata: Value,
@@ -80,12 +83,15 @@ pub struct MemberRecord {
     pub left_at: Option<DateTime<Utc>>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, sea_orm::FromQueryResult)]
 #[serde(rename_all = "camelCase")]
 pub struct MessageRecord {
     /// The message's public id.
+    #[sea_orm(alias = "public_id")]
     pub id: String,
+    #[sea_orm(alias = "session_name")]
     pub session: String,
+    #[sea_orm(alias = "peer_name")]
     pub peer: String,
     pub seq_in_session: i64,
     pub content: String,
@@ -94,15 +100,17 @@ pub struct MessageRecord {
     pub token_count: i32,
     pub created_at: DateTime<Utc>,
     /// [`encode_vector`]'s text, None when the message has no vector.
+    #[sea_orm(skip)]
     pub embedding: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, sea_orm::FromQueryResult)]
 #[serde(rename_all = "camelCase")]
 pub struct ConclusionRecord {
     pub id: String,
     pub observer: String,
     pub observed: String,
+    #[sea_orm(alias = "session_name")]
     pub session: Option<String>,
     pub content: String,
     /// `explicit`, `deductive`, `inductive` or `contradiction`.
@@ -117,13 +125,15 @@ pub struct ConclusionRecord {
     pub created_at: DateTime<Utc>,
     /// Set for a soft-deleted conclusion.
     pub deleted_at: Option<DateTime<Utc>>,
+    #[sea_orm(skip)]
     pub embedding: Option<String>,
 }
 
 /// A session's summary of one kind (`short`, `long`), with the last message it covers.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, sea_orm::FromQueryResult)]
 #[serde(rename_all = "camelCase")]
 pub struct SummaryRecord {
+    #[sea_orm(alias = "session_name")]
     pub session: String,
     pub kind: String,
     pub content: String,
@@ -137,7 +147,7 @@ pub struct SummaryRecord {
 /// One entry the deriver wrote on `observer`'s card of `observed`, known by its position on
 /// it, with the conclusions it cites. (A client's entries are the observer's
 /// `internalMetadata.peer_cards`.)
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, sea_orm::FromQueryResult)]
 #[serde(rename_all = "camelCase")]
 pub struct CardEntryRecord {
     pub observer: String,
@@ -149,7 +159,7 @@ pub struct CardEntryRecord {
     pub created_at: DateTime<Utc>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, sea_orm::FromQueryResult)]
 #[serde(rename_all = "camelCase")]
 pub struct ScopeRecord {
     pub name: String,
@@ -158,17 +168,19 @@ pub struct ScopeRecord {
 }
 
 /// A session's membership of a scope.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, sea_orm::FromQueryResult)]
 #[serde(rename_all = "camelCase")]
 pub struct ScopeSessionRecord {
+    #[sea_orm(alias = "scope_name")]
     pub scope: String,
+    #[sea_orm(alias = "session_name")]
     pub session: String,
     pub added_at: DateTime<Utc>,
 }
 
 /// When `observer` last dreamt about `observed`, and how many live explicit conclusions it had
 /// then: what the scheduled check compares with, so a copy does not dream its pairs again.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, sea_orm::FromQueryResult)]
 #[serde(rename_all = "camelCase")]
 pub struct DreamRecord {
     pub observer: String,

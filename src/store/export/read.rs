@@ -9,15 +9,14 @@
 use std::io::Write;
 use std::pin::Pin;
 
-use chrono::{DateTime, Utc};
 use futures::Stream;
-use sea_orm::{ConnectionTrait, DatabaseTransaction, QueryResult, Value as SqlValue};
-use serde_json::Value;
+use sea_orm::{
+    ConnectionTrait, DatabaseTransaction, FromQueryResult, QueryResult, Value as SqlValue,
+};
 
 use super::{
-    CardEntryRecord, ConclusionRecord, DreamRecord, EmbeddingModel, End, FORMAT, Header,
-    MemberRecord, MessageRecord, NamedRecord, PAGE, Record, ScopeRecord, ScopeSessionRecord,
-    SummaryRecord, VERSION, WorkspaceRecord, encode_vector,
+    ConclusionRecord, EmbeddingModel, End, FORMAT, Header, MessageRecord, PAGE, Record, VERSION,
+    WorkspaceRecord, encode_vector,
 };
 use crate::store::{Store, StoreError, StoreResult, stmt};
 
@@ -141,19 +140,9 @@ async fn workspace_record(
             [workspace.into()],
         ))
         .await?;
-    row.as_ref().map(named).transpose()
-}
-
-/// A workspace, peer or session from a row of its name, metadata, internal metadata,
-/// configuration and creation time.
-fn named(r: &QueryResult) -> StoreResult<NamedRecord> {
-    Ok(NamedRecord {
-        name: r.try_get("", "name")?,
-        metadata: r.try_get("", "metadata")?,
-        internal_metadata: r.try_get("", "internal_metadata")?,
-        configuration: r.try_get("", "configuration")?,
-        created_at: r.try_get("", "created_at")?,
-    })
+    Ok(row
+        .map(|r| WorkspaceRecord::from_query_result(&r, ""))
+        .transpose()?)
 }
 
 /// What the file holds after the workspace, in this order: what a record refers to comes
@@ -308,85 +297,32 @@ impl Kind {
         }
     }
 
+    /// The record of `r`, read by the columns of its fields' names (`Kind::sql` selects them).
     fn record(self, r: &QueryResult) -> StoreResult<Record> {
-        let json = |c: &str| -> StoreResult<Value> { Ok(r.try_get("", c)?) };
-        let time = |c: &str| -> StoreResult<DateTime<Utc>> { Ok(r.try_get("", c)?) };
+        fn read<T: FromQueryResult>(r: &QueryResult) -> StoreResult<T> {
+            Ok(T::from_query_result(r, "")?)
+        }
         let vector = || -> StoreResult<Option<String>> {
             let v: Option<Vec<f32>> = r.try_get("", "embedding")?;
             Ok(v.map(|v| encode_vector(&v)))
         };
         Ok(match self {
-            Kind::Peers => Record::Peer(named(r)?),
-            Kind::Sessions => Record::Session(named(r)?),
-            Kind::Members => Record::Member(MemberRecord {
-                session: r.try_get("", "session_name")?,
-                peer: r.try_get("", "peer_name")?,
-                configuration: json("configuration")?,
-                internal_metadata: json("internal_metadata")?,
-                joined_at: time("joined_at")?,
-                left_at: r.try_get("", "left_at")?,
-            }),
+            Kind::Peers => Record::Peer(read(r)?),
+            Kind::Sessions => Record::Session(read(r)?),
+            Kind::Members => Record::Member(read(r)?),
             Kind::Messages => Record::Message(MessageRecord {
-                id: r.try_get("", "public_id")?,
-                session: r.try_get("", "session_name")?,
-                peer: r.try_get("", "peer_name")?,
-                seq_in_session: r.try_get("", "seq_in_session")?,
-                content: r.try_get("", "content")?,
-                metadata: json("metadata")?,
-                internal_metadata: json("internal_metadata")?,
-                token_count: r.try_get("", "token_count")?,
-                created_at: time("created_at")?,
                 embedding: vector()?,
+                ..read(r)?
             }),
             Kind::Conclusions => Record::Conclusion(ConclusionRecord {
-                id: r.try_get("", "id")?,
-                observer: r.try_get("", "observer")?,
-                observed: r.try_get("", "observed")?,
-                session: r.try_get("", "session_name")?,
-                content: r.try_get("", "content")?,
-                level: r.try_get("", "level")?,
-                times_derived: r.try_get("", "times_derived")?,
-                source_ids: r.try_get("", "source_ids")?,
-                message_ids: r.try_get("", "message_ids")?,
-                metadata: json("metadata")?,
-                internal_metadata: json("internal_metadata")?,
-                created_at: time("created_at")?,
-                deleted_at: r.try_get("", "deleted_at")?,
                 embedding: vector()?,
+                ..read(r)?
             }),
-            Kind::Summaries => Record::Summary(SummaryRecord {
-                session: r.try_get("", "session_name")?,
-                kind: r.try_get("", "kind")?,
-                content: r.try_get("", "content")?,
-                message_id: r.try_get("", "message_id")?,
-                seq_in_session: r.try_get("", "seq_in_session")?,
-                token_count: r.try_get("", "token_count")?,
-                created_at: time("created_at")?,
-            }),
-            Kind::CardEntries => Record::CardEntry(CardEntryRecord {
-                observer: r.try_get("", "observer")?,
-                observed: r.try_get("", "observed")?,
-                position: r.try_get("", "position")?,
-                content: r.try_get("", "content")?,
-                conclusion_ids: r.try_get("", "conclusion_ids")?,
-                created_at: time("created_at")?,
-            }),
-            Kind::Scopes => Record::Scope(ScopeRecord {
-                name: r.try_get("", "name")?,
-                metadata: json("metadata")?,
-                created_at: time("created_at")?,
-            }),
-            Kind::ScopeSessions => Record::ScopeSession(ScopeSessionRecord {
-                scope: r.try_get("", "scope_name")?,
-                session: r.try_get("", "session_name")?,
-                added_at: time("added_at")?,
-            }),
-            Kind::Dreams => Record::Dream(DreamRecord {
-                observer: r.try_get("", "observer")?,
-                observed: r.try_get("", "observed")?,
-                last_dream_at: time("last_dream_at")?,
-                explicit_at_last_dream: r.try_get("", "explicit_at_last_dream")?,
-            }),
+            Kind::Summaries => Record::Summary(read(r)?),
+            Kind::CardEntries => Record::CardEntry(read(r)?),
+            Kind::Scopes => Record::Scope(read(r)?),
+            Kind::ScopeSessions => Record::ScopeSession(read(r)?),
+            Kind::Dreams => Record::Dream(read(r)?),
         })
     }
 }
