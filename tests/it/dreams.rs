@@ -78,17 +78,14 @@ async fn state(app: &TestApp, session: &str, contents: &[&str]) -> Vec<String> {
         .iter()
         .map(|c| json!({"content": c, "observerId": "alice", "observedId": "alice", "sessionId": session}))
         .collect();
-    app.ok(
-        "mutation($c: [ConclusionInput!]!) { createConclusions(workspaceId: \"w\", \
-         conclusions: $c) { id } }",
-        json!({"c": items}),
-    )
-    .await["createConclusions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].as_str().unwrap().to_owned())
-        .collect()
+    let d = app
+        .ok(
+            "mutation($c: [ConclusionInput!]!) { createConclusions(workspaceId: \"w\", \
+             conclusions: $c) { id } }",
+            json!({"c": items}),
+        )
+        .await;
+    crate::harness::ids_of(&d["createConclusions"])
 }
 
 /// A DEDUCTIVE conclusion of alice's about herself citing `sources`; its id.

@@ -18,7 +18,7 @@ async fn say(app: &TestApp, session: &str, messages: &[(&str, &str)]) -> Vec<Str
     let m = messages
         .iter()
         .map(|(p, c)| json!({"peerId": p, "content": c}));
-    app.create_messages(session, m).await
+    app.create_messages("ws", session, m).await
 }
 
 /// An explicit conclusion of `observer` about `observed`; returns its id.

@@ -20,7 +20,7 @@ async fn say(app: &TestApp, session: &str, messages: &[(&str, &str)]) -> Vec<Str
     let m = messages
         .iter()
         .map(|(p, c)| json!({"peerId": p, "content": c, "metadata": {"n": c.len()}}));
-    app.create_messages(session, m).await
+    app.create_messages("ws", session, m).await
 }
 
 /// Workspace `ws`: two peers with metadata and cards, two sessions with members and their

@@ -191,6 +191,15 @@ pub fn auth() -> Auth {
     Auth::with_secret(SECRET).unwrap()
 }
 
+/// The `id`s of a list of objects.
+pub fn ids_of(list: &Value) -> Vec<String> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 /// The conclusion of `list` whose content is `content`.
 pub fn find_by_content<'a>(list: &'a [Value], content: &str) -> &'a Value {
     list.iter()
@@ -309,26 +318,22 @@ impl TestApp {
         self
     }
 
-    /// Writes `messages` (`MessageInput`s) to `session` of workspace `ws`; their public ids.
+    /// Writes `messages` (`MessageInput`s) to `session` of `workspace`; their public ids.
     pub async fn create_messages(
         &self,
+        workspace: &str,
         session: &str,
         messages: impl IntoIterator<Item = Value>,
     ) -> Vec<String> {
         let m: Vec<Value> = messages.into_iter().collect();
         let d = self
             .ok(
-                "mutation($s: ID!, $m: [MessageInput!]!) { createMessages(workspaceId: \"ws\", \
+                "mutation($w: ID!, $s: ID!, $m: [MessageInput!]!) { createMessages(workspaceId: $w, \
                  sessionId: $s, messages: $m) { id } }",
-                json!({"s": session, "m": m}),
+                json!({"w": workspace, "s": session, "m": m}),
             )
             .await;
-        d["createMessages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m["id"].as_str().unwrap().to_owned())
-            .collect()
+        ids_of(&d["createMessages"])
     }
 
     /// Runs a GraphQL request and returns the whole response as JSON (`data`, `errors`).

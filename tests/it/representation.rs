@@ -107,12 +107,7 @@ async fn create(app: &TestApp, contents: &[&str]) -> Vec<String> {
             json!({"c": items}),
         )
         .await;
-    d["createConclusions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].as_str().unwrap().to_owned())
-        .collect()
+    crate::harness::ids_of(&d["createConclusions"])
 }
 
 /// The conclusions a representation lists (`N. [date] content` lines), in order.

@@ -84,19 +84,7 @@ async fn say(app: &TestApp, session: &str, from: usize, to: usize) -> Vec<String
             json!({"peerId": peer, "content": format!("message number {i} from {peer}")})
         })
         .collect();
-    let data = app
-        .ok(
-            "mutation($s: ID!, $m: [MessageInput!]!) { createMessages(workspaceId: \"w\", \
-             sessionId: $s, messages: $m) { id } }",
-            json!({"s": session, "m": messages}),
-        )
-        .await;
-    data["createMessages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["id"].as_str().unwrap().to_owned())
-        .collect()
+    app.create_messages("w", session, messages).await
 }
 
 async fn graphql_summaries(app: &TestApp, session: &str) -> Value {

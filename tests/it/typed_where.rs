@@ -230,12 +230,7 @@ async fn seed(app: &TestApp) -> Values {
             json!({"c": explicit}),
         )
         .await;
-    let sources: Vec<String> = created["createConclusions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].as_str().unwrap().to_owned())
-        .collect();
+    let sources = crate::harness::ids_of(&created["createConclusions"]);
     for (i, level) in ["DEDUCTIVE", "INDUCTIVE", "CONTRADICTION", "DEDUCTIVE"]
         .iter()
         .enumerate()
