@@ -74,18 +74,10 @@ async fn peers_and_sessions(app: &TestApp) {
 
 /// Alice's explicit conclusions about herself, in `session`; their ids.
 async fn state(app: &TestApp, session: &str, contents: &[&str]) -> Vec<String> {
-    let items: Vec<Value> = contents
-        .iter()
-        .map(|c| json!({"content": c, "observerId": "alice", "observedId": "alice", "sessionId": session}))
-        .collect();
-    let d = app
-        .ok(
-            "mutation($c: [ConclusionInput!]!) { createConclusions(workspaceId: \"w\", \
-             conclusions: $c) { id } }",
-            json!({"c": items}),
-        )
-        .await;
-    crate::harness::ids_of(&d["createConclusions"])
+    let items = contents.iter().map(
+        |c| json!({"content": c, "observerId": "alice", "observedId": "alice", "sessionId": session}),
+    );
+    app.create_conclusions("w", items).await
 }
 
 /// A DEDUCTIVE conclusion of alice's about herself citing `sources`; its id.

@@ -336,6 +336,23 @@ impl TestApp {
         ids_of(&d["createMessages"])
     }
 
+    /// Creates `conclusions` (`ConclusionInput`s) in `workspace`; their ids.
+    pub async fn create_conclusions(
+        &self,
+        workspace: &str,
+        conclusions: impl IntoIterator<Item = Value>,
+    ) -> Vec<String> {
+        let c: Vec<Value> = conclusions.into_iter().collect();
+        let d = self
+            .ok(
+                "mutation($w: ID!, $c: [ConclusionInput!]!) { createConclusions(workspaceId: $w, \
+                 conclusions: $c) { id } }",
+                json!({"w": workspace, "c": c}),
+            )
+            .await;
+        ids_of(&d["createConclusions"])
+    }
+
     /// Runs a GraphQL request and returns the whole response as JSON (`data`, `errors`).
     pub async fn exec(&self, query: &str, vars: Value) -> Value {
         let req = Request::new(query).variables(Variables::from_json(vars));

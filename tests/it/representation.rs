@@ -96,18 +96,10 @@ impl Fixture {
 }
 
 async fn create(app: &TestApp, contents: &[&str]) -> Vec<String> {
-    let items: Vec<Value> = contents
+    let items = contents
         .iter()
-        .map(|c| json!({"content": c, "observerId": "alice", "observedId": "alice"}))
-        .collect();
-    let d = app
-        .ok(
-            "mutation($c: [ConclusionInput!]!) { createConclusions(workspaceId: \"w\", \
-             conclusions: $c) { id } }",
-            json!({"c": items}),
-        )
-        .await;
-    crate::harness::ids_of(&d["createConclusions"])
+        .map(|c| json!({"content": c, "observerId": "alice", "observedId": "alice"}));
+    app.create_conclusions("w", items).await
 }
 
 /// The conclusions a representation lists (`N. [date] content` lines), in order.
