@@ -5,7 +5,8 @@
 //!
 //! Honcho's API gives no vectors, no derivation graph and no message seq: vectors are computed
 //! here, conclusions arrive without sources, and a message's seq is its place in its session's
-//! listing (oldest first). After each page the run records where it is
+//! listing (oldest first). A session's summaries come with its messages, so they continue here
+//! from the message they name. After each page the run records where it is
 //! (`import_checkpoints`); a run started again skips what was read before.
 
 use chrono::{DateTime, Utc};
@@ -15,7 +16,8 @@ use serde_json::{Value, json};
 use crate::store::Store;
 use crate::store::export::{
     ConclusionRecord, EmbeddingModel, FORMAT, Header, ImportOptions, ImportProgress, ImportReport,
-    MemberRecord, MessageRecord, NamedRecord, OnConflict, Record, VERSION, WorkspaceRecord,
+    MemberRecord, MessageRecord, NamedRecord, OnConflict, Record, ScopeRecord, ScopeSessionRecord,
+    SummaryRecord, VERSION, WorkspaceRecord,
 };
 
 /// Items per page asked of the source (Honcho's largest page).
@@ -106,6 +108,22 @@ struct Conclusion {
     #[serde(default)]
     level: Option<String>,
     created_at: DateTime<Utc>,
+}
+
+/// `GET …/sessions/{id}/summaries`: each kind null until the source's deriver wrote one.
+#[derive(Deserialize)]
+struct Summaries {
+    short_summary: Option<Summary>,
+    long_summary: Option<Summary>,
+}
+
+#[derive(Deserialize)]
+struct Summary {
+    content: String,
+    message_id: String,
+    created_at: DateTime<Utc>,
+    #[serde(default)]
+    token_count: i32,
 }
 
 #[derive(Deserialize)]
@@ -332,6 +350,46 @@ impl ImportHoncho {
             }
         }
 
+        // Scopes came after v3.0.12: a source without them answers 404 (or 405) to the list.
+        let scopes: Vec<Named> = match client.list(&format!("/workspaces/{ws}/scopes/list")).await {
+            Ok(scopes) => scopes,
+            Err(ImportHonchoError::Status {
+                status: 404 | 405, ..
+            }) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        for scope in scopes {
+            let members: Vec<Named> = client
+                .list(&format!(
+                    "/workspaces/{ws}/scopes/{}/sessions/list",
+                    scope.id
+                ))
+                .await?;
+            importer
+                .push(
+                    Record::Scope(ScopeRecord {
+                        name: scope.id.clone(),
+                        metadata: object(scope.metadata),
+                        created_at: scope.created_at,
+                    }),
+                    progress,
+                )
+                .await?;
+            for m in members {
+                importer
+                    .push(
+                        Record::ScopeSession(ScopeSessionRecord {
+                            scope: scope.id.clone(),
+                            session: m.id,
+                            // The API does not say when a session was added: the scope's birth.
+                            added_at: scope.created_at,
+                        }),
+                        progress,
+                    )
+                    .await?;
+            }
+        }
+
         for s in &sessions {
             if position.sessions_done.contains(&s.id) {
                 continue;
@@ -341,6 +399,8 @@ impl ImportHoncho {
             } else {
                 1
             };
+            // Each message's seq as read by this run, for the summaries that name them.
+            let mut seqs = std::collections::HashMap::new();
             loop {
                 let p: Page<Message> = client
                     .call(
@@ -354,13 +414,15 @@ impl ImportHoncho {
                     .await?;
                 let first_seq = (page - 1) * SIZE + 1;
                 for (i, m) in p.items.into_iter().enumerate() {
+                    let seq = (first_seq + i as u64) as i64;
+                    seqs.insert(m.id.clone(), seq);
                     importer
                         .push(
                             Record::Message(MessageRecord {
                                 id: local_id(ws, m.id),
                                 session: s.id.clone(),
                                 peer: m.peer_id,
-                                seq_in_session: (first_seq + i as u64) as i64,
+                                seq_in_session: seq,
                                 content: m.content,
                                 metadata: object(m.metadata),
                                 internal_metadata: json!({}),
@@ -384,6 +446,41 @@ impl ImportHoncho {
                 }
                 page += 1;
             }
+            // Before the session is recorded done, so a run stopped here reads them again.
+            let both: Summaries = client
+                .call(
+                    reqwest::Method::GET,
+                    &format!("/workspaces/{ws}/sessions/{}/summaries", s.id),
+                    None,
+                )
+                .await?;
+            for (kind, summary) in [("short", both.short_summary), ("long", both.long_summary)] {
+                let Some(summary) = summary else { continue };
+                let id = local_id(ws, summary.message_id.clone());
+                // A message read by an earlier run (this one resumed inside the session) is
+                // already here, with its seq.
+                let seq = match seqs.get(&summary.message_id) {
+                    Some(seq) => Some(*seq),
+                    None => store.message(ws, &id).await?.map(|m| m.seq_in_session),
+                };
+                // A summary naming a message its session does not list is not carried over.
+                let Some(seq_in_session) = seq else { continue };
+                importer
+                    .push(
+                        Record::Summary(SummaryRecord {
+                            session: s.id.clone(),
+                            kind: kind.into(),
+                            content: summary.content,
+                            message_id: id,
+                            seq_in_session,
+                            token_count: summary.token_count,
+                            created_at: summary.created_at,
+                        }),
+                        progress,
+                    )
+                    .await?;
+            }
+            importer.flush_now(progress).await?;
             position.sessions_done.push(s.id.clone());
             position.session = None;
             position.pages_read = 0;

@@ -800,6 +800,25 @@ async fn import_honcho_copies_a_workspace_from_a_v3_server_and_resumes() {
         .find(|m| m["session"] == "s1" && m["peer"] == "bob")
         .unwrap();
     assert_eq!(bob_s1["configuration"]["observe_me"], false);
+    // s1's summary continues from the message it names, at that message's seq.
+    let summaries = of_type(&l, "summary");
+    assert_eq!(summaries.len(), 1);
+    assert_eq!(summaries[0]["session"], "s1");
+    assert_eq!(summaries[0]["kind"], "short");
+    assert_eq!(summaries[0]["content"], "alice moved to Lisbon; she cycles");
+    assert_eq!(summaries[0]["messageId"], said[2].as_str());
+    assert_eq!(summaries[0]["seqInSession"], 3);
+    let scopes = of_type(&l, "scope");
+    assert_eq!(scopes.len(), 2);
+    let lisbon = scopes.iter().find(|s| s["name"] == "lisbon").unwrap();
+    assert_eq!(lisbon["metadata"], json!({"topic": "the move"}));
+    let mut in_lisbon: Vec<String> = of_type(&l, "scopeSession")
+        .iter()
+        .filter(|m| m["scope"] == "lisbon")
+        .map(|m| m["session"].as_str().unwrap().to_owned())
+        .collect();
+    in_lisbon.sort();
+    assert_eq!(in_lisbon, ["s1", "s2"]);
     // The live conclusions (Honcho lists no deleted ones), with their levels.
     let conclusions = of_type(&l, "conclusion");
     assert_eq!(conclusions.len(), 2);
