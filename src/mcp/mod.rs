@@ -77,6 +77,10 @@ pub fn router(services: Services, max_body_bytes: usize) -> axum::Router {
         .with_state(services)
 }
 
+/// The most of an unauthenticated request's body read before it is refused (a larger one costs
+/// the client its connection instead).
+const UNAUTHENTICATED_BODY_READ: usize = 64 * 1024;
+
 /// Refuses a request without a valid key (auth on) before MCP reads it: 401, with the challenge
 /// that tells a client where to learn how to authenticate.
 async fn require_key(State(services): State<Services>, req: Request, next: Next) -> Response {
@@ -86,7 +90,13 @@ async fn require_key(State(services): State<Services>, req: Request, next: Next)
             .get(AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
         if let Err(e) = services.authenticate(header).principal() {
-            return unauthorized(req.headers(), &e);
+            // The body is read before the refusal: hyper closes a connection whose request body
+            // was left unread, and a client that already sent its next request on that
+            // connection (an SDK falling back from one protocol revision to the next) sees a
+            // disconnect where it should see this 401.
+            let (parts, body) = req.into_parts();
+            let _ = axum::body::to_bytes(body, UNAUTHENTICATED_BODY_READ).await;
+            return unauthorized(&parts.headers, &e);
         }
     }
     next.run(req).await

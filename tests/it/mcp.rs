@@ -776,6 +776,62 @@ async fn mcp_without_a_valid_key_is_401_with_a_challenge_naming_the_resource_met
     assert_eq!(status, StatusCode::OK);
 }
 
+/// One HTTP/1.1 response read off `stream`: its status line and body (by `Content-Length`).
+async fn read_response(stream: &mut tokio::net::TcpStream) -> (String, String) {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&got).into_owned();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length: usize = text[..end]
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse().ok())?
+                })
+                .unwrap_or(0);
+            if got.len() >= end + 4 + length {
+                let status = text.lines().next().unwrap_or_default().to_owned();
+                return (status, text[end + 4..end + 4 + length].to_owned());
+            }
+        }
+        let n = stream.read(&mut buf).await.unwrap();
+        assert!(n > 0, "the server closed the connection after {text:?}");
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[tokio::test]
+async fn a_401_sent_before_the_body_arrived_leaves_the_connection_usable_for_the_next_request() {
+    use tokio::io::AsyncWriteExt;
+    let mcp = Mcp::serve(TestApp::with_auth().await).await;
+    let addr = mcp.http.base.trim_start_matches("http://").to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let body = request(1, "tools/list", json!({})).to_string();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    // The head and the body apart, as a loaded client's two writes can arrive: the refusal
+    // comes from the head alone.
+    stream.write_all(head.as_bytes()).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    stream.write_all(body.as_bytes()).await.unwrap();
+    let (status, answer) = read_response(&mut stream).await;
+    assert!(status.starts_with("HTTP/1.1 401"), "{status}");
+    assert!(answer.contains("UNAUTHENTICATED"), "{answer}");
+    // The next request on the same connection is answered, not dropped.
+    stream
+        .write_all(format!("{head}{body}").as_bytes())
+        .await
+        .unwrap();
+    let (status, _) = read_response(&mut stream).await;
+    assert!(status.starts_with("HTTP/1.1 401"), "{status}");
+}
+
 /// Runs `honcho-graphql mcp` on `db` with `env`, writes `requests` (one JSON-RPC message a line)
 /// and returns its answers once it has answered them all.
 fn run_stdio(db: &str, env: &[(&str, &str)], requests: &[Value]) -> Vec<Value> {
