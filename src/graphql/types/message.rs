@@ -4,11 +4,13 @@ use serde_json::Value;
 
 use super::{Peer, Session};
 use crate::access::{On, rule};
+use crate::graphql::connection::{Conn, SortOrder, connection};
 use crate::graphql::error::ApiResult;
-use crate::graphql::guard;
+use crate::graphql::guard::{self, Access};
 use crate::graphql::loaders::{PeerKey, RangeKey, SessionKey};
 use crate::graphql::prefetch;
-use crate::store::message::SeqRange;
+use crate::store::message::{MessageScope, SeqRange};
+use crate::store::page::Slice;
 
 pub const DEFAULT_CONTEXT_SIDE: i64 = 2;
 
@@ -81,4 +83,23 @@ impl Message {
         prefetch::messages(&access, &msgs, &[ctx.look_ahead()]).await?;
         Ok(msgs.into_iter().map(Message).collect())
     }
+}
+
+/// The body of `messages` on Workspace, Peer and Session, once the field's rule passed and its
+/// arguments were read: the page of `scope`'s messages, with what the selection asks of them
+/// prefetched.
+pub(super) async fn page(
+    ctx: &Context<'_>,
+    access: &Access<'_>,
+    scope: MessageScope<'_>,
+    filters: &Value,
+    order: SortOrder,
+    slice: Slice,
+) -> ApiResult<Conn<Message>> {
+    let page = access
+        .store()
+        .list_messages(scope, filters, order.into(), slice)
+        .await?;
+    prefetch::messages(access, &page.items, &prefetch::nodes(ctx.look_ahead())).await?;
+    Ok(connection(page, Message))
 }

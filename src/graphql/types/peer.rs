@@ -4,7 +4,7 @@ use async_graphql::{Context, Enum, ID, Json, Object};
 use serde_json::{Value, json};
 
 use super::search::{self, SearchArgs, SearchResult};
-use super::{Conclusion, Message, Session};
+use super::{Conclusion, Message, Session, message};
 use crate::access::{On, rule};
 use crate::dialectic::representation::{self, DEFAULT_MAX_CONCLUSIONS, Recall};
 use crate::dialectic::{self, Dialectic, Question};
@@ -199,17 +199,8 @@ impl Peer {
         let access = guard::require(ctx, rule!(Peer.messages), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filter_json(filters, where_)?;
-        let page = access
-            .store()
-            .list_messages(
-                MessageScope::Peer(&self.0.workspace_name, &self.0.name),
-                &filters,
-                order.into(),
-                slice,
-            )
-            .await?;
-        prefetch::messages(&access, &page.items, &prefetch::nodes(ctx.look_ahead())).await?;
-        Ok(connection(page, Message))
+        let scope = MessageScope::Peer(&self.0.workspace_name, &self.0.name);
+        message::page(ctx, &access, scope, &filters, order, slice).await
     }
 
     /// What this peer holds about `target` (itself when absent) as text, Honcho v3.0.12's

@@ -5,9 +5,9 @@ use serde_json::Value;
 
 use super::search::{self, SearchArgs, SearchResult};
 use super::summary::{SessionContext, SessionSummaries, SessionSummary};
-use super::{Message, Peer};
+use super::{Message, Peer, message};
 use crate::access::{On, rule};
-use crate::graphql::connection::{Conn, SortOrder, connection, slice};
+use crate::graphql::connection::{Conn, SortOrder, slice};
 use crate::graphql::error::ApiResult;
 use crate::graphql::guard;
 use crate::graphql::loaders::{MembersKey, PeerKey};
@@ -114,17 +114,8 @@ impl Session {
         let access = guard::require(ctx, rule!(Session.messages), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filter_json(filters, where_)?;
-        let page = access
-            .store()
-            .list_messages(
-                MessageScope::Session(&self.0.workspace_name, &self.0.name),
-                &filters,
-                order.into(),
-                slice,
-            )
-            .await?;
-        prefetch::messages(&access, &page.items, &prefetch::nodes(ctx.look_ahead())).await?;
-        Ok(connection(page, Message))
+        let scope = MessageScope::Session(&self.0.workspace_name, &self.0.name);
+        message::page(ctx, &access, scope, &filters, order, slice).await
     }
 
     /// The short and long summaries the deriver keeps of this session (docs/summaries.md).

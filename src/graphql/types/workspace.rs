@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::search::{self, SearchArgs, SearchResult};
 use super::webhook::{WebhookDelivery, WebhookDeliveryStatus, WebhookEndpoint};
-use super::{Conclusion, Message, Peer, Session};
+use super::{Conclusion, Message, Peer, Session, message};
 use crate::access::{On, rule};
 use crate::graphql::connection::{Conn, SortOrder, connection, slice};
 use crate::graphql::error::{ApiResult, bad_input};
@@ -255,17 +255,8 @@ impl Workspace {
         let access = guard::require(ctx, rule!(Workspace.messages), on).await?;
         let slice = slice(ctx, first, after, last, before)?;
         let filters = filter_json(filters, where_)?;
-        let page = access
-            .store()
-            .list_messages(
-                MessageScope::Workspace(&self.0.name),
-                &filters,
-                order.into(),
-                slice,
-            )
-            .await?;
-        prefetch::messages(&access, &page.items, &prefetch::nodes(ctx.look_ahead())).await?;
-        Ok(connection(page, Message))
+        let scope = MessageScope::Workspace(&self.0.name);
+        message::page(ctx, &access, scope, &filters, order, slice).await
     }
 
     /// The live conclusion with this id, or null (absent or deleted).
