@@ -91,22 +91,9 @@ pub trait Members: Send + Sync {
         peer: &str,
     ) -> impl Future<Output = Result<bool, Failure>> + Send;
 
-    /// Whether a peer is an active member of one of a scope's sessions: what a scope key's peer
-    /// reads ask.
-    fn peer_in_scope(
-        &self,
-        workspace: &str,
-        scope: &str,
-        peer: &str,
-    ) -> impl Future<Output = Result<bool, Failure>> + Send;
-
-    /// Whether a session is a member of a scope: what a scope key's session reads ask.
-    fn in_scope(
-        &self,
-        workspace: &str,
-        scope: &str,
-        session: &str,
-    ) -> impl Future<Output = Result<bool, Failure>> + Send;
+    /// The store a scope key's reads ask whether a session, or a peer, is in its scope: one
+    /// statement each, which no API batches.
+    fn store(&self) -> &Store;
 }
 
 impl Members for Store {
@@ -117,17 +104,8 @@ impl Members for Store {
         Ok(rows.iter().any(|m| m.peer_name == peer))
     }
 
-    async fn in_scope(&self, workspace: &str, scope: &str, session: &str) -> Result<bool, Failure> {
-        Ok(self.session_in_scope(workspace, scope, session).await?)
-    }
-
-    async fn peer_in_scope(
-        &self,
-        workspace: &str,
-        scope: &str,
-        peer: &str,
-    ) -> Result<bool, Failure> {
-        Ok(self.peer_in_scope(workspace, scope, peer).await?)
+    fn store(&self) -> &Store {
+        self
     }
 }
 
@@ -260,9 +238,10 @@ async fn allows<M: Members>(
         (ScopeRead, K::Scope { scope, .. }) => is(scope, on.scope),
         (PeerRead, K::Scope { scope, .. }) => match (members, on.peer) {
             (Some(m), Some(peer)) => m
+                .store()
                 .peer_in_scope(w, scope, peer)
                 .await
-                .map_err(AccessError::Lookup)?,
+                .map_err(|e| AccessError::Lookup(e.into()))?,
             (None, Some(_)) => {
                 return Err(AccessError::Lookup(
                     Code::Internal.failure("no way to look up a scope's peers"),
@@ -347,9 +326,10 @@ async fn in_scope<M: Members>(
         AccessError::Lookup(Code::Internal.failure("no way to look up a scope's sessions"))
     })?;
     members
-        .in_scope(workspace, scope, session)
+        .store()
+        .session_in_scope(workspace, scope, session)
         .await
-        .map_err(AccessError::Lookup)
+        .map_err(|e| AccessError::Lookup(e.into()))
 }
 
 /// What `getOrCreateSession` may do to a session that exists, for this caller (the rule

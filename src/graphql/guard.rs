@@ -119,25 +119,8 @@ impl Members for RequestLoader {
         Ok(members.iter().any(|m| m.peer_name == peer))
     }
 
-    async fn peer_in_scope(
-        &self,
-        workspace: &str,
-        scope: &str,
-        peer: &str,
-    ) -> Result<bool, Failure> {
-        Ok(self
-            .loader()
-            .store()
-            .peer_in_scope(workspace, scope, peer)
-            .await?)
-    }
-
-    async fn in_scope(&self, workspace: &str, scope: &str, session: &str) -> Result<bool, Failure> {
-        Ok(self
-            .loader()
-            .store()
-            .session_in_scope(workspace, scope, session)
-            .await?)
+    fn store(&self) -> &Store {
+        self.loader().store()
     }
 }
 
