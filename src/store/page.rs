@@ -254,30 +254,43 @@ where
     let kinds: Vec<Option<KeyKind>> = keys.iter().map(KeyKind::of).collect();
     slice.validate(&kinds)?;
     let forward = slice.last.is_none() && slice.before.is_none();
-    if slice.want_total && forward {
-        let counted = select.clone();
+    let count = slice.want_total || (slice.last.is_some() && slice.before.is_none());
+    let count_beside = slice.want_total && forward;
+    let listing = Listing {
+        select,
+        order,
+        keys,
+        slice,
+        rows,
+    };
+    if count_beside {
+        let counted = listing.select.clone();
         let count = async move { Ok::<_, StoreError>(counted.count(db).await?) };
-        let (total, mut page) =
-            tokio::try_join!(count, window(db, select, order, keys, slice, rows, None))?;
+        let (total, mut page) = tokio::try_join!(count, window(db, listing, None))?;
         page.total = Some(total);
         return Ok(page);
     }
-    let total = if slice.want_total || (slice.last.is_some() && slice.before.is_none()) {
-        Some(select.clone().count(db).await?)
+    let total = if count {
+        Some(listing.select.clone().count(db).await?)
     } else {
         None
     };
-    window(db, select, order, keys, slice, rows, total).await
+    window(db, listing, total).await
+}
+
+/// What [`fetch`] reads a page of, handed whole to [`window`].
+struct Listing<'k, E: EntityTrait> {
+    select: Select<E>,
+    order: Order,
+    keys: &'k [E::Column],
+    slice: Slice,
+    rows: Rows,
 }
 
 /// [`fetch`]'s rows, given the list's total where it was counted first.
 async fn window<E, C>(
     db: &C,
-    select: Select<E>,
-    order: Order,
-    keys: &[E::Column],
-    slice: Slice,
-    rows: Rows,
+    listing: Listing<'_, E>,
     total: Option<u64>,
 ) -> StoreResult<Page<E::Model>>
 where
@@ -285,6 +298,13 @@ where
     E::Model: FromQueryResult + Send + Sync,
     C: ConnectionTrait,
 {
+    let Listing {
+        select,
+        order,
+        keys,
+        slice,
+        rows,
+    } = listing;
     // A key's parts were checked against `keys` by `fetch`.
     let keyed = |c: &Option<Cursor>| {
         c.as_ref()
