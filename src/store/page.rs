@@ -254,43 +254,30 @@ where
     let kinds: Vec<Option<KeyKind>> = keys.iter().map(KeyKind::of).collect();
     slice.validate(&kinds)?;
     let forward = slice.last.is_none() && slice.before.is_none();
-    let count = slice.want_total || (slice.last.is_some() && slice.before.is_none());
-    let count_beside = slice.want_total && forward;
-    let listing = Listing {
-        select,
-        order,
-        keys,
-        slice,
-        rows,
-    };
-    if count_beside {
-        let counted = listing.select.clone();
+    if slice.want_total && forward {
+        let counted = select.clone();
         let count = async move { Ok::<_, StoreError>(counted.count(db).await?) };
-        let (total, mut page) = tokio::try_join!(count, window(db, listing, None))?;
+        let (total, mut page) =
+            tokio::try_join!(count, window(db, select, order, keys, slice, rows, None))?;
         page.total = Some(total);
         return Ok(page);
     }
-    let total = if count {
-        Some(listing.select.clone().count(db).await?)
+    let total = if slice.want_total || (slice.last.is_some() && slice.before.is_none()) {
+        Some(select.clone().count(db).await?)
     } else {
         None
     };
-    window(db, listing, total).await
-}
-
-/// What [`fetch`] reads a page of, handed whole to [`window`].
-struct Listing<'k, E: EntityTrait> {
-    select: Select<E>,
-    order: Order,
-    keys: &'k [E::Column],
-    slice: Slice,
-    rows: Rows,
+    window(db, select, order, keys, slice, rows, total).await
 }
 
 /// [`fetch`]'s rows, given the list's total where it was counted first.
 async fn window<E, C>(
     db: &C,
-    listing: Listing<'_, E>,
+    select: Select<E>,
+    order: Order,
+    keys: &[E::Column],
+    slice: Slice,
+    rows: Rows,
     total: Option<u64>,
 ) -> StoreResult<Page<E::Model>>
 where
@@ -298,13 +285,6 @@ where
     E::Model: FromQueryResult + Send + Sync,
     C: ConnectionTrait,
 {
-    let Listing {
-        select,
-        order,
-        keys,
-        slice,
-        rows,
-    } = listing;
     // A key's parts were checked against `keys` by `fetch`.
     let keyed = |c: &Option<Cursor>| {
         c.as_ref()
