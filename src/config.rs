@@ -1,7 +1,7 @@
 //! The commands' configuration, from flags and the environment (every variable is listed in
 //! docs/configuration.md). This is where the modules' flags meet: a module owns its own `Args`
 //! (`embed::EmbedArgs`, `llm::LlmArgs`, `deriver::DeriverArgs`, `auth::AuthArgs`,
-//! `store::replicas::ReadArgs`, `store::search_keys::SearchKeyArgs`, `mcp::stdio::StdioArgs`,
+//! `store::replicas::ReadArgs`, `store::search::SearchArgs`, `mcp::stdio::StdioArgs`,
 //! `webhook::WebhookArgs`), flattened into a command's here, and no module imports this one.
 
 use std::net::SocketAddr;
@@ -43,7 +43,7 @@ pub struct ServeConfig {
     pub no_migrate: bool,
 
     #[command(flatten)]
-    pub search: crate::store::search_keys::SearchKeyArgs,
+    pub search: crate::store::search::SearchArgs,
 
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "HONCHO_MAX_BODY_BYTES", default_value_t = 16 * 1024 * 1024)]
@@ -254,5 +254,17 @@ mod tests {
                 "{var} is in --help, not in docs/configuration.md"
             );
         }
+    }
+
+    #[test]
+    fn a_search_beam_outside_pgvectors_bounds_is_refused_at_start() {
+        let parse = |beam: &str| {
+            crate::store::search::SearchArgs::augment_args(Command::new("serve"))
+                .try_get_matches_from(["serve", "--search-beam", beam])
+        };
+        assert!(parse("300").is_ok());
+        assert!(parse("40").is_ok());
+        assert!(parse("39").is_err());
+        assert!(parse("1001").is_err());
     }
 }

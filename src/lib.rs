@@ -232,6 +232,7 @@ async fn ready_store(cfg: &ServeConfig, derives: bool) -> Result<Store, StartErr
         .with_configuration_defaults(cfg.deriver.configuration_defaults())
         .with_dreams(cfg.deriver.dream.enabled)
         .with_conclusion_keys(cfg.search.search_conclusion_keys)
+        .with_search_beam(cfg.search.search_beam)
         .with_webhook_policy(cfg.webhooks.policy())
         .with_read_pool(open_read_pool(&cfg.db, &cfg.reads).await?);
     if !cfg.no_migrate {

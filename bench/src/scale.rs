@@ -91,6 +91,14 @@ struct Args {
     /// after it (0: any free ports).
     #[arg(long, default_value_t = 0)]
     port: u16,
+    /// The servers' narrowest HNSW scan beam (HONCHO_SEARCH_BEAM).
+    #[arg(long, default_value_t = honcho_graphql::store::search::DEFAULT_SEARCH_BEAM)]
+    search_beam: u16,
+    /// Fill nothing and time nothing else: ask the planted questions of the corpus as it is
+    /// (twice, the first to warm the caches) and print recall and latency. For comparing search
+    /// settings on one corpus.
+    #[arg(long)]
+    search_only: bool,
 }
 
 const WS: &str = "big";
@@ -272,21 +280,19 @@ async fn run(args: &Args) -> anyhow::Result<()> {
 
     let stub: Arc<dyn Embedder> = Arc::new(Stub);
     let port = |i: u16| if args.port == 0 { 0 } else { args.port + i };
+    let store = async || -> anyhow::Result<Store> {
+        Ok(Store::new(connect(&db_url, 8).await?).with_search_beam(args.search_beam))
+    };
     let servers = Servers {
         http: honcho_graphql::outbound::client(),
-        none: serve_on(Store::new(connect(&db_url, 8).await?), port(0)).await?,
-        stub: serve_on(
-            Store::new(connect(&db_url, 8).await?).with_embedder(Some(stub)),
-            port(1),
-        )
-        .await?,
-        minilm: serve_on(
-            Store::new(connect(&db_url, 8).await?).with_embedder(Some(minilm.clone())),
-            port(2),
-        )
-        .await?,
+        none: serve_on(store().await?, port(0)).await?,
+        stub: serve_on(store().await?.with_embedder(Some(stub)), port(1)).await?,
+        minilm: serve_on(store().await?.with_embedder(Some(minilm.clone())), port(2)).await?,
     };
     let eval = plant_eval(&db, &servers, args).await?;
+    if args.search_only {
+        return search_only(&db, &servers, &eval).await;
+    }
 
     let mut columns: Vec<Column> = Vec::new();
     let mut rng = Rng::new(args.seed);
@@ -310,7 +316,7 @@ async fn run(args: &Args) -> anyhow::Result<()> {
             &mut col,
         )
         .await?;
-        let (r10, rc) = recall(&servers, &eval).await?;
+        let (r10, rc, _) = recall(&servers, &eval).await?;
         col.recall_at10 = Some(r10);
         col.recall_context = Some(rc);
         print_column(&col);
@@ -1093,10 +1099,12 @@ async fn plant_eval(
 /// Every eval question as a search of the whole big workspace (MiniLM, top 10 with a context
 /// of ±2 turns): the share whose evidence (any of it) is among the results, and within a
 /// result's context.
-async fn recall(servers: &Servers, eval: &Eval) -> anyhow::Result<(f64, f64)> {
+async fn recall(servers: &Servers, eval: &Eval) -> anyhow::Result<(f64, f64, Vec<Duration>)> {
     let (mut hit, mut ctx) = (0usize, 0usize);
+    let mut took = Vec::with_capacity(eval.questions.len());
     let pb = bar(eval.questions.len() as u64, "recall");
     for q in &eval.questions {
+        let t = Instant::now();
         let d = servers
             .post(
                 &servers.minilm,
@@ -1104,6 +1112,7 @@ async fn recall(servers: &Servers, eval: &Eval) -> anyhow::Result<(f64, f64)> {
                 json!({"w": WS, "q": q.text, "limit": TOP}),
             )
             .await?;
+        took.push(t.elapsed());
         let (results, context) = common::search_ids(&d["workspace"]["search"]);
         let evidence: Vec<&String> = q
             .evidence
@@ -1133,7 +1142,30 @@ async fn recall(servers: &Servers, eval: &Eval) -> anyhow::Result<(f64, f64)> {
     }
     pb.finish();
     let n = eval.questions.len().max(1) as f64;
-    Ok((hit as f64 / n, ctx as f64 / n))
+    Ok((hit as f64 / n, ctx as f64 / n, took))
+}
+
+/// `--search-only`: recall and latency of the planted questions on the corpus as it stands.
+async fn search_only(
+    db: &DatabaseConnection,
+    servers: &Servers,
+    eval: &Eval,
+) -> anyhow::Result<()> {
+    db.execute_unprepared("ANALYZE").await?;
+    let messages = db
+        .query_one_raw(stmt("SELECT count(*) AS n FROM messages", vec![]))
+        .await?
+        .context("a count has a row")?
+        .try_get::<i64>("", "n")?;
+    recall(servers, eval).await?;
+    let (r10, rc, took) = recall(servers, eval).await?;
+    let s = stats(took);
+    println!(
+        "{messages} messages: recall@10 {r10:.3}, within context {rc:.3}, search p50 {:.1} ms, \
+         p95 {:.1} ms ({} questions)",
+        s.p50_ms, s.p95_ms, s.n
+    );
+    Ok(())
 }
 
 fn print_column(c: &Column) {

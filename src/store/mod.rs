@@ -78,6 +78,8 @@ pub struct Store {
     dreams: bool,
     /// Conclusions act as search keys of the messages they cite (docs/search.md).
     conclusion_keys: bool,
+    /// The vector leg's narrowest HNSW scan beam (HONCHO_SEARCH_BEAM).
+    search_beam: u16,
     webhooks: webhook::WebhookPolicy,
     /// The server's settings under every workspace's configuration.
     defaults: configuration::Defaults,
@@ -93,6 +95,7 @@ impl Store {
             derive: false,
             dreams: true,
             conclusion_keys: true,
+            search_beam: search::DEFAULT_SEARCH_BEAM,
             webhooks: webhook::WebhookPolicy::default(),
             defaults: configuration::Defaults::default(),
         }
@@ -179,6 +182,17 @@ impl Store {
 
     pub fn conclusion_keys(&self) -> bool {
         self.conclusion_keys
+    }
+
+    /// The narrowest HNSW scan beam a search's vector leg uses, within pgvector's 40-1000
+    /// (HONCHO_SEARCH_BEAM; docs/search.md).
+    pub fn with_search_beam(mut self, beam: u16) -> Self {
+        self.search_beam = beam.clamp(40, 1000);
+        self
+    }
+
+    pub fn search_beam(&self) -> u16 {
+        self.search_beam
     }
 
     /// What registering a webhook endpoint checks (which targets, how many per workspace).

@@ -90,6 +90,7 @@
 //! - Snippets are ordered by the rank of their best match in `results`, not grouped by session:
 //!   the best evidence comes first whichever conversation holds it.
 
+use clap::Args;
 use sea_orm::sea_query::{
     Alias, CommonTableExpression, Condition, Expr, ExprTrait, Func, JoinType, Order,
     PostgresQueryBuilder, Query, SelectStatement, UnionType, Value as SqlValue, WithClause,
@@ -129,6 +130,27 @@ pub const SPEAKER_WEIGHT: f64 = 1.0;
 /// Candidates the vector leg reads from the bit index per hit it keeps after ranking them by exact
 /// cosine: the sign bits order neighbours only roughly.
 pub const CANDIDATES_PER_VECTOR_HIT: u64 = 5;
+
+/// The narrowest HNSW scan beam (`hnsw.ef_search`) a search uses, however few candidates it
+/// reads. The bit graph's neighbour lists are rough; at a million messages a beam of 100 missed
+/// neighbours an exact scan finds, and 300 recovered them (docs/search.md, "Vector recall at a
+/// million messages").
+pub const DEFAULT_SEARCH_BEAM: u16 = 300;
+
+/// The server's search settings (docs/configuration.md).
+#[derive(Args, Clone, Copy, Debug)]
+pub struct SearchArgs {
+    /// Live explicit conclusions the deriver drew from messages raise those messages in message
+    /// search, for callers who may read conclusions (docs/search.md); false: messages only.
+    #[arg(long, env = "HONCHO_SEARCH_CONCLUSION_KEYS", default_value_t = true,
+          action = clap::ArgAction::Set)]
+    pub search_conclusion_keys: bool,
+    /// The narrowest HNSW scan beam of the vector leg (pgvector's `hnsw.ef_search`, 40-1000):
+    /// wider finds more of the true neighbours in a large workspace and costs time.
+    #[arg(long, env = "HONCHO_SEARCH_BEAM", default_value_t = DEFAULT_SEARCH_BEAM,
+          value_parser = clap::value_parser!(u16).range(40..=1000))]
+    pub search_beam: u16,
+}
 
 /// The rows the vector leg reads from the bit index for a search of `limit` results.
 pub fn vector_candidates(limit: u64) -> u64 {
@@ -244,7 +266,10 @@ impl Store {
         }
         let options = TxOptions::default()
             .iterative_scan(IterativeScan::Relaxed)
-            .ef_search_for(vector_candidates(limit));
+            .ef_search_for(std::cmp::max(
+                vector_candidates(limit),
+                u64::from(self.search_beam()),
+            ));
         let select = &select;
         self.read_transaction(options, |txn| async move { Ok(select().all(&*txn).await?) })
             .await

@@ -27,9 +27,8 @@
 //! A key only ranks: the messages it brings are those the search's scope and filters already
 //! allow. Who may rank by conclusions at all is the caller's right to read them
 //! ([`SearchKeys`], decided by the access layer), and the server may turn keys off
-//! ([`SearchKeyArgs`]).
+//! ([`super::search::SearchArgs`]).
 
-use clap::Args;
 use sea_orm::sea_query::{
     Condition, Expr, ExprTrait, JoinType, Order, Query, SelectStatement, Value as SqlValue,
     WithClause,
@@ -38,16 +37,6 @@ use sea_orm::sea_query::{
 use super::filter::Filter;
 use super::search::{HAS_TERMS, SearchScope, a, cte, leg, m, ranked};
 use crate::entity::message;
-
-/// The server's setting (docs/configuration.md).
-#[derive(Args, Clone, Copy, Debug)]
-pub struct SearchKeyArgs {
-    /// Live explicit conclusions the deriver drew from messages raise those messages in message
-    /// search, for callers who may read conclusions (docs/search.md); false: messages only.
-    #[arg(long, env = "HONCHO_SEARCH_CONCLUSION_KEYS", default_value_t = true,
-          action = clap::ArgAction::Set)]
-    pub search_conclusion_keys: bool,
-}
 
 /// What one message search may rank by besides the messages themselves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
