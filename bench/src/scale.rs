@@ -99,6 +99,11 @@ struct Args {
     /// settings on one corpus.
     #[arg(long)]
     search_only: bool,
+    /// Fill nothing: measure the corpus as it stands (the reads, a timed ingest into a session
+    /// `ingest-LABEL`, recall) and print the column labelled LABEL. For comparing settings or
+    /// index shapes on one corpus.
+    #[arg(long, value_name = "LABEL")]
+    as_is: Option<String>,
 }
 
 const WS: &str = "big";
@@ -296,6 +301,20 @@ async fn run(args: &Args) -> anyhow::Result<()> {
 
     let mut columns: Vec<Column> = Vec::new();
     let mut rng = Rng::new(args.seed);
+    if let Some(label) = &args.as_is {
+        db.execute_unprepared("ANALYZE").await?;
+        let mut col = Column {
+            label: label.clone(),
+            ..Column::default()
+        };
+        let session = format!("ingest-{label}");
+        measure(&db, &servers, args, &mut rng, WS, &session, &mut col).await?;
+        (col.recall_at10, col.recall_context) = recall(&servers, &eval)
+            .await
+            .map(|(r, c, _)| (Some(r), Some(c)))?;
+        print_column(&col);
+        return Ok(());
+    }
     for &size in &args.sizes {
         let mut col = Column {
             label: human(size),
