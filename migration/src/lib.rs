@@ -41,7 +41,6 @@ mod m20261203_000220_session_summaries;
 mod m20261203_000221_peer_card_entries;
 mod m20261203_000230_dreams;
 mod m20261203_000250_peer_card_entry_positions;
-mod m20261205_000260_wider_message_graph_beam;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -131,8 +130,8 @@ pub fn vector_index(table: &str, dims: u32) -> String {
 /// See migration m20261202_000090 for why it is not pgvector's 16.
 pub const MESSAGE_GRAPH_M: u32 = 12;
 /// The beam an insertion into the messages' bit graph searches for its neighbours with
-/// (pgvector requires at least `2 · m`). See migration m20261205_000260 for why it is 64 again.
-pub const MESSAGE_GRAPH_EF_CONSTRUCTION: u32 = 64;
+/// (pgvector requires at least `2 · m`).
+pub const MESSAGE_GRAPH_EF_CONSTRUCTION: u32 = 24;
 
 /// The messages' vector index: HNSW over the embeddings' sign bits (Hamming distance). A query
 /// must order by the same expression, `binary_quantize(embedding)::bit(dims)`, to use it.
@@ -181,7 +180,6 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000221_peer_card_entries::Migration),
             Box::new(m20261203_000230_dreams::Migration),
             Box::new(m20261203_000250_peer_card_entry_positions::Migration),
-            Box::new(m20261205_000260_wider_message_graph_beam::Migration),
         ]
     }
 }
