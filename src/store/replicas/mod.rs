@@ -399,10 +399,13 @@ impl ReadPool {
                 // The next check decides about the replica; this request reads the primary.
                 _ => break,
             }
-            if Instant::now() + pause > deadline {
+            // The last pause is cut to the deadline and followed by one more check, so a read
+            // gives the standby the whole bound before it goes to the primary.
+            let now = Instant::now();
+            if now >= deadline {
                 break;
             }
-            tokio::time::sleep(pause).await;
+            tokio::time::sleep(pause.min(deadline - now)).await;
             pause = (pause * 2).min(LONGEST_POLL);
         }
         self.metrics
