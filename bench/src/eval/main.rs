@@ -83,6 +83,10 @@ struct Args {
     /// HONCHO_OPENAI_DIMS), so another model is measured on the same questions.
     #[arg(long, default_value = "minilm")]
     embedder: EmbedderKind,
+    /// The fused server's narrowest HNSW scan beam (HONCHO_SEARCH_BEAM); 40 is the beam before
+    /// that setting existed.
+    #[arg(long, default_value_t = honcho_graphql::store::search::DEFAULT_SEARCH_BEAM)]
+    search_beam: u16,
 }
 
 /// Where a stored turn is: its conversation, session and seq.
@@ -389,7 +393,8 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
     Migrator::up(&db, None).await.context("migrating")?;
     let fused = Store::new(db.clone())
         .with_embedder(Some(minilm.clone()))
-        .with_derivation(args.derive);
+        .with_derivation(args.derive)
+        .with_search_beam(args.search_beam);
     let no_keys_url = if args.derive {
         Some(serve(fused.clone().with_conclusion_keys(false)).await?)
     } else {
