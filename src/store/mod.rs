@@ -184,10 +184,10 @@ impl Store {
         self.conclusion_keys
     }
 
-    /// The narrowest HNSW scan beam a search's vector leg uses, within pgvector's 40-1000
-    /// (HONCHO_SEARCH_BEAM; docs/search.md).
+    /// The narrowest HNSW scan beam a search's vector leg uses (HONCHO_SEARCH_BEAM;
+    /// docs/search.md). The transaction that sets it keeps it within pgvector's 40-1000.
     pub fn with_search_beam(mut self, beam: u16) -> Self {
-        self.search_beam = beam.clamp(40, 1000);
+        self.search_beam = beam;
         self
     }
 
