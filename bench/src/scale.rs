@@ -67,8 +67,10 @@ struct Args {
     /// Messages per filler session of the big workspace (session search reads one of them).
     #[arg(long, default_value_t = 2_000)]
     session_size: usize,
-    /// Turns of generated conversations embedded once by MiniLM; a filler message pairs two.
-    #[arg(long, default_value_t = 2_000)]
+    /// Turns of generated conversations embedded once by MiniLM; a filler message pairs two, no
+    /// two messages the same two. 0: the smallest pool of at least 2,000 with a pair for every
+    /// filler message of the run (2,000 for `--quick`, 4,693 with the 10M tenants).
+    #[arg(long, default_value_t = 0)]
     pool: usize,
     /// Timed requests per read.
     #[arg(long, default_value_t = 200)]
@@ -235,6 +237,16 @@ fn main() -> anyhow::Result<()> {
             args.sizes.retain(|&s| s <= 1_000_000);
             args.tenants = 0;
         }
+        let filler = big_span(&args) + (args.tenants * args.tenant_messages) as u64;
+        if args.pool == 0 {
+            args.pool = pool_for(filler);
+        }
+        let pairs = PoolPairs::new(args.pool).count;
+        anyhow::ensure!(
+            filler <= pairs,
+            "--pool {} gives {pairs} pairs for up to {filler} filler messages: raise it",
+            args.pool
+        );
         run(&args).await
     })
 }
@@ -394,7 +406,7 @@ async fn count<C: ConnectionTrait>(
 
 /// What `bench_pool` holds, in `bench_scale_state`: a pool of another kind (the sentences of
 /// earlier runs) is built again.
-const POOL_KIND: &str = "conversation turns";
+const POOL_KIND: &str = "distinct conversation turns";
 /// The generated conversations the filler's turns come from: not the planted ones.
 const FILLER_SEED: u64 = 1_000_003;
 
@@ -445,13 +457,16 @@ async fn ensure_pool(
 
 /// `n` turns of generated conversations as (content, the text the server would embed).
 fn filler_turns(n: usize) -> Vec<(String, String)> {
+    // The generator repeats its small talk, and a turn whose embedded text is already in the
+    // pool would give the filler messages with equal vectors: kept once.
     let shape = corpus::Shape {
-        conversations: n / 400 + 1,
+        conversations: n / 100 + 1,
         sessions: 16,
         questions: 60,
     };
     let (conversations, _) = corpus::generate(FILLER_SEED, &shape);
     let mut out = Vec::with_capacity(n);
+    let mut seen = std::collections::HashSet::new();
     for c in &conversations {
         for session in &c.sessions {
             let mut before: Option<(String, &str)> = None;
@@ -460,14 +475,13 @@ fn filler_turns(n: usize) -> Vec<(String, String)> {
                 let context: Vec<(&str, &str)> =
                     before.iter().map(|(p, t)| (p.as_str(), *t)).collect();
                 let text = honcho_graphql::embed::message_text(&context, &peer, &turn.text);
-                if !text.is_empty() {
+                if !text.is_empty() && seen.insert(text.clone()) {
                     out.push((turn.text.clone(), text));
                 }
                 before = Some((peer, &turn.text));
             }
         }
     }
-    // About 500 turns a conversation: a fifth more than asked for.
     assert!(
         out.len() >= n,
         "{} generated turns for a pool of {n}",
@@ -580,6 +594,76 @@ async fn ensure_workspace<C: ConnectionTrait>(db: &C, name: &str) -> anyhow::Res
     Ok(())
 }
 
+/// The filler's pairs of pool turns, each message its own: the `k`-th filler message of a run
+/// (its place in the big workspace's sessions, then the tenants') gets the `k`-th pair of a fixed
+/// shuffle of all pairs of distinct turns. Pairs drawn at random repeat: a million draws from
+/// the two million pairs of 2,000 turns gave a quarter of the messages another's exact vector,
+/// and HNSW graphs lose their way among equal vectors (docs/search.md, "Vector recall at a
+/// million messages").
+#[derive(Clone, Copy, Debug)]
+struct PoolPairs {
+    pool: u64,
+    /// `pool · (pool − 1) / 2`.
+    count: u64,
+    /// Coprime with `count`, so that `k · step mod count` visits every pair once.
+    step: u64,
+}
+
+impl PoolPairs {
+    fn new(pool: usize) -> Self {
+        let pool = pool as u64;
+        let count = pool * (pool - 1) / 2;
+        let mut step = 2_654_435_761 % count;
+        while gcd(step, count) != 1 {
+            step += 1;
+        }
+        Self { pool, count, step }
+    }
+
+    /// The two pool indexes of filler message `k` (`k < count`; `run` checks the run fits).
+    fn pair(&self, k: u64) -> (u64, u64) {
+        assert!(
+            k < self.count,
+            "filler message {k} past the pool's {} pairs",
+            self.count
+        );
+        // Pairs (i, j), i < j, numbered j(j − 1)/2 + i.
+        let r = (u128::from(k) * u128::from(self.step) % u128::from(self.count)) as u64;
+        let mut j = ((1.0 + (1.0 + 8.0 * r as f64).sqrt()) / 2.0) as u64;
+        while j * (j - 1) / 2 > r {
+            j -= 1;
+        }
+        while (j + 1) * j / 2 <= r {
+            j += 1;
+        }
+        let i = r - j * (j - 1) / 2;
+        debug_assert!(i < j && j < self.pool);
+        (i, j)
+    }
+}
+
+/// The smallest pool of at least 2,000 turns with `filler` pairs.
+fn pool_for(filler: u64) -> usize {
+    let mut pool = 2_000u64;
+    while pool * (pool - 1) / 2 < filler {
+        pool += 1;
+    }
+    pool as usize
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// The filler messages the big workspace's sessions may number: its largest size and a session
+/// more per size (the last session of a size is cut short, and the next size goes on from a new
+/// one).
+fn big_span(args: &Args) -> u64 {
+    let largest = args.sizes.last().copied().unwrap_or(0);
+    let sessions = largest.div_ceil(args.session_size) + args.sizes.len();
+    (sessions * args.session_size) as u64
+}
+
 /// One filler session of `n` messages between 2-4 of the workspace's peers, in one transaction
 /// (so an interrupted run leaves whole sessions only), and `conclusions` conclusions.
 async fn fill_session<C: ConnectionTrait>(
@@ -588,7 +672,8 @@ async fn fill_session<C: ConnectionTrait>(
     workspace: &str,
     session: &str,
     n: usize,
-    pool: usize,
+    pairs: PoolPairs,
+    first: u64,
 ) -> anyhow::Result<()> {
     db.execute_raw(stmt(
         "INSERT INTO sessions (id, name, workspace_name) VALUES ($1, $2, $3)",
@@ -621,10 +706,10 @@ async fn fill_session<C: ConnectionTrait>(
     for i in 0..n {
         let id = rng.nanoid();
         seed::next_speaker(rng, &mut speaker, members.len());
-        let idx = rng.range(0, pool - 1) as i32;
-        seconds.push(rng.range(0, pool - 1) as i32);
+        let (idx, second) = pairs.pair(first + i as u64);
+        seconds.push(second as i32);
         clock += rng.range(5, 120) as i64;
-        rows.push(id, &members[speaker], (i + 1) as i64, idx, clock);
+        rows.push(id, &members[speaker], (i + 1) as i64, idx as i32, clock);
     }
     db.execute_raw(stmt(
         "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, seq_in_session, \
@@ -729,6 +814,7 @@ async fn fill_big(
     )
     .await? as usize;
     let size = args.session_size as i64;
+    let pairs = PoolPairs::new(args.pool);
     // Whole sessions of `size`, the last one shorter so that the workspace reaches `target`.
     let to_write = (target - have).max(0) as usize;
     let missing = to_write.div_ceil(args.session_size);
@@ -745,7 +831,9 @@ async fn fill_big(
             // Each session's draws from its own seed: a resumed run writes what a whole one would.
             let mut srng = Rng::new(args.seed ^ (k as u64).wrapping_mul(0x9E37_79B9));
             let txn = db.begin().await?;
-            fill_session(&txn, &mut srng, WS, &format!("f-{k}"), n, args.pool).await?;
+            let first = (k * args.session_size) as u64;
+            let session = format!("f-{k}");
+            fill_session(&txn, &mut srng, WS, &session, n, pairs, first).await?;
             txn.commit().await?;
             left -= n;
             pb.inc(n as u64);
@@ -781,6 +869,7 @@ async fn fill_tenants(
         vec![],
     )
     .await? as usize;
+    let pairs = PoolPairs::new(args.pool);
     let t = Instant::now();
     if have < args.tenants {
         drop_indexes(db).await?;
@@ -792,15 +881,9 @@ async fn fill_tenants(
                 let name = format!("t{w:05}");
                 ensure_workspace(&txn, &name).await?;
                 let mut wrng = Rng::new(args.seed ^ (w as u64 + 1).wrapping_mul(0xA24B_AED4));
-                fill_session(
-                    &txn,
-                    &mut wrng,
-                    &name,
-                    "s-0",
-                    args.tenant_messages,
-                    args.pool,
-                )
-                .await?;
+                let first = big_span(args) + (w * args.tenant_messages) as u64;
+                let n = args.tenant_messages;
+                fill_session(&txn, &mut wrng, &name, "s-0", n, pairs, first).await?;
                 add_conclusions(&txn, &mut wrng, &name, 100).await?;
                 pb.inc(1);
             }
@@ -1467,4 +1550,33 @@ fn estimate_10m(args: &Args, cols: &[Column]) -> Option<Value> {
         "index_rows_per_s": index_rate,
         "build_hours": seconds / 3600.0,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_filler_message_gets_its_own_pair_of_distinct_turns() {
+        for pool in [2usize, 3, 50, 64, 101] {
+            let pairs = PoolPairs::new(pool);
+            let mut seen = std::collections::HashSet::new();
+            for k in 0..pairs.count {
+                let (i, j) = pairs.pair(k);
+                assert!(i < j && j < pool as u64, "pool {pool}: ({i}, {j})");
+                assert!(seen.insert((i, j)), "pool {pool}: ({i}, {j}) twice");
+            }
+            assert_eq!(seen.len() as u64, (pool * (pool - 1) / 2) as u64);
+        }
+    }
+
+    #[test]
+    fn the_default_pool_has_a_pair_for_every_filler_message() {
+        assert_eq!(pool_for(1_006_000), 2_000);
+        assert_eq!(pool_for(11_006_000), 4_693);
+        let pairs = PoolPairs::new(4_693);
+        assert!(pairs.count >= 11_006_000);
+        let (i, j) = pairs.pair(pairs.count - 1);
+        assert!(i < j && j < 4_693);
+    }
 }
