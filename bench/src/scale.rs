@@ -293,7 +293,11 @@ async fn run(args: &Args) -> anyhow::Result<()> {
     .await?;
     // An interrupted fill left indexes dropped: build them before anything reads.
     rebuild_indexes(&db).await?;
-    ensure_pool(&db, &minilm, args).await?;
+    // Only a fill reads the pool: a run that fills nothing leaves it as the corpus was built
+    // (without `--quick` the default pool is the 10M run's, and building it embeds every turn).
+    if !args.search_only && args.as_is.is_none() {
+        ensure_pool(&db, &minilm, args).await?;
+    }
 
     let stub: Arc<dyn Embedder> = Arc::new(Stub);
     let port = |i: u16| if args.port == 0 { 0 } else { args.port + i };
