@@ -41,6 +41,8 @@ mod m20261203_000220_session_summaries;
 mod m20261203_000221_peer_card_entries;
 mod m20261203_000230_dreams;
 mod m20261203_000250_peer_card_entry_positions;
+mod m20261205_000260_wider_message_graph_beam;
+mod m20261206_000270_message_graph_beam_back_to_24;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -130,7 +132,7 @@ pub fn vector_index(table: &str, dims: u32) -> String {
 /// See migration m20261202_000090 for why it is not pgvector's 16.
 pub const MESSAGE_GRAPH_M: u32 = 12;
 /// The beam an insertion into the messages' bit graph searches for its neighbours with
-/// (pgvector requires at least `2 · m`).
+/// (pgvector requires at least `2 · m`). See migration m20261206_000270 for why it is 24 again.
 pub const MESSAGE_GRAPH_EF_CONSTRUCTION: u32 = 24;
 
 /// The messages' vector index: HNSW over the embeddings' sign bits (Hamming distance). A query
@@ -180,6 +182,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000221_peer_card_entries::Migration),
             Box::new(m20261203_000230_dreams::Migration),
             Box::new(m20261203_000250_peer_card_entry_positions::Migration),
+            Box::new(m20261205_000260_wider_message_graph_beam::Migration),
+            Box::new(m20261206_000270_message_graph_beam_back_to_24::Migration),
         ]
     }
 }

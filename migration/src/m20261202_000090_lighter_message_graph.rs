@@ -1,6 +1,6 @@
 //! Rebuilds the messages' bit index (HNSW over the vectors' sign bits) with a lighter graph:
-//! `MESSAGE_GRAPH_M` links per element and a beam of `MESSAGE_GRAPH_EF_CONSTRUCTION`, where it
-//! had pgvector's defaults (16 and 64). Inserting a message joins it to its nearest elements and
+//! 12 links per element and a beam of 24, where it had pgvector's defaults (16 and 64).
+//! Inserting a message joins it to its nearest elements and
 //! prunes each of their link lists again, which costs about `m²` distances per neighbour, after
 //! searching the graph with the construction beam. With the defaults that work grew with the
 //! graph until it was most of a `createMessages` batch: a batch of 100 into a session of 10,000
@@ -9,6 +9,10 @@
 //! up for it with a scan beam as wide as the candidates it reads (`hnsw.ef_search`,
 //! src/store/tx.rs), and ranks those candidates by exact cosine anyway.
 //!
+//! The shape is frozen here as it was built: m20261205_000260 later widened the construction
+//! beam to 64 again, and m20261206_000270 brought it back to 24 when 64 proved to halve ingest
+//! at a million messages without reaching more neighbours.
+//!
 //! The new graph is built beside the old one and takes its name at the end, so reads go on
 //! while it builds; writes to `messages` wait for it (`CREATE INDEX` without `CONCURRENTLY`,
 //! which a migration's transaction cannot run).
@@ -16,12 +20,23 @@
 use sea_orm_migration::prelude::*;
 
 use crate::m20261201_000070_binary_quantized_message_index::current_dims;
-use crate::{MESSAGE_GRAPH_EF_CONSTRUCTION, MESSAGE_GRAPH_M, message_vector_index_shaped};
+use crate::message_vector_index_shaped;
+
+/// The links per element this migration built the graph with.
+pub(crate) const M: u32 = 12;
+/// The construction beam this migration built the graph with.
+pub(crate) const EF_CONSTRUCTION: u32 = 24;
 
 #[derive(DeriveMigrationName)]
 pub struct Migration;
 
-async fn rebuild(manager: &SchemaManager<'_>, m: u32, ef_construction: u32) -> Result<(), DbErr> {
+/// Builds the messages' bit graph anew with `m` links and a beam of `ef_construction`, beside the
+/// old one, and gives it the old one's name.
+pub(crate) async fn rebuild(
+    manager: &SchemaManager<'_>,
+    m: u32,
+    ef_construction: u32,
+) -> Result<(), DbErr> {
     let dims = current_dims(manager).await?;
     let db = manager.get_connection();
     db.execute_unprepared(&message_vector_index_shaped(
@@ -42,7 +57,7 @@ async fn rebuild(manager: &SchemaManager<'_>, m: u32, ef_construction: u32) -> R
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        rebuild(manager, MESSAGE_GRAPH_M, MESSAGE_GRAPH_EF_CONSTRUCTION).await
+        rebuild(manager, M, EF_CONSTRUCTION).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {

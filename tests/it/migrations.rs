@@ -231,7 +231,7 @@ async fn the_deriver_queue_migration_goes_down_and_up_with_the_rows_it_depends_o
 }
 
 #[tokio::test]
-async fn the_lighter_message_graph_migration_rebuilds_the_bit_index_both_ways() {
+async fn the_message_graph_migrations_rebuild_the_bit_index_both_ways() {
     let guard = blank_database().await;
     let db = Database::connect(guard.url()).await.unwrap();
     Migrator::up(&db, None).await.unwrap();
@@ -239,25 +239,37 @@ async fn the_lighter_message_graph_migration_rebuilds_the_bit_index_both_ways() 
                  || ' ' || (pg_get_indexdef(c.oid) LIKE '%binary_quantize%') \
                  FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid \
                  WHERE c.relname = 'ix_messages_embedding_hnsw'";
-    let lighter = format!(
+    let current = format!(
         "m={},ef_construction={} true true",
         migration::MESSAGE_GRAPH_M,
         migration::MESSAGE_GRAPH_EF_CONSTRUCTION
     );
-    assert_eq!(scalar(&db, shape).await.as_deref(), Some(lighter.as_str()));
-    Migrator::down(
-        &db,
-        Some(steps_down_through("_000090_lighter_message_graph")),
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        scalar(&db, shape).await.as_deref(),
-        Some("m=16,ef_construction=64 true true")
-    );
+    assert_eq!(scalar(&db, shape).await.as_deref(), Some(current.as_str()));
+    // Each step down restores the graph the migration before it built.
+    let mut taken = 0;
+    for (through, graph) in [
+        (
+            "_000270_message_graph_beam_back_to_24",
+            "m=12,ef_construction=64",
+        ),
+        (
+            "_000260_wider_message_graph_beam",
+            "m=12,ef_construction=24",
+        ),
+        ("_000090_lighter_message_graph", "m=16,ef_construction=64"),
+    ] {
+        let steps = steps_down_through(through) - taken;
+        Migrator::down(&db, Some(steps)).await.unwrap();
+        taken += steps;
+        assert_eq!(
+            scalar(&db, shape).await.as_deref(),
+            Some(format!("{graph} true true").as_str()),
+            "down through {through}"
+        );
+    }
     Migrator::up(&db, None).await.unwrap();
-    assert_eq!(scalar(&db, shape).await.as_deref(), Some(lighter.as_str()));
-    // The graph built beside the old one took its name: nothing is left under the other.
+    assert_eq!(scalar(&db, shape).await.as_deref(), Some(current.as_str()));
+    // Each graph built beside the old one took its name: nothing is left under another.
     assert_eq!(
         scalar(
             &db,
@@ -266,6 +278,36 @@ async fn the_lighter_message_graph_migration_rebuilds_the_bit_index_both_ways() 
         .await
         .as_deref(),
         Some("1")
+    );
+    db.close().await.unwrap();
+}
+
+/// A database migrated by an earlier server records every migration that server ran; one missing
+/// from the list would stop the server at start ("this migration has been applied but its file
+/// is missing"), so a migration that landed is never taken out, only undone by a later one.
+#[tokio::test]
+async fn a_database_that_ran_the_wider_graph_beam_migration_still_migrates() {
+    let guard = blank_database().await;
+    let db = Database::connect(guard.url()).await.unwrap();
+    Migrator::up(&db, None).await.unwrap();
+    Migrator::down(
+        &db,
+        Some(steps_down_through("_000270_message_graph_beam_back_to_24")),
+    )
+    .await
+    .unwrap();
+    let recorded = scalar(
+        &db,
+        "SELECT count(*)::text FROM seaql_migrations WHERE version LIKE '%_000260_wider_message_graph_beam'",
+    )
+    .await;
+    assert_eq!(recorded.as_deref(), Some("1"));
+    Migrator::up(&db, None).await.unwrap();
+    assert!(
+        Migrator::get_pending_migrations(&db)
+            .await
+            .unwrap()
+            .is_empty()
     );
     db.close().await.unwrap();
 }
