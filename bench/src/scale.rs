@@ -548,9 +548,11 @@ async fn rebuild_indexes(db: &DatabaseConnection) -> anyhow::Result<f64> {
     for r in rows {
         let key: String = r.try_get("", "key")?;
         let def: String = r.try_get("", "value")?;
-        // One connection, so the session settings hold for the build.
+        // One connection, so the session settings hold for the build. The bit graph of 10M
+        // messages is about 2.2 GB: pgvector builds a graph that outgrows maintenance_work_mem on
+        // disk, many times slower, so the budget leaves it room (the VM has 24 GiB).
         let txn = db.begin().await?;
-        txn.execute_unprepared("SET LOCAL maintenance_work_mem = '1GB'")
+        txn.execute_unprepared("SET LOCAL maintenance_work_mem = '4GB'")
             .await?;
         txn.execute_unprepared(&def).await?;
         txn.execute_raw(stmt(
