@@ -10,8 +10,9 @@
 //! (sea_query builds the exact text, every value bound as a parameter):
 //!
 //! ```sql
-//! WITH "terms" AS MATERIALIZED (                  -- the query's lexemes, their idf, avgdl
-//!        SELECT <"t"."t" as a tsquery> AS "query", ln(1 + (N - df + 0.5) / (df + 0.5)) AS "idf", … AS "avgdl"
+//! WITH "terms" AS MATERIALIZED (                  -- the query's lexemes, their idf, avgdl, bound
+//!        SELECT <"t"."t" as a tsquery> AS "query", ln(1 + (N - df + 0.5) / (df + 0.5)) AS "idf", … AS "avgdl",
+//!               (k1 + 1) · idf AS "bound", <the rarest, within the budget of postings> AS "first"
 //!        FROM unnest(tsvector_to_array(to_tsvector('english', $t))) AS "t"
 //!        LEFT JOIN "search_corpus" AS "c" … LEFT JOIN "search_terms" AS "s" …),
 //!      "vec_near" AS MATERIALIZED (              -- only with an embedder
@@ -21,28 +22,26 @@
 //!        LIMIT vector_candidates(limit)),
 //!      "vec_hits" AS MATERIALIZED (
 //!        SELECT "id", "embedding" <=> $q AS "dist" FROM "vec_near" ORDER BY "dist" ASC LIMIT pool),
-//!      "fts_rare" AS (                            -- each message once per rarer lexeme it holds
-//!        SELECT "m"."id", "m"."created_at", "t"."idf", "t"."avgdl", <tf> AS "tf", <|m|> AS "dl"
-//!        FROM "messages" AS "m" INNER JOIN "terms" AS "t" ON NOT "t"."common" AND "m"."content_tsv" @@ "t"."query"
+//!      "fts_first" AS (                           -- each message once per rarest lexeme it holds
+//!        SELECT "m"."id", "m"."created_at", "t"."idf", "t"."avgdl", <tf> AS "tf", <|m|> AS "dl",
+//!               <BM25 of the other lexemes "m" holds, looked up on its row> AS "rest"
+//!        FROM "messages" AS "m" INNER JOIN "terms" AS "t" ON "t"."first" AND "m"."content_tsv" @@ "t"."query"
 //!        WHERE <scope> AND <filters>
 //!        UNION ALL                                -- only for a query with symbols (`a@b.c`)
-//!        SELECT "m"."id", "m"."created_at", 0, 1, 0, 0 FROM "messages" AS "m"
+//!        SELECT "m"."id", "m"."created_at", 0, 1, 0, 0, <rest> FROM "messages" AS "m"
 //!        WHERE <scope> AND <filters> AND EXISTS (SELECT 1 FROM "terms") AND "m"."content" ILIKE $pattern),
-//!      "fts_rare_scored" AS MATERIALIZED (      -- BM25 over those lexemes, one row per message
-//!        SELECT "id", "created_at", <BM25> AS "score" FROM "fts_rare" GROUP BY "id", "created_at"),
-//!      "fts_scored" AS MATERIALIZED (           -- plus the common lexemes each of them holds
-//!        SELECT * FROM "fts_rare_scored" WHERE NOT <a common lexeme>
-//!        UNION ALL
-//!        SELECT "r"."id", "r"."created_at", "r"."score" + (SELECT <BM25> FROM "terms" AS "t"
-//!          WHERE "t"."common" AND "m"."content_tsv" @@ "t"."query") AS "score"
-//!        FROM "fts_rare_scored" AS "r" INNER JOIN "messages" AS "m" ON "m"."id" = "r"."id"
-//!        WHERE <a common lexeme>),
-//!      "fts_common_only" AS (                     -- read only if the candidates cannot fill the pool
-//!        <the common lexemes' pairs of the other messages in scope>
-//!        WHERE … AND <a common lexeme> AND (SELECT count(*) FROM "fts_scored"
-//!          WHERE "score" >= <the common lexemes' bound>) < pool),
-//!      "fts_rest" AS MATERIALIZED (<BM25 per message of "fts_common_only">),
-//!      "fts_all" AS (SELECT … FROM "fts_scored" UNION ALL SELECT … FROM "fts_rest"),
+//!      "fts_first_scored" AS MATERIALIZED (     -- BM25 over all the lexemes, one row per message
+//!        SELECT "id", "created_at", <BM25> + max("rest") AS "score" FROM "fts_first" GROUP BY "id", "created_at"),
+//!      "later" AS MATERIALIZED (                 -- the other lexemes; skipped: cannot reach the pool
+//!        SELECT "query", "idf", "avgdl", COALESCE(sum("bound") OVER (ORDER BY "bound", "lexeme")
+//!          < (SELECT "score" FROM "fts_first_scored" ORDER BY "score" DESC OFFSET pool - 1 LIMIT 1), false) AS "skipped"
+//!        FROM "terms" WHERE NOT "first"),
+//!      "fts_later" AS (                           -- the messages pass 1 did not find
+//!        SELECT … <BM25 of the skipped lexemes "m" holds> AS "rest"
+//!        FROM "messages" AS "m" INNER JOIN "later" AS "t" ON NOT "t"."skipped" AND "m"."content_tsv" @@ "t"."query"
+//!        WHERE <scope> AND <filters> AND NOT EXISTS (SELECT 1 FROM "fts_first_scored" AS "c" WHERE "c"."id" = "m"."id")),
+//!      "fts_later_scored" AS MATERIALIZED (<BM25 per message of "fts_later">),
+//!      "fts_all" AS (SELECT … FROM "fts_first_scored" UNION ALL SELECT … FROM "fts_later_scored"),
 //!      "fts_hits" AS (SELECT "id", "created_at", "score" FROM "fts_all"
 //!        ORDER BY "score" DESC, "created_at" DESC, "id" DESC LIMIT pool),
 //!      "ranked" AS (SELECT "id", ROW_NUMBER() OVER (ORDER BY "dist", "id") AS "rank", w_vec AS "w" FROM "vec_hits"
@@ -60,12 +59,16 @@
 //! What the full-text leg indexes is the message's content and its author's peer id
 //! (`content_tsv`), so a question naming a speaker finds that speaker's turns.
 //!
-//! A speaker's name is also in half of a two-person conversation, and scoring every one of those
-//! turns was most of a question's cost. So the leg takes MaxScore's cut: lexemes held by more
-//! than [`COMMON_TERM_SHARE`] of the workspace are *common*, and a message holding only common
-//! lexemes cannot score more than their summed BM25 bounds. When `pool` messages holding a rarer
-//! lexeme already score that much, PostgreSQL's one-time filter skips the common lexemes' postings;
-//! otherwise they are read, so the hits are the same either way.
+//! A speaker's name is also in half of a two-person conversation, and at a million messages
+//! the generated vocabulary's lexemes are each in thousands to tens of thousands of messages:
+//! scoring every posting of every lexeme was most of a question's cost. So the leg takes
+//! MaxScore's cut (Turtle and Flood, 1995) in two passes. It reads the postings of the query's
+//! rarest lexemes first (within [`FIRST_POSTINGS_PER_SLOT`] postings per slot of the pool), scores
+//! each message they find over all the query's lexemes, and takes the pool-th best score as a
+//! threshold. A message holding none of those lexemes scores less than the summed BM25 bounds of
+//! the lexemes it holds, so the commonest lexemes whose bounds together stay under the threshold
+//! are never read; the others are, for the messages not yet scored. The hits are the same as
+//! scoring every message holding a lexeme.
 //!
 //! The vector leg reads its candidates from the HNSW index over the embeddings' sign bits
 //! (`binary_quantize`, Hamming distance: cheap to insert into, see the migration that made it) and
@@ -423,7 +426,7 @@ const BM25_B: f64 = 0.75;
 /// tsquery of its own, with its inverse document frequency in the workspace,
 /// `ln(1 + (N − df + 0.5) / (df + 0.5))` (never negative), and the workspace's mean document
 /// length, from the statistics the triggers keep.
-fn terms(workspace: &str, text: &str) -> SelectStatement {
+fn terms(workspace: &str, text: &str, pool: u64) -> SelectStatement {
     let mut q = Query::select();
     q.expr_as(Expr::cust(LEXEME_QUERY), a("query"))
         .expr_as(
@@ -443,12 +446,14 @@ fn terms(workspace: &str, text: &str) -> SelectStatement {
             )),
             a("bound"),
         )
+        .expr_as(Expr::cust(r#""t"."t""#), a("lexeme"))
+        .expr_as(Expr::cust(r#"COALESCE("s"."docs", 0)"#), a("df"))
         .expr_as(
             Expr::cust(format!(
-                r#"COALESCE("s"."docs", 0) > {share:?} * COALESCE("c"."docs", 0) AND bool_or(COALESCE("s"."docs", 0) <= {share:?} * COALESCE("c"."docs", 0)) OVER ()"#,
-                share = COMMON_TERM_SHARE
+                r#"COALESCE(sum(COALESCE("s"."docs", 0)) OVER (ORDER BY COALESCE("s"."docs", 0), "t"."t" ROWS UNBOUNDED PRECEDING), 0) <= {budget} OR COALESCE(sum(COALESCE("s"."docs", 0)) OVER (ORDER BY COALESCE("s"."docs", 0), "t"."t" ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) = 0"#,
+                budget = first_class_postings(pool)
             )),
-            a("common"),
+            a("first"),
         )
         .from_function(
             Func::cust("unnest").arg(Expr::cust_with_values(
@@ -475,17 +480,19 @@ fn terms(workspace: &str, text: &str) -> SelectStatement {
     q
 }
 
-/// A lexeme held by more than this share of the workspace's messages is *common* (a speaker's
-/// name in a two-person conversation is in half the turns), as long as the query has a lexeme that
-/// is not. Messages holding only common lexemes are scored only when the messages holding a rarer
-/// one cannot fill the pool (see the module documentation); the share decides speed, never results.
-pub const COMMON_TERM_SHARE: f64 = 0.05;
+/// How many postings the full-text leg reads before it knows its pool's threshold, per slot of
+/// the pool: the query's rarest lexemes are read whole until their postings (their document
+/// frequencies in the workspace, smallest first) would pass `pool · FIRST_POSTINGS_PER_SLOT`,
+/// and at least the rarest one is. The budget decides speed, never results (see
+/// [`full_text_leg`]).
+pub const FIRST_POSTINGS_PER_SLOT: u64 = 50;
+
+fn first_class_postings(pool: u64) -> u64 {
+    pool * FIRST_POSTINGS_PER_SLOT
+}
 
 /// The query has at least one lexeme (a query of stop words and punctuation only finds nothing).
 pub(super) const HAS_TERMS: &str = r#"EXISTS (SELECT 1 FROM "terms")"#;
-
-/// The query has a common lexeme (see [`COMMON_TERM_SHARE`]).
-const HAS_COMMON_TERMS: &str = r#"EXISTS (SELECT 1 FROM "terms" WHERE "common")"#;
 
 /// One lexeme as a tsquery of its own, quoted so that no lexeme is read as an operator: the
 /// full-text leg joins each lexeme to the messages holding it through the GIN index, the way an
@@ -517,12 +524,13 @@ fn bm25_term(idf: &str, avgdl: &str, tf: &str, dl: &str) -> String {
     )
 }
 
-/// The BM25 terms of the common lexemes the message `m` holds (0 if none), evaluated on its
-/// row: for the few messages a rarer lexeme found, reading the common lexemes' postings (half the
-/// conversation for a speaker's name) would cost more than looking at each message.
-fn common_terms_of_m() -> String {
+/// The BM25 terms of the lexemes of the CTE `lexemes` that `which` selects and the message `m`
+/// holds (0 if none), evaluated on its row: for the messages a rarer lexeme found, reading the
+/// commoner lexemes' postings (half the conversation for a speaker's name) would cost more than
+/// looking at each message.
+fn looked_up_terms_of_m(lexemes: &str, which: &str) -> String {
     format!(
-        r#"(SELECT COALESCE(sum({}), 0) FROM "terms" AS "t" WHERE "t"."common" AND "m"."content_tsv" @@ "t"."query")"#,
+        r#"(SELECT COALESCE(sum({}), 0) FROM "{lexemes}" AS "t" WHERE {which} AND "m"."content_tsv" @@ "t"."query")"#,
         bm25_term(
             r#""t"."idf""#,
             r#""t"."avgdl""#,
@@ -541,13 +549,14 @@ fn wants_substring(text: &str) -> bool {
         .any(|c| !(c.is_alphanumeric() || c.is_whitespace() || ".,;:!?'\"()-\u{2019}".contains(c)))
 }
 
-/// Joins `select` (over `messages AS m`) to the query's lexemes `m` holds among those `which`
-/// selects, one row per (message, lexeme) with what BM25 needs of the pair.
-fn lexeme_pairs(select: &mut SelectStatement, which: &str) {
+/// Joins `select` (over `messages AS m`) to the lexemes of the CTE `lexemes` that `m` holds among
+/// those `which` selects, one row per (message, lexeme) with what BM25 needs of the pair, and in
+/// `rest` the BM25 terms of the lexemes `rest` selects, looked up on the message.
+fn lexeme_pairs(select: &mut SelectStatement, lexemes: &str, which: &str, rest: &str) {
     select
         .join_as(
             JoinType::InnerJoin,
-            a("terms"),
+            a(lexemes),
             a("t"),
             Expr::cust(format!(r#"{which} AND "m"."content_tsv" @@ "t"."query""#)),
         )
@@ -556,16 +565,21 @@ fn lexeme_pairs(select: &mut SelectStatement, which: &str) {
         .column((a("t"), a("idf")))
         .column((a("t"), a("avgdl")))
         .expr_as(Expr::cust(TERM_FREQUENCY), a("tf"))
-        .expr_as(Expr::cust(r#"length("m"."content_tsv")::float8"#), a("dl"));
+        .expr_as(Expr::cust(r#"length("m"."content_tsv")::float8"#), a("dl"))
+        .expr_as(Expr::cust(looked_up_terms_of_m(lexemes, rest)), a("rest"));
 }
 
-/// `name`: the BM25 score of each message of the pairs in the CTE `pairs`, one row per message.
+/// `name`: the BM25 score of each message of the pairs in the CTE `pairs`, one row per message:
+/// its pairs' terms plus what was looked up on it (the same in each of its rows).
 fn bm25_per_message(with: &mut WithClause, name: &str, pairs: &str) {
     let mut scored = Query::select();
     scored
         .column(a("id"))
         .column(a("created_at"))
-        .expr_as(Expr::cust(bm25()), a("score"))
+        .expr_as(
+            Expr::cust(format!(r#"{} + max("rest")"#, bm25())),
+            a("score"),
+        )
         .from(a(pairs))
         .group_by_col(a("id"))
         .group_by_col(a("created_at"));
@@ -648,17 +662,23 @@ fn full_text_leg(
     filter: &Filter,
     pool: u64,
 ) -> SelectStatement {
-    // The full-text leg scores what a disjunction over an inverted index would, and skips what
-    // cannot make its pool (MaxScore's cut): a message holding only common lexemes scores less
-    // than the sum of their BM25 bounds (`idf · (k1 + 1)`), so when `pool` messages holding a
-    // rarer lexeme score at least that, the common lexemes' postings are never read beyond those
-    // messages. Otherwise they are read whole, and the result is the same either way.
+    // The leg scores what a disjunction over an inverted index would, and skips postings that
+    // cannot reach the pool (MaxScore): a message scores less than the sum of the BM25 bounds
+    // (`idf · (k1 + 1)`) of the lexemes it holds. Two passes:
+    // 1. "fts_first": the postings of the query's rarest lexemes (`"terms"."first"`, within a
+    //    budget), each message completed with the other lexemes by looking at its row. The
+    //    pool's threshold is the pool-th best of those scores.
+    // 2. "later": the other lexemes, commonest first; those whose bounds summed from the commonest
+    //    stay under the threshold are *skipped*: a message holding only them cannot enter the
+    //    pool. The rest are read for the messages pass 1 did not find, each completed with the
+    //    skipped lexemes it holds.
+    // The hits are those of scoring every message holding a lexeme, whatever the budget.
     //
-    // "fts_rare": every message holding a lexeme that is not common, once per such lexeme, with
-    // what BM25 needs of that pair; and, for a query with symbols, every message holding the
-    // whole query as a substring, with nothing that scores (BM25 0).
-    let mut rare = leg(scope, filter, Condition::all());
-    lexeme_pairs(&mut rare, r#"NOT "t"."common""#);
+    // Pass 1 also takes, for a query with symbols, every message holding the whole query as a
+    // substring, with nothing that scores (BM25 0) but what it holds.
+    let not_first = r#"NOT "t"."first""#;
+    let mut first = leg(scope, filter, Condition::all());
+    lexeme_pairs(&mut first, "terms", r#""t"."first""#, not_first);
     if wants_substring(text) {
         let mut substring = leg(
             scope,
@@ -676,57 +696,49 @@ fn full_text_leg(
             .expr_as(Expr::cust("0::float8"), a("idf"))
             .expr_as(Expr::cust("1::float8"), a("avgdl"))
             .expr_as(Expr::cust("0::float8"), a("tf"))
-            .expr_as(Expr::cust("0::float8"), a("dl"));
-        rare.union(UnionType::All, substring);
+            .expr_as(Expr::cust("0::float8"), a("dl"))
+            .expr_as(
+                Expr::cust(looked_up_terms_of_m("terms", not_first)),
+                a("rest"),
+            );
+        first.union(UnionType::All, substring);
     }
-    with.cte(cte("fts_rare", rare, false));
-    bm25_per_message(with, "fts_rare_scored", "fts_rare");
-    // Their score with the common lexemes they hold, each message looked at by id; a query with
-    // no common lexeme takes the scores as they are (each branch behind a one-time gate).
-    let mut scored = Query::select();
-    scored
-        .column(a("id"))
-        .column(a("created_at"))
-        .column(a("score"))
-        .from(a("fts_rare_scored"))
-        .and_where(Expr::cust(format!("NOT {HAS_COMMON_TERMS}")));
-    let mut with_common = Query::select();
-    with_common
-        .column((a("r"), a("id")))
-        .column((a("r"), a("created_at")))
+    with.cte(cte("fts_first", first, false));
+    bm25_per_message(with, "fts_first_scored", "fts_first");
+
+    let mut later = Query::select();
+    later
+        .column(a("query"))
+        .column(a("idf"))
+        .column(a("avgdl"))
         .expr_as(
-            Expr::cust(format!(r#""r"."score" + {}"#, common_terms_of_m())),
-            a("score"),
+            Expr::cust(format!(
+                r#"COALESCE(sum("bound") OVER (ORDER BY "bound", "lexeme" ROWS UNBOUNDED PRECEDING) < (SELECT "score" FROM "fts_first_scored" ORDER BY "score" DESC OFFSET {} LIMIT 1), false)"#,
+                pool.saturating_sub(1)
+            )),
+            a("skipped"),
         )
-        .from_as(a("fts_rare_scored"), a("r"))
-        .join_as(
-            JoinType::InnerJoin,
-            a("messages"),
-            m(),
-            Expr::col((m(), message::Column::Id)).equals((a("r"), a("id"))),
-        )
-        .and_where(Expr::cust(HAS_COMMON_TERMS));
-    scored.union(UnionType::All, with_common);
-    with.cte(cte("fts_scored", scored, true));
-    // Messages holding only common lexemes, read only when the pool is not already full of
-    // messages that outscore them (a gate PostgreSQL evaluates once, before the scan).
+        .from(a("terms"))
+        .and_where(Expr::cust(r#"NOT "first""#));
+    with.cte(cte("later", later, true));
     let mut rest = leg(
         scope,
         filter,
-        Condition::all()
-            .add(Expr::cust(HAS_COMMON_TERMS))
-            .add(Expr::cust(
-                r#"NOT EXISTS (SELECT 1 FROM "fts_scored" AS "c" WHERE "c"."id" = "m"."id")"#,
-            ))
-            .add(Expr::cust(format!(
-                r#"(SELECT count(*) FROM "fts_scored" WHERE "score" >= (SELECT COALESCE(sum("bound"), 0) FROM "terms" WHERE "common")) < {pool}"#
-            ))),
+        Condition::all().add(Expr::cust(
+            r#"NOT EXISTS (SELECT 1 FROM "fts_first_scored" AS "c" WHERE "c"."id" = "m"."id")"#,
+        )),
     );
-    lexeme_pairs(&mut rest, r#""t"."common""#);
-    with.cte(cte("fts_common_only", rest, false));
-    bm25_per_message(with, "fts_rest", "fts_common_only");
-    let mut all = scores_of("fts_scored");
-    all.union(UnionType::All, scores_of("fts_rest"));
+    lexeme_pairs(
+        &mut rest,
+        "later",
+        r#"NOT "t"."skipped""#,
+        r#""t"."skipped""#,
+    );
+    with.cte(cte("fts_later", rest, false));
+    bm25_per_message(with, "fts_later_scored", "fts_later");
+
+    let mut all = scores_of("fts_first_scored");
+    all.union(UnionType::All, scores_of("fts_later_scored"));
     with.cte(cte("fts_all", all, false));
     let mut hits = Query::select();
     hits.column(a("id"))
@@ -758,7 +770,7 @@ pub fn hybrid_query(
     let pool = limit * POOL_PER_RESULT;
     let mut with = WithClause::new();
     let mut leg_ranks: Vec<SelectStatement> = Vec::new();
-    with.cte(cte("terms", terms(scope.workspace(), text), true));
+    with.cte(cte("terms", terms(scope.workspace(), text, pool), true));
 
     let vector = vector.map(|v| (v.len(), SqlValue::from(pgvector::Vector::from(v))));
     if let Some((dims, q)) = &vector {
@@ -1028,9 +1040,11 @@ mod tests {
             "tsvector_to_array(to_tsvector('english',",
             r#""m"."content_tsv" @@ "t"."query""#,
             "::tsquery",
-            // MaxScore's cut: the common lexemes' postings behind the pool's gate.
-            r#"NOT "t"."common" AND "m"."content_tsv" @@ "t"."query""#,
-            r#"(SELECT count(*) FROM "fts_scored" WHERE "score" >= "#,
+            // MaxScore's cut: the rarest lexemes first, the rest read only if they can reach
+            // the pool's threshold.
+            r#""t"."first" AND "m"."content_tsv" @@ "t"."query""#,
+            r#"NOT "t"."skipped" AND "m"."content_tsv" @@ "t"."query""#,
+            r#""score" FROM "fts_first_scored" ORDER BY "score" DESC OFFSET 19 LIMIT 1"#,
             "UNION ALL",
             fusion.as_str(),
             // The speaker named in the question weighs double.
