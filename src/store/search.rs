@@ -447,10 +447,11 @@ fn terms(workspace: &str, text: &str, pool: u64) -> SelectStatement {
             a("bound"),
         )
         .expr_as(Expr::cust(r#""t"."t""#), a("lexeme"))
-        .expr_as(Expr::cust(r#"COALESCE("s"."docs", 0)"#), a("df"))
         .expr_as(
+            // The postings up to this lexeme, rarest first, within the budget; or only its own
+            // (the rarest lexeme with postings is read whatever its size).
             Expr::cust(format!(
-                r#"COALESCE(sum(COALESCE("s"."docs", 0)) OVER (ORDER BY COALESCE("s"."docs", 0), "t"."t" ROWS UNBOUNDED PRECEDING), 0) <= {budget} OR COALESCE(sum(COALESCE("s"."docs", 0)) OVER (ORDER BY COALESCE("s"."docs", 0), "t"."t" ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) = 0"#,
+                r#"sum(COALESCE("s"."docs", 0)) OVER (ORDER BY COALESCE("s"."docs", 0), "t"."t" ROWS UNBOUNDED PRECEDING) <= GREATEST({budget}, COALESCE("s"."docs", 0))"#,
                 budget = first_class_postings(pool)
             )),
             a("first"),
