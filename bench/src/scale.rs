@@ -474,6 +474,7 @@ fn filler_turns(n: usize) -> Vec<(String, String)> {
         conversations: n / 100 + 1,
         sessions: 16,
         questions: 60,
+        inferences: 0,
     };
     let (conversations, _) = corpus::generate(FILLER_SEED, &shape);
     let mut out = Vec::with_capacity(n);
@@ -1138,6 +1139,7 @@ async fn plant_eval(
         conversations: args.eval_conversations,
         sessions: 16,
         questions: 60,
+        inferences: 0,
     };
     let (conversations, questions) = corpus::generate(EVAL_SEED, &shape);
     let planted = count(db, "SELECT count(*) FROM bench_scale_eval", vec![]).await?;

@@ -14,6 +14,10 @@
 //! - `multi-hop`: two evidence turns in different sessions (e.g. two trips), both needed.
 //! - `reply`: the evidence is a context-dependent reply ("Yes, two days ago!") to the other
 //!   speaker's question, which holds the topic's words.
+//! - `inference`: "Would {P} likely …?", "What might {P} …?": the evidence tells something the
+//!   answer follows from, in other words than the question's ("I adopted a rescue greyhound" for
+//!   "Would Caroline likely be considered an animal lover?"). Drawn from their own random
+//!   stream after the other kinds, so `Shape::inferences = 0` gives the corpus of before.
 
 use crate::seed::Rng;
 
@@ -27,14 +31,17 @@ pub enum Category {
     MultiHop,
     #[serde(rename = "reply")]
     Reply,
+    #[serde(rename = "inference")]
+    Inference,
 }
 
 impl Category {
-    pub const ALL: [Category; 4] = [
+    pub const ALL: [Category; 5] = [
         Category::SingleHop,
         Category::Temporal,
         Category::MultiHop,
         Category::Reply,
+        Category::Inference,
     ];
 
     pub fn name(self) -> &'static str {
@@ -43,6 +50,7 @@ impl Category {
             Category::Temporal => "temporal",
             Category::MultiHop => "multi-hop",
             Category::Reply => "reply",
+            Category::Inference => "inference",
         }
     }
 }
@@ -621,7 +629,108 @@ pub struct Shape {
     pub sessions: usize,
     /// Facts (and questions) per conversation.
     pub questions: usize,
+    /// Inference questions per conversation, beside `questions` (at most `INFERENCES.len()`).
+    pub inferences: usize,
 }
+
+/// Inference questions: (what `{P}` tells, what a deriver concludes from it, the question). The
+/// question shares no content word with the turn: its answer follows from the turn.
+const INFERENCES: &[(&str, &str, &str)] = &[
+    (
+        "I adopted a rescue greyhound last month, she sleeps on my bed every night.",
+        "{P} adopted a rescue greyhound.",
+        "Would {P} likely be considered an animal lover?",
+    ),
+    (
+        "I've been volunteering at the food bank every Saturday morning.",
+        "{P} volunteers at a food bank.",
+        "Is {P} the kind of person who gives time to their community?",
+    ),
+    (
+        "I'm training for my first marathon, twenty miles this weekend.",
+        "{P} is training for a marathon.",
+        "Would {P} enjoy an active vacation?",
+    ),
+    (
+        "I finished three novels last week, I just can't put them down.",
+        "{P} reads a lot of novels.",
+        "What kind of gift might {P} appreciate?",
+    ),
+    (
+        "My parents moved here from Japan when I was little, we still celebrate New Year their way.",
+        "{P}'s parents came from Japan.",
+        "What language might {P} have grown up hearing at home?",
+    ),
+    (
+        "I just passed my nursing board exams!",
+        "{P} passed nursing board exams.",
+        "What might {P} do for a living?",
+    ),
+    (
+        "Our twins turned four yesterday and the house is pure chaos.",
+        "{P} has four-year-old twins.",
+        "Would {P} have much free time in the evenings?",
+    ),
+    (
+        "I've been vegan for six years now, no cheese, no eggs.",
+        "{P} is vegan.",
+        "What should a friend cook when {P} comes over for dinner?",
+    ),
+    (
+        "I sold my car and I bike to work every day now, rain or shine.",
+        "{P} bikes to work.",
+        "Does {P} care about the environment?",
+    ),
+    (
+        "I spend most weekends up in the mountains with my tent and my boots.",
+        "{P} hikes and camps in the mountains.",
+        "Would {P} prefer a city break or a trip to a national park?",
+    ),
+    (
+        "I've been writing poems since high school and I'm finally sending some to journals.",
+        "{P} writes poetry.",
+        "Would {P} likely pursue a creative career?",
+    ),
+    (
+        "I'm allergic to cats, my eyes swell up if one comes near me.",
+        "{P} is allergic to cats.",
+        "Would {P} want a kitten as a present?",
+    ),
+    (
+        "I got promoted to lead the accounting team at my firm.",
+        "{P} leads an accounting team.",
+        "Is {P} good with numbers?",
+    ),
+    (
+        "I moved back in with my grandmother to look after her since her surgery.",
+        "{P} looks after their grandmother.",
+        "How would {P}'s family describe them?",
+    ),
+    (
+        "I'm saving every penny for a house, no eating out this year.",
+        "{P} is saving for a house.",
+        "Would {P} splurge on an expensive holiday right now?",
+    ),
+    (
+        "I play chess online every night and just hit a rating of 1800.",
+        "{P} plays chess online.",
+        "Would {P} enjoy strategy board games?",
+    ),
+    (
+        "I grew up on a dairy farm, up at five every morning to milk the cows.",
+        "{P} grew up on a dairy farm.",
+        "Is {P} used to waking up early?",
+    ),
+    (
+        "I've started seeing a therapist and I'm learning to say no to people.",
+        "{P} sees a therapist.",
+        "Is {P} working on their mental health?",
+    ),
+];
+
+/// The seed of the inference questions' own stream (any constant other than the corpus seed's
+/// transformations would do).
+const INFERENCE_STREAM: u64 = 0x01fe_2ece;
 
 fn fill(template: &str, o: &str, q: &str, person: &str) -> String {
     let mut cap = o.to_owned();
@@ -737,6 +846,7 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
                         Category::Temporal => free >= 1 && !rel.when.is_empty(),
                         Category::MultiHop => free >= 2 && !rel.both.is_empty(),
                         Category::Reply => free >= 1 && !rel.ask.is_empty(),
+                        Category::Inference => unreachable!("drawn after the layout"),
                     }
                 })
                 .collect();
@@ -815,6 +925,7 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
                         vec![(session, slots[session].len() - 1)],
                     ));
                 }
+                Category::Inference => unreachable!("drawn after the layout"),
             }
             // Up to two distractors on the same topic, by either speaker, somewhere else.
             for _ in 0..rng.range(0, 2) {
@@ -832,6 +943,9 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
         // Lay out each session: opening, episodes among small talk, closing. Record where each
         // episode's turns landed.
         let mut placed: Vec<Vec<Vec<usize>>> = Vec::new();
+        // Per session, where a block of turns may go in: before each episode's small talk, and
+        // before the closing small talk.
+        let mut between: Vec<Vec<usize>> = Vec::new();
         for (s, episodes) in slots.into_iter().enumerate() {
             let turns = &mut sessions[s].turns;
             let first = rng.range(0, 1);
@@ -846,7 +960,9 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
                 fact: None,
             });
             let mut where_: Vec<Vec<usize>> = Vec::new();
+            let mut bounds = Vec::new();
             for ep in episodes {
+                bounds.push(turns.len());
                 let n = rng.range(0, 3);
                 small_talk(&mut rng, turns, n);
                 let start = turns.len();
@@ -859,6 +975,7 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
                 }
                 where_.push(ep.evidence.iter().map(|e| start + e).collect());
             }
+            bounds.push(turns.len());
             let n = rng.range(1, 3);
             small_talk(&mut rng, turns, n);
             turns.push(Turn {
@@ -867,6 +984,50 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
                 fact: None,
             });
             placed.push(where_);
+            between.push(bounds);
+        }
+        // Inference questions, from their own stream and placed after the layout (between two
+        // episodes), so every other draw and question is the one without them.
+        let mut irng = Rng::new(seed ^ INFERENCE_STREAM ^ ((c as u64) << 8));
+        let mut free: Vec<usize> = (0..INFERENCES.len()).collect();
+        let mut inferred: Vec<(String, TurnRef)> = Vec::new();
+        for i in 0..shape.inferences.min(INFERENCES.len()) {
+            let (tell, fact, question) =
+                INFERENCES[free.swap_remove(irng.range(0, free.len() - 1))];
+            let person = i % 2;
+            let name = names[person];
+            let s = irng.range(0, shape.sessions - 1);
+            let at = *irng.pick(&between[s]);
+            let mut block = Vec::new();
+            let n = irng.range(0, 2);
+            small_talk(&mut irng, &mut block, n);
+            let tell = chatty(&mut irng, tell.to_owned());
+            let told = Episode::told(&mut irng, person, tell, fill(fact, "", "", name));
+            for (speaker, text, fact) in told.turns {
+                block.push(Turn {
+                    speaker,
+                    text,
+                    fact,
+                });
+            }
+            let k = block.len();
+            let shift = |t: &mut usize| {
+                if *t >= at {
+                    *t += k;
+                }
+            };
+            placed[s].iter_mut().flatten().for_each(shift);
+            between[s]
+                .iter_mut()
+                .filter(|b| **b > at)
+                .for_each(|b| *b += k);
+            for (_, (is, t)) in inferred.iter_mut() {
+                if *is == s {
+                    shift(t);
+                }
+            }
+            sessions[s].turns.splice(at..at, block);
+            inferred.push((fill(question, "", "", name), (s, at + n)));
         }
         for (category, text, refs) in pending {
             let evidence = refs
@@ -878,6 +1039,14 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
                 text,
                 category,
                 evidence,
+            });
+        }
+        for (text, evidence) in inferred {
+            questions.push(Question {
+                conversation: c,
+                text,
+                category: Category::Inference,
+                evidence: vec![evidence],
             });
         }
         conversations.push(Conversation { names, sessions });
@@ -895,6 +1064,7 @@ mod tests {
             conversations: 3,
             sessions: 12,
             questions: 60,
+            inferences: 6,
         };
         let (a, qa) = generate(7, &shape);
         let (b, qb) = generate(7, &shape);
@@ -914,6 +1084,61 @@ mod tests {
             if q.category == Category::MultiHop {
                 assert_eq!(q.evidence.len(), 2);
             }
+        }
+    }
+
+    #[test]
+    fn inference_questions_leave_the_other_kinds_questions_as_they_were() {
+        let shape = |inferences| Shape {
+            conversations: 2,
+            sessions: 12,
+            questions: 60,
+            inferences,
+        };
+        let (_, without) = generate(7, &shape(0));
+        let (corpus, with) = generate(7, &shape(6));
+        let others: Vec<&String> = with
+            .iter()
+            .filter(|q| q.category != Category::Inference)
+            .map(|q| &q.text)
+            .collect();
+        assert_eq!(others, without.iter().map(|q| &q.text).collect::<Vec<_>>());
+        let (plain, _) = generate(7, &shape(0));
+        let kept = with.iter().filter(|q| q.category != Category::Inference);
+        for (q, before) in kept.zip(&without) {
+            for (&(s, t), &(s0, t0)) in q.evidence.iter().zip(&before.evidence) {
+                let c = q.conversation;
+                assert_eq!(
+                    corpus[c].sessions[s].turns[t].text,
+                    plain[c].sessions[s0].turns[t0].text
+                );
+            }
+        }
+        let inferences: Vec<&Question> = with
+            .iter()
+            .filter(|q| q.category == Category::Inference)
+            .collect();
+        assert_eq!(inferences.len(), 12);
+        for q in inferences {
+            let [(s, t)] = q.evidence[..] else {
+                panic!("one evidence turn: {:?}", q.evidence)
+            };
+            let turn = &corpus[q.conversation].sessions[s].turns[t];
+            // The evidence tells it (a fact a deriver draws), in other words than the question's.
+            assert!(turn.fact.is_some());
+            let words = |t: &str| -> Vec<String> {
+                t.split(|c: char| !c.is_alphanumeric())
+                    .filter(|w| w.len() > 4)
+                    .map(str::to_lowercase)
+                    .collect()
+            };
+            let said = words(&turn.text);
+            assert!(
+                words(&q.text).iter().all(|w| !said.contains(w)),
+                "{} / {}",
+                q.text,
+                turn.text
+            );
         }
     }
 }

@@ -58,6 +58,10 @@ struct Args {
     /// Questions per conversation.
     #[arg(long, default_value_t = 60)]
     questions: usize,
+    /// Inference questions per conversation, beside `--questions` (0 gives the corpus of
+    /// before this kind existed, 2026-12-06).
+    #[arg(long, default_value_t = 6)]
+    inferences: usize,
     #[arg(long, default_value_t = 7)]
     seed: u64,
     /// Results are written to `<out>/<label>.json` and `<out>/<label>.svg`.
@@ -375,6 +379,7 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
         conversations: args.conversations,
         sessions: args.sessions,
         questions: args.questions,
+        inferences: args.inferences,
     };
     let (conversations, questions) = corpus::generate(args.seed, &shape);
     let turns: usize = conversations
@@ -485,7 +490,7 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
     let out = json!({
         "label": args.label,
         "args": {"conversations": args.conversations, "sessions": args.sessions,
-                 "questions": args.questions, "seed": args.seed},
+                 "questions": args.questions, "inferences": args.inferences, "seed": args.seed},
         "embedder": systems.minilm.model_id(),
         "turns": turns,
         "questions": questions.len(),
@@ -681,7 +686,10 @@ fn print_table(results: &[SystemResult]) {
             .map(|c| format!("r@10 {}", c.name()))
             .join(" | ")
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "|---|---|---|---|---|---|{}---|",
+        "---|".repeat(Category::ALL.len())
+    );
     for r in results {
         let o = &r.overall;
         println!(
