@@ -728,8 +728,8 @@ const INFERENCES: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// The seed of the inference questions' own stream (any constant other than the corpus seed's
-/// transformations would do).
+/// XORed into the corpus seed (with the conversation's index) to seed the inference questions'
+/// own random stream; any constant would do.
 const INFERENCE_STREAM: u64 = 0x01fe_2ece;
 
 fn fill(template: &str, o: &str, q: &str, person: &str) -> String {
@@ -1095,7 +1095,7 @@ mod tests {
             questions: 60,
             inferences,
         };
-        let (_, without) = generate(7, &shape(0));
+        let (plain, without) = generate(7, &shape(0));
         let (corpus, with) = generate(7, &shape(6));
         let others: Vec<&String> = with
             .iter()
@@ -1103,7 +1103,6 @@ mod tests {
             .map(|q| &q.text)
             .collect();
         assert_eq!(others, without.iter().map(|q| &q.text).collect::<Vec<_>>());
-        let (plain, _) = generate(7, &shape(0));
         let kept = with.iter().filter(|q| q.category != Category::Inference);
         for (q, before) in kept.zip(&without) {
             for (&(s, t), &(s0, t0)) in q.evidence.iter().zip(&before.evidence) {
