@@ -45,8 +45,11 @@
 //!      "fts_hits" AS (SELECT "id", "created_at", "score" FROM "fts_all"
 //!        ORDER BY "score" DESC, "created_at" DESC, "id" DESC LIMIT pool),
 //!      "ranked" AS (SELECT "id", ROW_NUMBER() OVER (ORDER BY "dist", "id") AS "rank", w_vec AS "w" FROM "vec_hits"
-//!        UNION ALL
-//!        SELECT "id", ROW_NUMBER() OVER (ORDER BY "score" DESC, "created_at" DESC, "id" DESC), w_text FROM "fts_hits"),
+//!        UNION ALL                                -- beside a vector leg, w_text only for a hit
+//!        SELECT "h"."id", ROW_NUMBER() OVER (ORDER BY "score" DESC, "created_at" DESC, "id" DESC),
+//!               CASE WHEN <the query's lexemes "m" holds> · 3 > <the query's lexemes>
+//!                    [OR "m"."content" ILIKE $pattern] THEN w_text ELSE w_text · 0.001 END
+//!        FROM "fts_hits" AS "h" INNER JOIN "messages" AS "m" ON "m"."id" = "h"."id"),
 //!      "fused" AS (SELECT "id", SUM("w" / (k + "rank")) AS "score" FROM "ranked" GROUP BY "id")
 //! SELECT "m".* FROM "fused" AS "f" INNER JOIN "messages" AS "m" ON "m"."id" = "f"."id"
 //! ORDER BY "f"."score" * (1 + SPEAKER_WEIGHT when the query names "m"'s author) DESC,
@@ -57,7 +60,10 @@
 //! conclusions nearest the query, each standing for the messages of the scope it cites.
 //!
 //! What the full-text leg indexes is the message's content and its author's peer id
-//! (`content_tsv`), so a question naming a speaker finds that speaker's turns.
+//! (`content_tsv`), so a question naming a speaker finds that speaker's turns. Beside the vector
+//! leg, a text hit holding a third or less of the query's lexemes (one word of a five-word
+//! question, often only that name) counts in the fusion for almost nothing
+//! ([`SHARE_FLOOR_DENOMINATOR`]).
 //!
 //! A speaker's name is also in half of a two-person conversation, and at a million messages
 //! the generated vocabulary's lexemes are each in thousands to tens of thousands of messages:
@@ -129,6 +135,18 @@ pub const TEXT_WEIGHT: f64 = 1.0;
 /// same things, and the name alone cannot lift the named speaker's turns (it is in half of them,
 /// so its BM25 weight is small). See docs/search.md, "Query understanding".
 pub const SPEAKER_WEIGHT: f64 = 1.0;
+
+/// Beside the vector leg, a full-text hit counts in the fusion only when it holds more than one
+/// in `SHARE_FLOOR_DENOMINATOR` of the query's lexemes (or the whole query as a substring); below
+/// that its weight is [`BELOW_SHARE_WEIGHT`]. A hit holding one word of a five-word question
+/// (often only the speaker's name, which is in half a conversation's turns) otherwise takes a
+/// place in the top 10 from the vector leg's nearest turns. Chosen on `make eval`'s two corpora
+/// (bench/README.md, "Fusion"); without a vector leg BM25's order stands alone.
+pub const SHARE_FLOOR_DENOMINATOR: i64 = 3;
+/// The fusion weight of a full-text hit under the share floor: it still fills the results when
+/// nothing else does, after every hit above the floor (`1 / (RRF_K + 1)` times this stays under
+/// the smallest step between two ranks of a pool of 100).
+pub const BELOW_SHARE_WEIGHT: f64 = 0.001;
 
 /// Candidates the vector leg reads from the bit index per hit it keeps after ranking them by exact
 /// cosine: the sign bits order neighbours only roughly.
@@ -664,6 +682,7 @@ fn full_text_leg(
     text: &str,
     filter: &Filter,
     pool: u64,
+    weigh_by_share: bool,
 ) -> SelectStatement {
     // The leg scores what a disjunction over an inverted index would, and skips postings that
     // cannot reach the pool (MaxScore): a message scores less than the sum of the BM25 bounds
@@ -753,11 +772,52 @@ fn full_text_leg(
         .order_by(a("id"), Order::Desc)
         .limit(pool);
     with.cte(cte("fts_hits", hits, false));
-    ranked(
-        "fts_hits",
-        r#""score" DESC, "created_at" DESC, "id" DESC"#,
-        TEXT_WEIGHT,
-    )
+    if !weigh_by_share {
+        return ranked(
+            "fts_hits",
+            r#""score" DESC, "created_at" DESC, "id" DESC"#,
+            TEXT_WEIGHT,
+        );
+    }
+    share_weighted(text)
+}
+
+/// The full-text leg's hits ranked by BM25 as [`ranked`] would, each weighted by the share of the
+/// query's lexemes it holds ([`SHARE_FLOOR_DENOMINATOR`]), looked up on the pool's rows only.
+fn share_weighted(text: &str) -> SelectStatement {
+    let held = r#"(SELECT count(*) FROM "terms" AS "t" WHERE "m"."content_tsv" @@ "t"."query")"#;
+    let above = format!(r#"{held} * {SHARE_FLOOR_DENOMINATOR} > (SELECT count(*) FROM "terms")"#);
+    let weight = |above: String| {
+        format!(
+            "(CASE WHEN {above} THEN {TEXT_WEIGHT:?} ELSE {:?} END)::float8",
+            TEXT_WEIGHT * BELOW_SHARE_WEIGHT
+        )
+    };
+    let weight = if wants_substring(text) {
+        Expr::cust_with_values(
+            weight(format!(r#"{above} OR "m"."content" ILIKE $1"#)),
+            [like_pattern(text)],
+        )
+    } else {
+        Expr::cust(weight(above))
+    };
+    let mut r = Query::select();
+    r.column((a("h"), a("id")))
+        .expr_as(
+            Expr::cust(
+                r#"ROW_NUMBER() OVER (ORDER BY "h"."score" DESC, "h"."created_at" DESC, "h"."id" DESC)"#,
+            ),
+            a("rank"),
+        )
+        .expr_as(weight, a("w"))
+        .from_as(a("fts_hits"), a("h"))
+        .join_as(
+            JoinType::InnerJoin,
+            a("messages"),
+            m(),
+            Expr::col((m(), message::Column::Id)).equals((a("h"), a("id"))),
+        );
+    r
 }
 
 /// The whole search as one statement (see the module documentation for its shape). With
@@ -787,7 +847,14 @@ pub fn hybrid_query(
             vector_candidates(limit),
         ));
     }
-    leg_ranks.push(full_text_leg(&mut with, scope, text, filter, pool));
+    leg_ranks.push(full_text_leg(
+        &mut with,
+        scope,
+        text,
+        filter,
+        pool,
+        vector.is_some(),
+    ));
     if conclusion_keys {
         let vector = vector.as_ref().map(|(dims, q)| (q, *dims));
         leg_ranks.push(search_keys::key_leg(
@@ -1053,6 +1120,8 @@ mod tests {
             // The speaker named in the question weighs double.
             r#"ORDER BY "f"."score" * CASE WHEN lower("m"."peer_name") = ANY("#,
             r#"THEN 2 ELSE 1 END DESC, "m"."public_id" ASC LIMIT"#,
+            // Beside the vector leg a text hit counts by the share of the query it holds.
+            r#"FROM "terms" AS "t" WHERE "m"."content_tsv" @@ "t"."query") * 3 > (SELECT count(*) FROM "terms")"#,
         ] {
             assert!(sql.contains(part), "{part} missing from {sql}");
         }
@@ -1079,6 +1148,8 @@ mod tests {
             !sql.contains("vec_hits") && sql.contains("fts_hits") && !sql.contains("key_hits"),
             "{sql}"
         );
+        // ... ranked by BM25 alone, whatever share of the query a hit holds.
+        assert!(!sql.contains(" * 3 > "), "{sql}");
     }
 
     #[test]

@@ -243,6 +243,38 @@ async fn a_question_naming_a_speaker_ranks_their_turn_above_the_other_speakers_o
 }
 
 #[tokio::test]
+async fn a_turn_holding_only_the_speakers_name_no_longer_outranks_the_nearest_turn() {
+    let app = TestApp::with_embedder().await;
+    // The question has three lexemes (colour, carolin, ador); every Caroline turn holds one
+    // (her name), and the short ones hold it with the best BM25. The answer shares no word
+    // with the question: only the vector leg finds it, first. Counted whole, the best of the
+    // name-only text hits would take the first place from it.
+    let mut turns: Vec<(&str, &str)> = vec![("melanie", "How was your weekend?")];
+    for short in [
+        "Busy.", "Yes.", "Sure.", "Maybe.", "Okay.", "Thanks.", "Right.", "Fine.",
+    ] {
+        turns.push(("caroline", short));
+    }
+    turns.push(("melanie", "Any plans for the new flat?"));
+    turns.push((
+        "caroline",
+        "My favorite shade has always been a deep ocean blue, ever since I was little",
+    ));
+    write(&app, "chat", &turns).await;
+    let answer = turns.len() as i64;
+    let d = app
+        .ok(
+            &session_search(),
+            json!({"s": "chat", "q": "Which colours does Caroline adore?", "limit": 20}),
+        )
+        .await;
+    let found = seqs(&d["workspace"]["session"]["search"]["results"]);
+    assert_eq!(found[0], answer, "{found:?}");
+    // Under the share floor a text hit still fills the results: every turn is there.
+    assert_eq!(sorted(found), (1..=answer).collect::<Vec<_>>());
+}
+
+#[tokio::test]
 async fn matches_at_5_and_7_merge_into_one_snippet_spanning_3_to_9() {
     let app = zebra_chat(20, &[5, 7]).await;
     assert_eq!(
