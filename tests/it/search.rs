@@ -275,6 +275,27 @@ async fn a_turn_holding_only_the_speakers_name_no_longer_outranks_the_nearest_tu
 }
 
 #[tokio::test]
+async fn beside_the_vector_leg_a_substring_match_counts_whole_whatever_lexemes_it_holds() {
+    let app = TestApp::with_embedder().await;
+    // "e_c" has the lexemes e and c; "snake_case" holds neither, only the query as a substring.
+    // The other turns look like the query to the model and hold nothing of it as text.
+    write(
+        &app,
+        "chat",
+        &[
+            ("bob", "EC"),
+            ("alice", "ec2"),
+            ("bob", "ecce"),
+            ("alice", "we rename it to snake_case tomorrow"),
+            ("bob", "Eee cee"),
+        ],
+    )
+    .await;
+    let hits = in_session(&app, "e_c", false, 2).await;
+    assert_eq!(seqs(&hits["results"])[0], 4, "{hits}");
+}
+
+#[tokio::test]
 async fn matches_at_5_and_7_merge_into_one_snippet_spanning_3_to_9() {
     let app = zebra_chat(20, &[5, 7]).await;
     assert_eq!(
