@@ -316,7 +316,7 @@ async fn run(args: &Args) -> anyhow::Result<()> {
     };
     let eval = plant_eval(&db, &servers, args).await?;
     if args.search_only {
-        return search_only(&db, &servers, &eval).await;
+        return search_only(&db, &servers, &eval, args.search_beam).await;
     }
 
     let mut columns: Vec<Column> = Vec::new();
@@ -1263,11 +1263,52 @@ async fn recall(servers: &Servers, eval: &Eval) -> anyhow::Result<(f64, f64, Vec
     Ok((hit as f64 / n, ctx as f64 / n, took))
 }
 
-/// `--search-only`: recall and latency of the planted questions on the corpus as it stands.
+/// Candidates of the bit index a planted turn must be among, asked with its own vector, to count
+/// as reached.
+const REACH_CANDIDATES: i64 = 100;
+
+/// Each planted turn of the big workspace asked of the bit index with its own vector (MiniLM's
+/// 384 dimensions): planted and reached per conversation (`eval-<conversation>-<sitting>`). A
+/// planted conversation is reached or missed as a whole, as the graph's build went
+/// (bench/README.md, "Scale").
+const REACH_SQL: &str = r#"
+SELECT split_part(p.session_name, '-', 2) AS conversation, count(*) AS planted,
+       count(*) FILTER (WHERE p.id IN (
+         SELECT m.id FROM messages m WHERE m.workspace_name = $1 AND m.embedding IS NOT NULL
+         ORDER BY binary_quantize(m.embedding)::bit(384) <~> binary_quantize(p.embedding)::bit(384)
+         LIMIT $2)) AS reached
+FROM messages p
+WHERE p.workspace_name = $1 AND p.session_name LIKE 'eval-%' AND p.embedding IS NOT NULL
+GROUP BY 1 ORDER BY 1"#;
+
+/// How many planted turns the bit index reaches at the scan beam `beam`: (conversation, planted,
+/// reached) for each conversation.
+async fn reach(db: &DatabaseConnection, beam: u16) -> anyhow::Result<Vec<(String, i64, i64)>> {
+    let txn = db.begin().await?;
+    txn.execute_unprepared(&format!("SET LOCAL hnsw.ef_search = {beam}"))
+        .await?;
+    let rows = txn
+        .query_all_raw(stmt(REACH_SQL, vec![WS.into(), REACH_CANDIDATES.into()]))
+        .await?;
+    txn.commit().await?;
+    rows.iter()
+        .map(|r| {
+            Ok((
+                r.try_get::<String>("", "conversation")?,
+                r.try_get::<i64>("", "planted")?,
+                r.try_get::<i64>("", "reached")?,
+            ))
+        })
+        .collect()
+}
+
+/// `--search-only`: recall and latency of the planted questions on the corpus as it stands, and
+/// how many planted turns the bit index reaches.
 async fn search_only(
     db: &DatabaseConnection,
     servers: &Servers,
     eval: &Eval,
+    beam: u16,
 ) -> anyhow::Result<()> {
     db.execute_unprepared("ANALYZE").await?;
     let messages = db
@@ -1282,6 +1323,19 @@ async fn search_only(
         "{messages} messages: recall@10 {r10:.3}, within context {rc:.3}, search p50 {:.1} ms, \
          p95 {:.1} ms ({} questions)",
         s.p50_ms, s.p95_ms, s.n
+    );
+    let by = reach(db, beam).await?;
+    let (planted, reached) = by
+        .iter()
+        .fold((0, 0), |(p, r), (_, cp, cr)| (p + cp, r + cr));
+    let each: Vec<String> = by
+        .iter()
+        .map(|(c, cp, cr)| format!("{c}: {cr}/{cp}"))
+        .collect();
+    println!(
+        "planted turns the bit index reaches with their own vector (first {REACH_CANDIDATES} \
+         candidates, beam {beam}): {reached} of {planted} (by conversation {})",
+        each.join(", ")
     );
     Ok(())
 }
