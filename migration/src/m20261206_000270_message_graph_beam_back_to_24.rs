@@ -4,7 +4,8 @@
 //! Measured on one million-message corpus in one sitting (bench/README.md, "Scale"), the graph
 //! built at 64 halved ingest at that size (468 against 228-263 messages/s) and its recall@10 was
 //! 0.411-0.450 against 0.483-0.578 for the graph built at 24. What a million messages lose was
-//! later traced to the order the graph is built in, not to its construction beam.
+//! later traced to how the graph links into the planted conversations, small clusters unlike the
+//! rest (bench/README.md, "Scale"), not to its construction beam.
 
 use sea_orm_migration::prelude::*;
 
