@@ -20,8 +20,6 @@
 //!        WHERE <scope> AND <filters> AND "m"."embedding" IS NOT NULL AND EXISTS (SELECT 1 FROM "terms")
 //!        ORDER BY binary_quantize("m"."embedding")::bit(d) <~> binary_quantize($q)::bit(d)
 //!        LIMIT vector_candidates(limit)),
-//!      "vec_hits" AS MATERIALIZED (
-//!        SELECT "id", "embedding" <=> $q AS "dist" FROM "vec_near" ORDER BY "dist" ASC LIMIT pool),
 //!      "fts_first" AS (                           -- each message once per rarest lexeme it holds
 //!        SELECT "m"."id", "m"."created_at", "t"."idf", "t"."avgdl", <tf> AS "tf", <|m|> AS "dl",
 //!               <BM25 of the other lexemes "m" holds, looked up on its row> AS "rest"
@@ -42,8 +40,16 @@
 //!        WHERE <scope> AND <filters> AND NOT EXISTS (SELECT 1 FROM "fts_first_scored" AS "c" WHERE "c"."id" = "m"."id")),
 //!      "fts_later_scored" AS MATERIALIZED (<BM25 per message of "fts_later">),
 //!      "fts_all" AS (SELECT … FROM "fts_first_scored" UNION ALL SELECT … FROM "fts_later_scored"),
-//!      "fts_hits" AS (SELECT "id", "created_at", "score" FROM "fts_all"
+//!      "fts_hits" AS MATERIALIZED (SELECT "id", "created_at", "score" FROM "fts_all"
 //!        ORDER BY "score" DESC, "created_at" DESC, "id" DESC LIMIT pool),
+//!      "vec_candidates" AS (SELECT "id", "embedding" FROM "vec_near"
+//!        UNION ALL                                -- the turns around the text hits
+//!        SELECT "m"."id", "m"."embedding" FROM "messages" AS "m"
+//!        INNER JOIN "fts_hits" AS "h" ON true INNER JOIN "messages" AS "x" ON "x"."id" = "h"."id" AND <same session>
+//!          AND "m"."seq_in_session" BETWEEN "x"."seq_in_session" - HIT_WINDOW AND "x"."seq_in_session" + HIT_WINDOW
+//!        WHERE <scope> AND <filters> AND "m"."embedding" IS NOT NULL),
+//!      "vec_hits" AS MATERIALIZED (
+//!        SELECT "id", min("embedding" <=> $q) AS "dist" FROM "vec_candidates" GROUP BY "id" ORDER BY "dist" ASC LIMIT pool),
 //!      "ranked" AS (SELECT "id", ROW_NUMBER() OVER (ORDER BY "dist", "id") AS "rank", w_vec AS "w" FROM "vec_hits"
 //!        UNION ALL                                -- beside a vector leg, w_text only for a hit
 //!        SELECT "h"."id", ROW_NUMBER() OVER (ORDER BY "score" DESC, "created_at" DESC, "id" DESC),
@@ -81,7 +87,9 @@
 //! ranks them by exact cosine over the stored vectors. It runs in a transaction with `SET LOCAL hnsw.iterative_scan = relaxed_order`
 //! (pgvector 0.8), so that filters which reject most of the index's nearest neighbours make the
 //! scan go on instead of returning too few rows; the `MATERIALIZED` CTE and the `ROW_NUMBER` over
-//! `dist` put the relaxed order right again.
+//! `dist` put the relaxed order right again. Beside those candidates it ranks the turns around
+//! the full-text leg's hits ([`HIT_WINDOW`]): where the graph lost its way to a conversation, the
+//! text leg still finds it.
 //!
 //! Decisions (beyond Honcho v3.0.12):
 //! - A blank query (empty or whitespace only, after NUL bytes are stripped) is allowed and finds
@@ -153,6 +161,15 @@ pub const BELOW_SHARE_WEIGHT: f64 = 0.001;
 /// Candidates the vector leg reads from the bit index per hit it keeps after ranking them by exact
 /// cosine: the sign bits order neighbours only roughly.
 pub const CANDIDATES_PER_VECTOR_HIT: u64 = 5;
+
+/// Turns on each side of a full-text hit, in its session, that the vector leg ranks by exact
+/// cosine beside the bit index's candidates. The index is approximate, and it can miss a whole
+/// conversation unlike the rest of a large workspace (its speakers in no other message): at a
+/// million messages some planted conversations were a fifth reachable (bench/README.md,
+/// "Scale"). The text leg still finds such a conversation by its words or its speakers' names,
+/// and the turns around those hits are where the answer is. At most `(2 · HIT_WINDOW + 1)` rows
+/// per text hit, each read through the session's sequence index.
+pub const HIT_WINDOW: i64 = 12;
 
 /// The narrowest HNSW scan beam (`hnsw.ef_search`) a search uses, however few candidates it
 /// reads: pgvector's widest. The bit graph's neighbour lists are rough, and in a large workspace
@@ -664,13 +681,46 @@ fn vector_leg(
         )
         .limit(candidates);
     with.cte(cte("vec_near", near, true));
+    // The turns around the full-text leg's hits are ranked by their exact distance too
+    // ([`HIT_WINDOW`]). More candidates never rank a farther message above a nearer one; a
+    // message both ways keeps its one distance.
+    let mut around = leg(
+        scope,
+        filter,
+        Condition::all().add(Expr::col((m(), a("embedding"))).is_not_null()),
+    );
+    around
+        .column((m(), message::Column::Id))
+        .column((m(), a("embedding")))
+        .join_as(
+            JoinType::InnerJoin,
+            a("fts_hits"),
+            a("h"),
+            Expr::cust("true"),
+        )
+        .join_as(
+            JoinType::InnerJoin,
+            a("messages"),
+            a("x"),
+            Expr::cust(format!(
+                r#""x"."id" = "h"."id" AND "m"."workspace_name" = "x"."workspace_name" AND "m"."session_name" = "x"."session_name" AND "m"."seq_in_session" BETWEEN "x"."seq_in_session" - {HIT_WINDOW} AND "x"."seq_in_session" + {HIT_WINDOW}"#
+            )),
+        );
+    let mut candidates = Query::select();
+    candidates
+        .column(a("id"))
+        .column(a("embedding"))
+        .from(a("vec_near"));
+    candidates.union(UnionType::All, around);
+    with.cte(cte("vec_candidates", candidates, false));
     let mut hits = Query::select();
     hits.column(a("id"))
         .expr_as(
-            Expr::cust_with_values(r#""embedding" <=> $1"#, [q.clone()]),
+            Expr::cust_with_values(r#"min("embedding" <=> $1)"#, [q.clone()]),
             a("dist"),
         )
-        .from(a("vec_near"))
+        .from(a("vec_candidates"))
+        .group_by_col(a("id"))
         .order_by(a("dist"), Order::Asc)
         .limit(pool);
     with.cte(cte("vec_hits", hits, true));
@@ -773,7 +823,8 @@ fn full_text_leg(
         .order_by(a("created_at"), Order::Desc)
         .order_by(a("id"), Order::Desc)
         .limit(pool);
-    with.cte(cte("fts_hits", hits, false));
+    // Materialized: the vector leg reads it too.
+    with.cte(cte("fts_hits", hits, true));
     if !weigh_by_share {
         return ranked(
             "fts_hits",
@@ -838,6 +889,8 @@ pub fn hybrid_query(
     with.cte(cte("terms", terms(scope.workspace(), text, pool), true));
 
     let vector = vector.map(|v| (v.len(), SqlValue::from(pgvector::Vector::from(v))));
+    // The full-text leg's CTEs come first: the vector leg ranks its hits too.
+    let text_ranks = full_text_leg(&mut with, scope, text, filter, pool, vector.is_some());
     if let Some((dims, q)) = &vector {
         leg_ranks.push(vector_leg(
             &mut with,
@@ -849,14 +902,7 @@ pub fn hybrid_query(
             vector_candidates(limit),
         ));
     }
-    leg_ranks.push(full_text_leg(
-        &mut with,
-        scope,
-        text,
-        filter,
-        pool,
-        vector.is_some(),
-    ));
+    leg_ranks.push(text_ranks);
     if conclusion_keys {
         let vector = vector.as_ref().map(|(dims, q)| (q, *dims));
         leg_ranks.push(search_keys::key_leg(
@@ -1108,7 +1154,12 @@ mod tests {
             r#"binary_quantize("m"."embedding")::bit(3) <~> binary_quantize($"#,
             r#""m"."embedding" IS NOT NULL"#,
             r#"ORDER BY "dist" ASC LIMIT"#,
-            r#""fts_hits" AS (SELECT"#,
+            r#""fts_hits" AS  MATERIALIZED (SELECT"#,
+            // The turns around the text leg's hits are ranked by their cosine too.
+            r#"INNER JOIN "fts_hits" AS "h" ON true INNER JOIN "messages" AS "x" ON "x"."id" = "h"."id""#,
+            r#""m"."seq_in_session" BETWEEN "x"."seq_in_session" - 12 AND "x"."seq_in_session" + 12"#,
+            r#"min("embedding" <=> $"#,
+            r#"FROM "vec_candidates" GROUP BY "id" ORDER BY "dist" ASC"#,
             "tsvector_to_array(to_tsvector('english',",
             r#""m"."content_tsv" @@ "t"."query""#,
             "::tsquery",

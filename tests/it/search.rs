@@ -295,6 +295,73 @@ async fn beside_the_vector_leg_a_substring_match_counts_whole_whatever_lexemes_i
     assert_eq!(seqs(&hits["results"])[0], 4, "{hits}");
 }
 
+/// Vectors on which the bit index's Hamming order and cosine disagree: the query and every other
+/// text have all their sign bits set ("weather" turns all but the last), a "river" turn only its
+/// first, yet the "river" turn is the query's nearest by cosine (0.999) after the query's own.
+struct SignsDisagree;
+
+#[async_trait::async_trait]
+impl Embedder for SignsDisagree {
+    fn dims(&self) -> usize {
+        384
+    }
+    fn model_id(&self) -> &str {
+        "signs-disagree"
+    }
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                // A message is embedded after the turn before it: its own text is the last line.
+                let own = t.lines().last().unwrap_or_default();
+                let mut v = vec![0.001f32; 384];
+                if own.contains("river") {
+                    v.fill(-0.001);
+                    v[0] = 1.0;
+                } else if let Some(n) = own.split("weather ").nth(1) {
+                    v[2 + n.trim().parse::<usize>().unwrap()] = 1.0;
+                    v[383] = -0.001;
+                } else {
+                    v[0] = 1.0;
+                }
+                v
+            })
+            .collect())
+    }
+}
+
+#[tokio::test]
+async fn a_turn_the_bit_index_never_reads_is_found_beside_a_text_hit_in_its_session() {
+    use honcho_graphql::graphql;
+    use honcho_graphql::store::search::vector_candidates;
+
+    let mut app = TestApp::new().await;
+    app.store = app
+        .store
+        .clone()
+        .with_embedder(Some(Arc::new(SignsDisagree)));
+    app.schema = graphql::build_schema(app.store.clone(), &graphql::Limits::default());
+    // More "weather" turns than the index's candidates for three results, every one nearer the
+    // query's sign bits than the "river" turn, which shares no word with the query. The turn
+    // before it is the only text hit.
+    let weather: Vec<String> = (0..vector_candidates(3) + 2)
+        .map(|n| format!("the weather {n}"))
+        .collect();
+    let mut turns = vec![
+        ("alice", "what about the zebra"),
+        ("bob", "we walked along the river"),
+    ];
+    turns.extend(weather.iter().map(|w| ("alice", w.as_str())));
+    write(&app, "chat", &turns).await;
+    let found = search_all(&app.store, SearchScope::Workspace("ws"), "zebra", 3).await;
+    let contents: Vec<&str> = found.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(
+        contents[..2],
+        ["what about the zebra", "we walked along the river"],
+        "{contents:?}"
+    );
+}
+
 #[tokio::test]
 async fn matches_at_5_and_7_merge_into_one_snippet_spanning_3_to_9() {
     let app = zebra_chat(20, &[5, 7]).await;
