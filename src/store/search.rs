@@ -42,10 +42,11 @@
 //!      "fts_all" AS (SELECT … FROM "fts_first_scored" UNION ALL SELECT … FROM "fts_later_scored"),
 //!      "fts_hits" AS MATERIALIZED (SELECT "id", "created_at", "score" FROM "fts_all"
 //!        ORDER BY "score" DESC, "created_at" DESC, "id" DESC LIMIT pool),
+//!      "windowed_hits" AS (SELECT "id" FROM "fts_hits" ORDER BY <its order> LIMIT WINDOWED_HITS),
 //!      "vec_candidates" AS (SELECT "id", "embedding" FROM "vec_near"
-//!        UNION ALL                                -- the turns around the text hits
+//!        UNION ALL                                -- the turns around the best text hits
 //!        SELECT "m"."id", "m"."embedding" FROM "messages" AS "m"
-//!        INNER JOIN "fts_hits" AS "h" ON true INNER JOIN "messages" AS "x" ON "x"."id" = "h"."id" AND <same session>
+//!        INNER JOIN "windowed_hits" AS "h" ON true INNER JOIN "messages" AS "x" ON "x"."id" = "h"."id" AND <same session>
 //!          AND "m"."seq_in_session" BETWEEN "x"."seq_in_session" - HIT_WINDOW AND "x"."seq_in_session" + HIT_WINDOW
 //!        WHERE <scope> AND <filters> AND "m"."embedding" IS NOT NULL),
 //!      "vec_hits" AS MATERIALIZED (
@@ -170,6 +171,13 @@ pub const CANDIDATES_PER_VECTOR_HIT: u64 = 5;
 /// and the turns around those hits are where the answer is. At most `(2 · HIT_WINDOW + 1)` rows
 /// per text hit, each read through the session's sequence index.
 pub const HIT_WINDOW: i64 = 12;
+
+/// The best full-text hits the vector leg looks around ([`HIT_WINDOW`]): the whole pool of a
+/// search of 10 results, so what the evaluation measures is unchanged. A larger `limit` widens the
+/// pool but not the window: its deeper hits share fewer of the query's words, and each brought
+/// 25 rows of about 1.7 kB, so a workspace search of 50 results spent 30% more time on them
+/// (bench/README.md, "Scale").
+pub const WINDOWED_HITS: u64 = 20;
 
 /// The narrowest HNSW scan beam (`hnsw.ef_search`) a search uses, however few candidates it
 /// reads: pgvector's widest. The bit graph's neighbour lists are rough, and in a large workspace
@@ -684,6 +692,10 @@ fn vector_leg(
     // The turns around the full-text leg's hits are ranked by their exact distance too
     // ([`HIT_WINDOW`]). More candidates never rank a farther message above a nearer one; a
     // message both ways keeps its one distance.
+    let mut windowed = Query::select();
+    windowed.column(a("id")).from(a("fts_hits"));
+    best_text_hits_first(&mut windowed).limit(WINDOWED_HITS);
+    with.cte(cte("windowed_hits", windowed, false));
     let mut around = leg(
         scope,
         filter,
@@ -694,7 +706,7 @@ fn vector_leg(
         .column((m(), a("embedding")))
         .join_as(
             JoinType::InnerJoin,
-            a("fts_hits"),
+            a("windowed_hits"),
             a("h"),
             Expr::cust("true"),
         )
@@ -725,6 +737,13 @@ fn vector_leg(
         .limit(pool);
     with.cte(cte("vec_hits", hits, true));
     ranked("vec_hits", r#""dist", "id""#, VECTOR_WEIGHT)
+}
+
+/// The full-text leg's order: BM25, then the newest, then the id, so one search gives one order.
+fn best_text_hits_first(q: &mut SelectStatement) -> &mut SelectStatement {
+    q.order_by(a("score"), Order::Desc)
+        .order_by(a("created_at"), Order::Desc)
+        .order_by(a("id"), Order::Desc)
 }
 
 /// The full-text leg: its CTEs go into `with`; the answer ranks its hits.
@@ -818,11 +837,8 @@ fn full_text_leg(
     hits.column(a("id"))
         .column(a("created_at"))
         .column(a("score"))
-        .from(a("fts_all"))
-        .order_by(a("score"), Order::Desc)
-        .order_by(a("created_at"), Order::Desc)
-        .order_by(a("id"), Order::Desc)
-        .limit(pool);
+        .from(a("fts_all"));
+    best_text_hits_first(&mut hits).limit(pool);
     // Materialized: the vector leg reads it too.
     with.cte(cte("fts_hits", hits, true));
     if !weigh_by_share {
@@ -1135,6 +1151,38 @@ mod tests {
     }
 
     #[test]
+    fn a_search_of_fifty_looks_around_its_best_twenty_text_hits_only() {
+        let f = filter::parse(Resource::Message, &Value::Null).unwrap();
+        let (sql, values) = hybrid_query(
+            MessageScope::Workspace("ws"),
+            "favorite color",
+            Some(vec![0.5; 3]),
+            &f,
+            50,
+            false,
+        )
+        .build(PostgresQueryBuilder);
+        // The first mention of a CTE is its definition; its LIMIT is bound as a parameter.
+        let bound_limit = |cte: &str| {
+            let at = sql.find(&format!(r#""{cte}" AS "#)).unwrap();
+            let definition = &sql[at..at + sql[at..].find(')').unwrap()];
+            let n: usize = definition
+                .rsplit("LIMIT $")
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            values.0[n - 1].clone()
+        };
+        assert_eq!(
+            bound_limit("windowed_hits"),
+            SqlValue::BigUnsigned(Some(20))
+        );
+        // The text leg itself still keeps its whole pool of 100.
+        assert_eq!(bound_limit("fts_hits"), SqlValue::BigUnsigned(Some(100)));
+    }
+
+    #[test]
     fn one_statement_with_both_legs_and_the_fusion() {
         let f = filter::parse(Resource::Message, &Value::Null).unwrap();
         let (sql, values) = hybrid_query(
@@ -1156,7 +1204,7 @@ mod tests {
             r#"ORDER BY "dist" ASC LIMIT"#,
             r#""fts_hits" AS  MATERIALIZED (SELECT"#,
             // The turns around the text leg's hits are ranked by their cosine too.
-            r#"INNER JOIN "fts_hits" AS "h" ON true INNER JOIN "messages" AS "x" ON "x"."id" = "h"."id""#,
+            r#"INNER JOIN "windowed_hits" AS "h" ON true INNER JOIN "messages" AS "x" ON "x"."id" = "h"."id""#,
             r#""m"."seq_in_session" BETWEEN "x"."seq_in_session" - 12 AND "x"."seq_in_session" + 12"#,
             r#"min("embedding" <=> $"#,
             r#"FROM "vec_candidates" GROUP BY "id" ORDER BY "dist" ASC"#,
