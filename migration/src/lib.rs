@@ -43,6 +43,7 @@ mod m20261203_000230_dreams;
 mod m20261203_000250_peer_card_entry_positions;
 mod m20261205_000260_wider_message_graph_beam;
 mod m20261206_000270_message_graph_beam_back_to_24;
+mod m20261206_000280_message_blocks;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -127,6 +128,11 @@ pub fn vector_index(table: &str, dims: u32) -> String {
     )
 }
 
+/// Consecutive turns of a session whose vectors `message_blocks` sums into one row (see
+/// migration m20261206_000280): about one sitting of a conversation, so a block's sum points at
+/// what it was about, and few enough rows that a search ranks all of a block's turns.
+pub const MESSAGE_BLOCK_TURNS: i64 = 32;
+
 /// Links per element of the messages' bit graph (twice as many on its bottom layer). An
 /// insertion relinks each neighbour it joins, so its cost grows with about the square of `m`.
 /// See migration m20261202_000090 for why it is not pgvector's 16.
@@ -184,6 +190,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000250_peer_card_entry_positions::Migration),
             Box::new(m20261205_000260_wider_message_graph_beam::Migration),
             Box::new(m20261206_000270_message_graph_beam_back_to_24::Migration),
+            Box::new(m20261206_000280_message_blocks::Migration),
         ]
     }
 }

@@ -256,6 +256,12 @@ impl Store {
                 ))
                 .await?;
             }
+            // The blocks' sums are of the vectors just emptied; reembed's writes add them again.
+            txn.execute_unprepared(&format!(
+                "DELETE FROM message_blocks;
+                 ALTER TABLE message_blocks ALTER COLUMN vector_sum TYPE vector({dims}) USING NULL;"
+            ))
+            .await?;
             txn.execute_raw(stmt(
                 "UPDATE honcho_meta SET value = $1 WHERE key = 'embedding_dims'",
                 [dims.to_string().into()],
