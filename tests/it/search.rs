@@ -332,15 +332,9 @@ impl Embedder for SignsDisagree {
 
 #[tokio::test]
 async fn a_turn_the_bit_index_never_reads_is_found_beside_a_text_hit_in_its_session() {
-    use honcho_graphql::graphql;
     use honcho_graphql::store::search::vector_candidates;
 
-    let mut app = TestApp::new().await;
-    app.store = app
-        .store
-        .clone()
-        .with_embedder(Some(Arc::new(SignsDisagree)));
-    app.schema = graphql::build_schema(app.store.clone(), &graphql::Limits::default());
+    let app = signs_disagree_app().await;
     // More "weather" turns than the index's candidates for three results, every one nearer the
     // query's sign bits than the "river" turn, which shares no word with the query. The turn
     // before it is the only text hit.
@@ -360,6 +354,88 @@ async fn a_turn_the_bit_index_never_reads_is_found_beside_a_text_hit_in_its_sess
         ["what about the zebra", "we walked along the river"],
         "{contents:?}"
     );
+}
+
+/// A server whose store embeds with [`SignsDisagree`].
+async fn signs_disagree_app() -> TestApp {
+    use honcho_graphql::graphql;
+    let mut app = TestApp::new().await;
+    app.store = app
+        .store
+        .clone()
+        .with_embedder(Some(Arc::new(SignsDisagree)));
+    app.schema = graphql::build_schema(app.store.clone(), &graphql::Limits::default());
+    app
+}
+
+#[tokio::test]
+async fn a_turn_the_bit_index_never_reads_and_no_text_hit_is_near_is_found_through_its_block() {
+    use honcho_graphql::store::search::{NEAREST_BLOCKS, vector_candidates};
+
+    let app = signs_disagree_app().await;
+    // More sessions of "weather" turns than the blocks a search reads, and more of their turns
+    // than the index's candidates for three results: the "river" turn is reached neither by the
+    // bit index nor by the window of a text hit (nothing holds "zebra"), only by its block's sum.
+    let sessions = NEAREST_BLOCKS + 2;
+    let per_session = vector_candidates(3) / sessions + 1;
+    for s in 0..sessions {
+        let weather: Vec<String> = (0..per_session)
+            .map(|n| format!("the weather {}", s * per_session + n))
+            .collect();
+        let turns: Vec<(&str, &str)> = weather.iter().map(|w| ("alice", w.as_str())).collect();
+        write(&app, &format!("weather-{s}"), &turns).await;
+    }
+    write(&app, "walk", &[("bob", "we walked along the river")]).await;
+    let found = search_all(&app.store, SearchScope::Workspace("ws"), "zebra", 3).await;
+    assert_eq!(found[0].content, "we walked along the river", "{found:?}");
+}
+
+/// Blocks whose stored sum or count differs from the messages' (0: `message_blocks` is exact).
+const BLOCKS_OFF: &str = "SELECT count(*) FROM message_blocks b FULL JOIN (
+      SELECT workspace_name, session_name, seq_in_session / 32 AS block, count(*)::int AS n,
+             sum(embedding) AS s
+      FROM messages WHERE embedding IS NOT NULL GROUP BY 1, 2, 3) r
+    USING (workspace_name, session_name, block)
+    WHERE b.vectors IS DISTINCT FROM r.n OR b.vector_sum IS NULL OR r.s IS NULL
+       OR (b.vector_sum <-> r.s) > 1e-4";
+
+#[tokio::test]
+async fn block_sums_follow_inserts_vector_writes_deletes_and_session_cascades() {
+    use sea_orm::ConnectionTrait;
+
+    let app = signs_disagree_app().await;
+    alice_writes(&app, "long", 40, |i| format!("the weather {i}")).await;
+    alice_writes(&app, "short", 5, |i| format!("the weather {}", 100 + i)).await;
+    let blocks = "SELECT count(*) FROM message_blocks";
+    // "long": turns 1-31 and 32-40; "short": one block.
+    assert_eq!(app.sql_i64(blocks).await, 3);
+    assert_eq!(app.sql_i64(BLOCKS_OFF).await, 0);
+
+    let db = app.store.db();
+    for (write, left) in [
+        // A vector written again elsewhere, and one emptied.
+        (
+            "UPDATE messages SET embedding = (SELECT embedding FROM messages WHERE session_name = 'short' AND seq_in_session = 1)
+             WHERE session_name = 'long' AND seq_in_session = 3",
+            3,
+        ),
+        (
+            "UPDATE messages SET embedding = NULL WHERE session_name = 'long' AND seq_in_session = 4",
+            3,
+        ),
+        // A write that changes no vector.
+        ("UPDATE messages SET metadata = '{\"k\": 1}'", 3),
+        // The block of turns 32-40 emptied, then a whole session by cascade.
+        (
+            "DELETE FROM messages WHERE session_name = 'long' AND seq_in_session >= 32",
+            2,
+        ),
+        ("DELETE FROM sessions WHERE name = 'short'", 1),
+    ] {
+        db.execute_unprepared(write).await.unwrap();
+        assert_eq!(app.sql_i64(blocks).await, left, "{write}");
+        assert_eq!(app.sql_i64(BLOCKS_OFF).await, 0, "{write}");
+    }
 }
 
 #[tokio::test]
