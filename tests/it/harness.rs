@@ -224,8 +224,13 @@ pub struct TestApp {
 impl TestApp {
     /// A server with the real MiniLM embedder.
     pub async fn with_embedder() -> Self {
+        Self::embedding_with(minilm()).await
+    }
+
+    /// A server whose store embeds with `embedder`.
+    pub async fn embedding_with(embedder: Arc<dyn Embedder>) -> Self {
         let mut app = Self::new().await;
-        app.store = app.store.clone().with_embedder(Some(minilm()));
+        app.store = app.store.clone().with_embedder(Some(embedder));
         app.schema = graphql::build_schema(app.store.clone(), &Limits::default());
         app
     }

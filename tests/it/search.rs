@@ -358,14 +358,7 @@ async fn a_turn_the_bit_index_never_reads_is_found_beside_a_text_hit_in_its_sess
 
 /// A server whose store embeds with [`SignsDisagree`].
 async fn signs_disagree_app() -> TestApp {
-    use honcho_graphql::graphql;
-    let mut app = TestApp::new().await;
-    app.store = app
-        .store
-        .clone()
-        .with_embedder(Some(Arc::new(SignsDisagree)));
-    app.schema = graphql::build_schema(app.store.clone(), &graphql::Limits::default());
-    app
+    TestApp::embedding_with(Arc::new(SignsDisagree)).await
 }
 
 #[tokio::test]
