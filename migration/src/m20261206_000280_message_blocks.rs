@@ -21,7 +21,7 @@ use crate::{MESSAGE_BLOCK_TURNS, run_sql};
 pub struct Migration;
 
 /// Adds the vectors of `rows` (a transition table, or the messages) to their blocks.
-fn add(rows: &str) -> String {
+pub(crate) fn add(rows: &str) -> String {
     format!(
         "INSERT INTO message_blocks AS b (workspace_name, session_name, block, vectors, vector_sum)
            SELECT workspace_name, session_name, seq_in_session / {MESSAGE_BLOCK_TURNS}, count(*), sum(embedding)
@@ -33,7 +33,7 @@ fn add(rows: &str) -> String {
 }
 
 /// Subtracts the vectors of `rows` from their blocks and drops the blocks left empty.
-fn subtract(rows: &str) -> String {
+pub(crate) fn subtract(rows: &str) -> String {
     let keys = format!(
         "SELECT DISTINCT workspace_name, session_name, seq_in_session / {MESSAGE_BLOCK_TURNS}
          FROM {rows} WHERE embedding IS NOT NULL"
@@ -53,15 +53,28 @@ fn subtract(rows: &str) -> String {
     )
 }
 
+/// The `side` (`o`: old, `n`: new) of the rows an update changed in what a block sums: its
+/// vector or its place.
+pub(crate) fn changed(side: &str) -> String {
+    format!(
+        "(SELECT {side}.* FROM old_rows o JOIN new_rows n ON n.id = o.id
+          WHERE o.embedding IS DISTINCT FROM n.embedding OR o.workspace_name <> n.workspace_name
+             OR o.session_name <> n.session_name OR o.seq_in_session <> n.seq_in_session) AS {side}_changed"
+    )
+}
+
+/// `message_blocks_update()` as this migration made it (m20261207_000290 skips its subtraction
+/// when no old row had a vector).
+pub(crate) fn update_function() -> String {
+    format!(
+        "CREATE OR REPLACE FUNCTION message_blocks_update() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN {} {} RETURN NULL; END $$",
+        add(&changed("n")),
+        subtract(&changed("o"))
+    )
+}
+
 fn up_sql(dims: u32) -> Vec<String> {
-    // Rows an update changed in what a block sums: its vector or its place.
-    let changed = |side: &str| {
-        format!(
-            "(SELECT {side}.* FROM old_rows o JOIN new_rows n ON n.id = o.id
-              WHERE o.embedding IS DISTINCT FROM n.embedding OR o.workspace_name <> n.workspace_name
-                 OR o.session_name <> n.session_name OR o.seq_in_session <> n.seq_in_session) AS {side}_changed"
-        )
-    };
     vec![
         format!(
             "CREATE TABLE message_blocks (
@@ -83,12 +96,7 @@ fn up_sql(dims: u32) -> Vec<String> {
              BEGIN {} RETURN NULL; END $$",
             subtract("old_rows")
         ),
-        format!(
-            "CREATE FUNCTION message_blocks_update() RETURNS trigger LANGUAGE plpgsql AS $$
-             BEGIN {} {} RETURN NULL; END $$",
-            add(&changed("n")),
-            subtract(&changed("o"))
-        ),
+        update_function(),
         "CREATE TRIGGER messages_blocks_insert AFTER INSERT ON messages
            REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION message_blocks_insert()"
             .into(),
