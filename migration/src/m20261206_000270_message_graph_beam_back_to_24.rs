@@ -1,11 +1,12 @@
 //! Rebuilds the messages' bit index with `MESSAGE_GRAPH_M` links and the construction beam of
 //! `MESSAGE_GRAPH_EF_CONSTRUCTION` (24) again, undoing m20261205_000260's 64.
 //!
-//! Measured on one million-message corpus in one sitting (bench/README.md, "Scale"), the graph
-//! built at 64 halved ingest at that size (468 against 228-263 messages/s) and its recall@10 was
-//! 0.411-0.450 against 0.483-0.578 for the graph built at 24. What a million messages lose was
-//! later traced to how the graph links into the planted conversations, small clusters unlike the
-//! rest (bench/README.md, "Scale"), not to its construction beam.
+//! Measured on one million-message corpus in one sitting (bench/history/2026-12.md, "Scale: the
+//! `--quick` sitting"), the graph built at 64 halved ingest at that size (468 against 228-263
+//! messages/s) and its recall@10 was 0.411-0.450 against 0.483-0.578 for the graph built at 24.
+//! What a million messages lose was later traced to how the graph links into the planted
+//! conversations, small clusters unlike the rest (bench/history/2026-12.md, "Scale: islands, not
+//! age"), not to its construction beam.
 
 use sea_orm_migration::prelude::*;
 

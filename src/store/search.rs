@@ -143,9 +143,10 @@ pub const DEFAULT_CONTEXT_WINDOW: i64 = 2;
 pub const MAX_CONTEXT_WINDOW: i64 = super::message::MAX_CONTEXT_SIDE;
 /// Reciprocal Rank Fusion: a message's score is the sum over the legs that found it of
 /// `weight / (RRF_K + rank)`, ranks from 1, each leg cut to `POOL_PER_RESULT · limit` candidates.
-/// Chosen by measurement on `make eval`'s two generated corpora (bench/README.md, "Fusion"): k = 1
-/// against the usual 60 lifts recall@5 by 0.07 on both (0.50 → 0.57, 0.49 → 0.56) and recall@10
-/// by 0.003-0.008; a text weight other than 1 helped on one corpus and hurt on the other.
+/// Chosen by measurement on `make eval`'s two generated corpora (bench/history/2026-12-b.md,
+/// "Fusion"): k = 1 against the usual 60 lifts recall@5 by 0.07 on both (0.50 → 0.57, 0.49 → 0.56)
+/// and recall@10 by 0.003-0.008; a text weight other than 1 helped on one corpus and hurt on the
+/// other.
 pub const RRF_K: u32 = 1;
 pub const POOL_PER_RESULT: u64 = 2;
 pub const VECTOR_WEIGHT: f64 = 1.0;
@@ -161,8 +162,8 @@ pub const SPEAKER_WEIGHT: f64 = 1.0;
 /// that its weight is [`BELOW_SHARE_WEIGHT`]. A hit holding one word of a five-word question
 /// (often only the speaker's name, which is in half a conversation's turns) otherwise takes a
 /// place in the top 10 from the vector leg's nearest turns. Chosen on `make eval`'s two corpora
-/// (bench/README.md, "Text hits by the share of the query they hold": r@10 +8 and +9 questions
-/// of 660, no kind losing one); without a vector leg BM25's order stands alone.
+/// (bench/history/2026-12-b.md, "Text hits by the share of the query they hold": r@10 +8 and +9
+/// questions of 660, no kind losing one); without a vector leg BM25's order stands alone.
 pub const SHARE_FLOOR_DENOMINATOR: i64 = 3;
 /// The fusion weight of a full-text hit under the share floor: it still fills the results when
 /// nothing else does, after every hit of another leg or above the floor (at most
@@ -177,23 +178,24 @@ pub const CANDIDATES_PER_VECTOR_HIT: u64 = 5;
 /// Turns on each side of a full-text hit, in its session, that the vector leg ranks by exact
 /// cosine beside the bit index's candidates. The index is approximate, and it can miss a whole
 /// conversation unlike the rest of a large workspace (its speakers in no other message): at a
-/// million messages some planted conversations were a fifth reachable (bench/README.md,
-/// "Scale"). The text leg still finds such a conversation by its words or its speakers' names,
-/// and the turns around those hits are where the answer is. At most `(2 · HIT_WINDOW + 1)` rows
-/// per text hit, each read through the session's sequence index.
+/// million messages some planted conversations were a fifth reachable (bench/history/2026-12.md,
+/// "Scale: islands, not age"). The text leg still finds such a conversation by its words or its
+/// speakers' names, and the turns around those hits are where the answer is. At most
+/// `(2 · HIT_WINDOW + 1)` rows per text hit, each read through the session's sequence index.
 pub const HIT_WINDOW: i64 = 12;
 
 /// The best full-text hits the vector leg looks around ([`HIT_WINDOW`]): the whole pool of a
 /// search of 10 results, so what the evaluation measures is unchanged. A larger `limit` widens the
 /// pool but not the window: its deeper hits share fewer of the query's words, and each brought
 /// 25 rows of about 1.7 kB, so a workspace search of 50 results spent 30% more time on them
-/// (bench/README.md, "Scale").
+/// (bench/history/2026-12-b.md, "Scale: the goals at the margin and the one missed").
 pub const WINDOWED_HITS: u64 = 20;
 
 /// Blocks of consecutive turns ([`MESSAGE_BLOCK_TURNS`]) whose messages the vector leg ranks
 /// beside the bit index's candidates: at most 320 rows. At a million messages, on a graph that
 /// reached a third of the planted conversations' turns, recall@10 was 0.533 without them, 0.600
-/// with 5, 0.611 with 10 and 0.617 with 20; at 10,000 it did not move (bench/README.md, "Scale").
+/// with 5, 0.611 with 10 and 0.617 with 20; at 10,000 it did not move (bench/history/2026-12.md,
+/// "Scale: blocks of consecutive turns, a prototype").
 pub const NEAREST_BLOCKS: u64 = 10;
 
 /// The narrowest HNSW scan beam (`hnsw.ef_search`) a search uses, however few candidates it
@@ -549,7 +551,7 @@ fn terms(workspace: &str, text: &str, pool: u64) -> SelectStatement {
 /// and at least the rarest one is. The budget decides speed, never results (see
 /// [`full_text_leg`]). 50 is the one value measured: with it the 180 planted questions of
 /// `make bench-scale` at a million messages took a third of the time of the two fixed classes
-/// before it, with the same hits (bench/README.md, "Scale").
+/// before it, with the same hits (bench/history/2026-12.md, "Scale: MaxScore in two passes").
 pub const FIRST_POSTINGS_PER_SLOT: u64 = 50;
 
 fn first_class_postings(pool: u64) -> u64 {
