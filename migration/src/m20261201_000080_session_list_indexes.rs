@@ -2,7 +2,8 @@
 //! 50 messages answers its total too (`totalCount`, REST's `total`), and for the two filters
 //! clients use most within a session, its author and a time range, that count read every matching
 //! row from the heap: for 5,000 matches in a session of 10,000 it was about three quarters of the
-//! request (bench/README.md). With the session in the index's key next to the filtered column, the
+//! request (bench/history/2026-12.md, "Reads: counts from the index"). With the session in the
+//! index's key next to the filtered column, the
 //! count is an index-only scan once the visibility map covers the table (the server vacuums its
 //! tables when autovacuum does not; src/store/statistics.rs).
 //!

@@ -32,7 +32,8 @@ pub fn nodes<'a>(look: Lookahead<'a>) -> [Lookahead<'a>; 2] {
 /// batch straight through the loader and fed into the cache. A prefetch knows its whole batch at
 /// once, so it skips the dataloader's own batching, which gives every batch a spawned task that
 /// first waits on a zero-length `futures-timer` delay, served by that crate's timer thread: about
-/// 80 µs at p50 and 0.2-0.3 ms at p95 per batch on a 2-core VM (bench/README.md).
+/// 80 µs at p50 and 0.2-0.3 ms at p95 per batch on a 2-core VM (bench/history/2026-12.md,
+/// "Reads: prefetch without the dataloader's timer").
 ///
 /// The dataloader offers no lookup of one cached key, so the cache of kind `K` is copied once per
 /// call; a request's caches hold what its response shows, which is bounded by its cost limits.

@@ -374,10 +374,10 @@ impl Store {
     /// and joined by equality on the `(workspace, session, seq)` unique index. Joined by
     /// `BETWEEN lo AND hi` instead, the planner cannot tell how narrow the ranges are, estimates
     /// ~120 rows per range and, for 100 ranges, prefers a parallel sequential scan of all
-    /// messages: 180 ms instead of 0.8 ms at 100k messages (bench/README.md). Callers' ranges are
-    /// small (a context window is at most 21 seqs, merged snippet windows at most
-    /// results × (2 · window + 1), an event's range one createMessages batch), so the key lists
-    /// stay short.
+    /// messages: 180 ms instead of 0.8 ms at 100k messages (bench/history/2026-12.md, "What the
+    /// profile showed, and what changed"). Callers' ranges are small (a context window is at most
+    /// 21 seqs, merged snippet windows at most results × (2 · window + 1), an event's range one
+    /// createMessages batch), so the key lists stay short.
     #[tracing::instrument(name = "store.messages_in_ranges", level = "debug", skip_all)]
     pub async fn messages_in_ranges(&self, ranges: &[SeqRange]) -> StoreResult<Vec<Message>> {
         let covered = ranges

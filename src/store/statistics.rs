@@ -4,9 +4,10 @@
 //! 10,000 messages ingested into an empty database with autovacuum off, session search took 265 ms
 //! at p50 instead of 45 ms after an `ANALYZE`. Without a visibility map no count is answered from
 //! an index alone: the total of a page of 5,000 matching messages read each of them from the
-//! heap, 6 ms of a 7 ms request (bench/README.md). Autovacuum would do both, but it may be off (it
-//! is on this project's CI machines) and it wakes once a minute. So the server checks its tables
-//! every `HONCHO_ANALYZE_INTERVAL_MS`, when autovacuum is off or has never done it:
+//! heap, 6 ms of a 7 ms request (bench/history/2026-12.md, "Reads: counts from the index").
+//! Autovacuum would do both, but it may be off (it is on this project's CI machines) and it wakes
+//! once a minute. So the server checks its tables every `HONCHO_ANALYZE_INTERVAL_MS`, when
+//! autovacuum is off or has never done it:
 //! - it analyzes those that changed by autovacuum's own default threshold (50 rows + 10% of the
 //!   table) since their last analyze, one instance at a time (an advisory lock), so a fleet of
 //!   servers does not analyze the same table at once;
