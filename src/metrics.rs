@@ -101,8 +101,9 @@ pub fn encode(families: &[prometheus::proto::MetricFamily]) -> String {
 ///
 /// Recorded around execution rather than by a schema extension: with any extension installed,
 /// async-graphql resolves every field on a slower path (a registry lookup and the extension chain
-/// per field), which cost 20-30% of the CPU of requests with many fields (bench/history/2026-12.md,
-/// "What the profile showed, and what changed").
+/// per field): without one, the process's CPU for the same requests with many fields fell by a
+/// third, 9.1 / 7.4 s to 6.1 / 4.5 s (bench/history/2026-12.md, "What the profile showed, and what
+/// changed").
 pub fn observe(operation: Option<&str>, ok: bool, elapsed: Duration) {
     let op = label(operation, ok);
     let outcome = if ok { "ok" } else { "error" };

@@ -47,8 +47,8 @@ fn inference(e: impl std::fmt::Display) -> EmbedError {
 /// Sets `RAYON_NUM_THREADS`, when unset, to the number of physical cores: the thread count candle
 /// would use anyway. candle looks its thread count up on every matrix multiplication and, without
 /// the variable, computes it by reading and parsing `/proc/cpuinfo`: about 40 times per forward
-/// pass of MiniLM, ~5% of a search's CPU time in a perf profile (bench/history/2026-12.md, "What
-/// the profile showed, and what changed").
+/// pass of MiniLM, 11% of the process's CPU samples in a perf profile of searches and pages
+/// (bench/history/2026-12.md, "What the profile showed, and what changed").
 ///
 /// # Safety
 /// It sets an environment variable: call it before the process starts any other thread.
