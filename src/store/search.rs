@@ -123,7 +123,7 @@ use sea_orm::sea_query::{
     PostgresQueryBuilder, Query, SelectStatement, UnionType, Value as SqlValue, WithClause,
     WithQuery,
 };
-use sea_orm::{DbBackend, EntityTrait, Statement};
+use sea_orm::{ConnectionTrait, DbBackend, EntityTrait, Statement};
 use serde_json::Value;
 
 use migration::MESSAGE_BLOCK_TURNS;
@@ -198,8 +198,8 @@ pub const WINDOWED_HITS: u64 = 20;
 /// "Scale: blocks of consecutive turns, a prototype").
 pub const NEAREST_BLOCKS: u64 = 10;
 
-/// The narrowest HNSW scan beam (`hnsw.ef_search`) a search uses, however few candidates it
-/// reads: pgvector's widest. The bit graph's neighbour lists are rough, and in a large workspace
+/// The narrowest HNSW scan beam (`hnsw.ef_search`) a search uses in a workspace of 100,000
+/// messages or more, however few candidates it reads ([`vector_scan_beam`]): pgvector's widest. The bit graph's neighbour lists are rough, and in a large workspace
 /// a narrow scan stops short of neighbours an exact scan finds. At a million messages recall@10
 /// on the planted evaluation was 0.48 at a beam of 100, 0.58 at 1,000 and 0.63 for an exact
 /// scan, for about 18% more search time; at 10,000 the beam changed neither (docs/search.md,
@@ -226,10 +226,21 @@ pub fn vector_candidates(limit: u64) -> u64 {
     limit * POOL_PER_RESULT * CANDIDATES_PER_VECTOR_HIT
 }
 
-/// The HNSW scan beam for a search of `limit` results: as wide as the candidates it reads, and
-/// no narrower than the server's `floor` (HONCHO_SEARCH_BEAM).
-pub fn vector_scan_beam(limit: u64, floor: u16) -> u64 {
-    std::cmp::max(vector_candidates(limit), u64::from(floor))
+/// Messages of a workspace per slot of the HNSW scan's beam floor: the floor is one slot per
+/// this many messages, up to the server's [`DEFAULT_SEARCH_BEAM`] (HONCHO_SEARCH_BEAM), which a
+/// workspace of 100,000 messages reaches. The wide beam is for recall in large workspaces; at
+/// 10,000 messages it changed no recall, and its cost there made the planner prefer an exact
+/// scan of the bits over the scope's rows, which reads every vector (with 1536 dimensions each
+/// is 6 kB and stored out of line: 65-92 ms of an 84 ms session search, against 6 ms through the
+/// index at a beam of 100; bench/README.md, "Against Honcho").
+pub const MESSAGES_PER_BEAM_SLOT: u64 = 100;
+
+/// The HNSW scan beam for a search of `limit` results in a workspace of `messages` messages: as
+/// wide as the candidates it reads, and no narrower than one slot per
+/// [`MESSAGES_PER_BEAM_SLOT`] messages up to the server's `floor` (HONCHO_SEARCH_BEAM).
+pub fn vector_scan_beam(limit: u64, floor: u16, messages: u64) -> u64 {
+    let floor = std::cmp::min(u64::from(floor), messages / MESSAGES_PER_BEAM_SLOT);
+    std::cmp::max(vector_candidates(limit), floor)
 }
 
 /// Matched messages of one session with the messages around them.
@@ -339,12 +350,31 @@ impl Store {
         if !with_vector {
             return Ok(select().all(self.reader()).await?);
         }
+        let messages = self.messages_in_workspace(scope.workspace()).await?;
         let options = TxOptions::default()
             .iterative_scan(IterativeScan::Relaxed)
-            .ef_search_for(vector_scan_beam(limit, self.search_beam()));
+            .ef_search_for(vector_scan_beam(limit, self.search_beam(), messages));
         let select = &select;
         self.read_transaction(options, |txn| async move { Ok(select().all(&*txn).await?) })
             .await
+    }
+
+    /// How many messages `workspace` holds, from the count the full-text statistics keep
+    /// (`search_corpus`, one row per workspace; 0 for none).
+    async fn messages_in_workspace(&self, workspace: &str) -> StoreResult<u64> {
+        let row = self
+            .reader()
+            .query_one_raw(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                "SELECT docs FROM search_corpus WHERE workspace_name = $1",
+                [workspace.into()],
+            ))
+            .await?;
+        let docs: i64 = match row {
+            Some(row) => row.try_get("", "docs")?,
+            None => 0,
+        };
+        Ok(u64::try_from(docs).unwrap_or(0))
     }
 
     /// The query's embedding, or None (no embedder, or it failed: full text answers alone).
@@ -1078,10 +1108,25 @@ mod tests {
 
     #[test]
     fn the_vector_scan_is_never_narrower_than_the_server_beam_nor_than_its_candidates() {
-        assert_eq!(vector_scan_beam(10, DEFAULT_SEARCH_BEAM), 1000);
-        assert_eq!(vector_scan_beam(10, 40), vector_candidates(10));
-        assert_eq!(vector_scan_beam(100, 300), vector_candidates(100));
-        assert_eq!(vector_scan_beam(1, 300), 300);
+        let large = 1_000_000;
+        assert_eq!(vector_scan_beam(10, DEFAULT_SEARCH_BEAM, large), 1000);
+        assert_eq!(vector_scan_beam(10, 40, large), vector_candidates(10));
+        assert_eq!(vector_scan_beam(100, 300, large), vector_candidates(100));
+        assert_eq!(vector_scan_beam(1, 300, large), 300);
+    }
+
+    #[test]
+    fn the_beam_floor_grows_with_the_workspace_up_to_the_server_beam_at_100k_messages() {
+        // At 10,000 messages: the candidates' own width, not 1000.
+        assert_eq!(vector_scan_beam(10, DEFAULT_SEARCH_BEAM, 10_000), 100);
+        assert_eq!(vector_scan_beam(1, DEFAULT_SEARCH_BEAM, 10_000), 100);
+        assert_eq!(
+            vector_scan_beam(1, DEFAULT_SEARCH_BEAM, 0),
+            vector_candidates(1)
+        );
+        assert_eq!(vector_scan_beam(10, DEFAULT_SEARCH_BEAM, 50_000), 500);
+        assert_eq!(vector_scan_beam(10, DEFAULT_SEARCH_BEAM, 100_000), 1000);
+        assert_eq!(vector_scan_beam(10, DEFAULT_SEARCH_BEAM, 10_000_000), 1000);
     }
 
     #[test]
