@@ -21,7 +21,7 @@ use crate::{MESSAGE_BLOCK_TURNS, run_sql};
 pub struct Migration;
 
 /// Adds the vectors of `rows` (a transition table, or the messages) to their blocks.
-pub(crate) fn add(rows: &str) -> String {
+fn add(rows: &str) -> String {
     format!(
         "INSERT INTO message_blocks AS b (workspace_name, session_name, block, vectors, vector_sum)
            SELECT workspace_name, session_name, seq_in_session / {MESSAGE_BLOCK_TURNS}, count(*), sum(embedding)
@@ -63,14 +63,14 @@ pub(crate) fn changed(side: &str) -> String {
     )
 }
 
-/// `message_blocks_update()` as this migration made it (m20261207_000290 skips its subtraction
-/// when no old row had a vector).
-pub(crate) fn update_function() -> String {
+/// `message_blocks_update()`: it adds the changed rows' new vectors, then runs `subtraction`
+/// (this migration: `subtract(&changed("o"))`; m20261207_000290 guards it, skipped when no old
+/// row had a vector).
+pub(crate) fn update_function(subtraction: &str) -> String {
     format!(
         "CREATE OR REPLACE FUNCTION message_blocks_update() RETURNS trigger LANGUAGE plpgsql AS $$
-         BEGIN {} {} RETURN NULL; END $$",
-        add(&changed("n")),
-        subtract(&changed("o"))
+         BEGIN {} {subtraction} RETURN NULL; END $$",
+        add(&changed("n"))
     )
 }
 
@@ -96,7 +96,7 @@ fn up_sql(dims: u32) -> Vec<String> {
              BEGIN {} RETURN NULL; END $$",
             subtract("old_rows")
         ),
-        update_function(),
+        update_function(&subtract(&changed("o"))),
         "CREATE TRIGGER messages_blocks_insert AFTER INSERT ON messages
            REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION message_blocks_insert()"
             .into(),

@@ -7,7 +7,7 @@
 
 use sea_orm_migration::prelude::*;
 
-use crate::m20261206_000280_message_blocks::{add, changed, subtract, update_function};
+use crate::m20261206_000280_message_blocks::{changed, subtract, update_function};
 use crate::run_sql;
 
 #[derive(DeriveMigrationName)]
@@ -16,20 +16,14 @@ pub struct Migration;
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let function = format!(
-            "CREATE OR REPLACE FUNCTION message_blocks_update() RETURNS trigger LANGUAGE plpgsql AS $$
-             BEGIN
-               {}
-               IF EXISTS (SELECT 1 FROM old_rows WHERE embedding IS NOT NULL) THEN {} END IF;
-               RETURN NULL;
-             END $$",
-            add(&changed("n")),
+        let guarded = format!(
+            "IF EXISTS (SELECT 1 FROM old_rows WHERE embedding IS NOT NULL) THEN {} END IF;",
             subtract(&changed("o"))
         );
-        run_sql(manager, &[function]).await
+        run_sql(manager, &[update_function(&guarded)]).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        run_sql(manager, &[update_function()]).await
+        run_sql(manager, &[update_function(&subtract(&changed("o")))]).await
     }
 }

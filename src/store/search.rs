@@ -131,7 +131,7 @@ use migration::MESSAGE_BLOCK_TURNS;
 use super::filter::{self, Filter, Resource, like_pattern};
 use super::message::{Message, MessageScope, SeqRange};
 use super::search_keys::{self, SearchKeys};
-use super::{IterativeScan, Store, StoreError, StoreResult, TxOptions};
+use super::{IterativeScan, Store, StoreError, StoreResult, TxOptions, stmt};
 use crate::entity::message;
 
 /// Which messages a search covers: a workspace, the messages a peer wrote, or one session.
@@ -364,8 +364,7 @@ impl Store {
     async fn messages_in_workspace(&self, workspace: &str) -> StoreResult<u64> {
         let row = self
             .reader()
-            .query_one_raw(Statement::from_sql_and_values(
-                DbBackend::Postgres,
+            .query_one_raw(stmt(
                 "SELECT docs FROM search_corpus WHERE workspace_name = $1",
                 [workspace.into()],
             ))
