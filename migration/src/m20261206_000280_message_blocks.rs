@@ -20,36 +20,110 @@ use crate::{MESSAGE_BLOCK_TURNS, run_sql};
 #[derive(DeriveMigrationName)]
 pub struct Migration;
 
-/// Adds the vectors of `rows` (a transition table, or the messages) to their blocks.
-fn add(rows: &str) -> String {
+/// A table of summed vectors: its name and what it sums by, as the columns of its key and the
+/// expressions that give a message row's key (`message_blocks`: a block of a session;
+/// m20261207_000300's `message_session_sums`: a session).
+pub(crate) struct Grain {
+    pub table: &'static str,
+    pub keys: &'static [&'static str],
+    pub of_row: Vec<String>,
+}
+
+/// `message_blocks`: the blocks of [`MESSAGE_BLOCK_TURNS`] turns.
+pub(crate) fn blocks() -> Grain {
+    Grain {
+        table: "message_blocks",
+        keys: &["workspace_name", "session_name", "block"],
+        of_row: vec![
+            "workspace_name".into(),
+            "session_name".into(),
+            format!("seq_in_session / {MESSAGE_BLOCK_TURNS}"),
+        ],
+    }
+}
+
+impl Grain {
+    fn keys(&self) -> String {
+        self.keys.join(", ")
+    }
+
+    /// `b.k1, b.k2, …`
+    fn qualified(&self, alias: &str) -> String {
+        self.keys
+            .iter()
+            .map(|k| format!("{alias}.{k}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// `1, 2, …`: the key's positions in a select list that starts with it.
+    fn positions(&self) -> String {
+        (1..=self.keys.len())
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The key of a message row, each expression named after its column.
+    fn of_row_as_keys(&self) -> String {
+        self.of_row
+            .iter()
+            .zip(self.keys)
+            .map(|(e, k)| {
+                if e == k {
+                    e.clone()
+                } else {
+                    format!("{e} AS {k}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Adds the vectors of `rows` (a transition table, or the messages) to their sums in `grain`.
+pub(crate) fn add(grain: &Grain, rows: &str) -> String {
     format!(
-        "INSERT INTO message_blocks AS b (workspace_name, session_name, block, vectors, vector_sum)
-           SELECT workspace_name, session_name, seq_in_session / {MESSAGE_BLOCK_TURNS}, count(*), sum(embedding)
+        "INSERT INTO {table} AS b ({keys}, vectors, vector_sum)
+           SELECT {of_row}, count(*), sum(embedding)
            FROM {rows} WHERE embedding IS NOT NULL
-           GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-         ON CONFLICT (workspace_name, session_name, block) DO UPDATE
-           SET vectors = b.vectors + EXCLUDED.vectors, vector_sum = b.vector_sum + EXCLUDED.vector_sum;"
+           GROUP BY {positions} ORDER BY {positions}
+         ON CONFLICT ({keys}) DO UPDATE
+           SET vectors = b.vectors + EXCLUDED.vectors, vector_sum = b.vector_sum + EXCLUDED.vector_sum;",
+        table = grain.table,
+        keys = grain.keys(),
+        of_row = grain.of_row.join(", "),
+        positions = grain.positions(),
     )
 }
 
-/// Subtracts the vectors of `rows` from their blocks and drops the blocks left empty.
-pub(crate) fn subtract(rows: &str) -> String {
+/// Subtracts the vectors of `rows` from their sums in `grain` and drops the sums left empty.
+pub(crate) fn subtract(grain: &Grain, rows: &str) -> String {
+    let table = grain.table;
+    let positions = grain.positions();
+    let key_of_b = grain.qualified("b");
     let keys = format!(
-        "SELECT DISTINCT workspace_name, session_name, seq_in_session / {MESSAGE_BLOCK_TURNS}
-         FROM {rows} WHERE embedding IS NOT NULL"
+        "SELECT DISTINCT {} FROM {rows} WHERE embedding IS NOT NULL",
+        grain.of_row.join(", ")
     );
+    let same_key = grain
+        .keys
+        .iter()
+        .map(|k| format!("b.{k} = g.{k}"))
+        .collect::<Vec<_>>()
+        .join(" AND ");
     format!(
-        "PERFORM 1 FROM message_blocks b
-           WHERE (b.workspace_name, b.session_name, b.block) IN ({keys})
-           ORDER BY b.workspace_name, b.session_name, b.block FOR UPDATE;
-         UPDATE message_blocks b
+        "PERFORM 1 FROM {table} b
+           WHERE ({key_of_b}) IN ({keys})
+           ORDER BY {key_of_b} FOR UPDATE;
+         UPDATE {table} b
            SET vectors = b.vectors - g.vectors, vector_sum = b.vector_sum - g.vector_sum
-           FROM (SELECT workspace_name, session_name, seq_in_session / {MESSAGE_BLOCK_TURNS} AS block,
-                        count(*) AS vectors, sum(embedding) AS vector_sum
-                 FROM {rows} WHERE embedding IS NOT NULL GROUP BY 1, 2, 3) g
-           WHERE b.workspace_name = g.workspace_name AND b.session_name = g.session_name AND b.block = g.block;
-         DELETE FROM message_blocks b
-           WHERE b.vectors <= 0 AND (b.workspace_name, b.session_name, b.block) IN ({keys});"
+           FROM (SELECT {of_row}, count(*) AS vectors, sum(embedding) AS vector_sum
+                 FROM {rows} WHERE embedding IS NOT NULL GROUP BY {positions}) g
+           WHERE {same_key};
+         DELETE FROM {table} b
+           WHERE b.vectors <= 0 AND ({key_of_b}) IN ({keys});",
+        of_row = grain.of_row_as_keys(),
     )
 }
 
@@ -63,14 +137,28 @@ pub(crate) fn changed(side: &str) -> String {
     )
 }
 
-/// `message_blocks_update()`: it adds the changed rows' new vectors, then runs `subtraction`
-/// (this migration: `subtract(&changed("o"))`; m20261207_000290 guards it, skipped when no old
-/// row had a vector).
-pub(crate) fn update_function(subtraction: &str) -> String {
+/// `message_blocks_update()`: it runs `addition` (the changed rows' new vectors added), then
+/// `subtraction` (this migration: `subtract(&blocks(), &changed("o"))`; m20261207_000290 guards
+/// it, skipped when no old row had a vector; m20261207_000300 keeps the sessions' sums too).
+pub(crate) fn update_function(addition: &str, subtraction: &str) -> String {
     format!(
         "CREATE OR REPLACE FUNCTION message_blocks_update() RETURNS trigger LANGUAGE plpgsql AS $$
-         BEGIN {} {subtraction} RETURN NULL; END $$",
-        add(&changed("n"))
+         BEGIN {addition} {subtraction} RETURN NULL; END $$"
+    )
+}
+
+/// `message_blocks_insert()` and `message_blocks_delete()`, each running `body`.
+pub(crate) fn insert_function(body: &str) -> String {
+    format!(
+        "CREATE OR REPLACE FUNCTION message_blocks_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN {body} RETURN NULL; END $$"
+    )
+}
+
+pub(crate) fn delete_function(body: &str) -> String {
+    format!(
+        "CREATE OR REPLACE FUNCTION message_blocks_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN {body} RETURN NULL; END $$"
     )
 }
 
@@ -86,17 +174,12 @@ fn up_sql(dims: u32) -> Vec<String> {
                PRIMARY KEY (workspace_name, session_name, block)
              )"
         ),
-        format!(
-            "CREATE FUNCTION message_blocks_insert() RETURNS trigger LANGUAGE plpgsql AS $$
-             BEGIN {} RETURN NULL; END $$",
-            add("new_rows")
+        insert_function(&add(&blocks(), "new_rows")),
+        delete_function(&subtract(&blocks(), "old_rows")),
+        update_function(
+            &add(&blocks(), &changed("n")),
+            &subtract(&blocks(), &changed("o")),
         ),
-        format!(
-            "CREATE FUNCTION message_blocks_delete() RETURNS trigger LANGUAGE plpgsql AS $$
-             BEGIN {} RETURN NULL; END $$",
-            subtract("old_rows")
-        ),
-        update_function(&subtract(&changed("o"))),
         "CREATE TRIGGER messages_blocks_insert AFTER INSERT ON messages
            REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION message_blocks_insert()"
             .into(),
@@ -107,7 +190,7 @@ fn up_sql(dims: u32) -> Vec<String> {
            REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
            FOR EACH STATEMENT EXECUTE FUNCTION message_blocks_update()"
             .into(),
-        add("messages"),
+        add(&blocks(), "messages"),
     ]
 }
 

@@ -7,7 +7,7 @@
 
 use sea_orm_migration::prelude::*;
 
-use crate::m20261206_000280_message_blocks::{changed, subtract, update_function};
+use crate::m20261206_000280_message_blocks::{add, blocks, changed, subtract, update_function};
 use crate::run_sql;
 
 #[derive(DeriveMigrationName)]
@@ -16,14 +16,29 @@ pub struct Migration;
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let guarded = format!(
-            "IF EXISTS (SELECT 1 FROM old_rows WHERE embedding IS NOT NULL) THEN {} END IF;",
-            subtract(&changed("o"))
-        );
-        run_sql(manager, &[update_function(&guarded)]).await
+        let guarded = guarded(&subtract(&blocks(), &changed("o")));
+        run_sql(
+            manager,
+            &[update_function(&add(&blocks(), &changed("n")), &guarded)],
+        )
+        .await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        run_sql(manager, &[update_function(&subtract(&changed("o")))]).await
+        run_sql(
+            manager,
+            &[update_function(
+                &add(&blocks(), &changed("n")),
+                &subtract(&blocks(), &changed("o")),
+            )],
+        )
+        .await
     }
+}
+
+/// `subtraction`, run only when an old row had a vector.
+pub(crate) fn guarded(subtraction: &str) -> String {
+    format!(
+        "IF EXISTS (SELECT 1 FROM old_rows WHERE embedding IS NOT NULL) THEN {subtraction} END IF;"
+    )
 }
