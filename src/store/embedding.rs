@@ -256,12 +256,15 @@ impl Store {
                 ))
                 .await?;
             }
-            // The blocks' sums are of the vectors just emptied; reembed's writes add them again.
-            txn.execute_unprepared(&format!(
-                "DELETE FROM message_blocks;
-                 ALTER TABLE message_blocks ALTER COLUMN vector_sum TYPE vector({dims}) USING NULL;"
-            ))
-            .await?;
+            // The blocks' and sessions' sums are of the vectors just emptied; reembed's writes
+            // add them again.
+            for sums in ["message_blocks", "message_session_sums"] {
+                txn.execute_unprepared(&format!(
+                    "DELETE FROM {sums};
+                     ALTER TABLE {sums} ALTER COLUMN vector_sum TYPE vector({dims}) USING NULL;"
+                ))
+                .await?;
+            }
             txn.execute_raw(stmt(
                 "UPDATE honcho_meta SET value = $1 WHERE key = 'embedding_dims'",
                 [dims.to_string().into()],

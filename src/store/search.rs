@@ -43,9 +43,13 @@
 //!      "fts_hits" AS MATERIALIZED (SELECT "id", "created_at", "score" FROM "fts_all"
 //!        ORDER BY "score" DESC, "created_at" DESC, "id" DESC LIMIT pool),
 //!      "windowed_hits" AS (SELECT "id" FROM "fts_hits" ORDER BY <its order> LIMIT WINDOWED_HITS),
+//!      "near_sessions" AS MATERIALIZED (         -- not for a session's search: the nearest sessions
+//!        SELECT "session_name" FROM "message_session_sums" WHERE <workspace>
+//!          AND EXISTS (SELECT 1 FROM "terms") ORDER BY "vector_sum" <=> $q LIMIT NEAREST_SESSIONS),
 //!      "near_blocks" AS MATERIALIZED (           -- the blocks of turns whose summed vectors are nearest
-//!        SELECT "session_name", "block" FROM "message_blocks" WHERE <workspace [and session]>
-//!          AND EXISTS (SELECT 1 FROM "terms") ORDER BY "vector_sum" <=> $q LIMIT NEAREST_BLOCKS),
+//!        SELECT "session_name", "block" FROM "message_blocks" WHERE <workspace> AND <the session,
+//!          or one of "near_sessions"> AND EXISTS (SELECT 1 FROM "terms")
+//!          ORDER BY "vector_sum" <=> $q LIMIT NEAREST_BLOCKS),
 //!      "vec_candidates" AS (SELECT "id", "embedding" FROM "vec_near"
 //!        UNION ALL                                -- the turns around the best text hits
 //!        SELECT "m"."id", "m"."embedding" FROM "messages" AS "m"
@@ -98,8 +102,9 @@
 //! `dist` put the relaxed order right again. Beside those candidates it ranks the turns around
 //! the full-text leg's hits ([`HIT_WINDOW`]): where the graph lost its way to a conversation, the
 //! text leg still finds it. And beside both it ranks the turns of the blocks of consecutive turns
-//! whose summed vectors are nearest the query ([`NEAREST_BLOCKS`]): a conversation the graph
-//! links into badly is still where its blocks point.
+//! whose summed vectors are nearest the query ([`NEAREST_BLOCKS`]), taken from the sessions
+//! whose summed vectors are nearest ([`NEAREST_SESSIONS`]): a conversation the graph links into
+//! badly is still where its session's and its blocks' sums point.
 //!
 //! Decisions (beyond Honcho v3.0.12):
 //! - A blank query (empty or whitespace only, after NUL bytes are stripped) is allowed and finds
@@ -195,8 +200,38 @@ pub const WINDOWED_HITS: u64 = 20;
 /// beside the bit index's candidates: at most 320 rows. At a million messages, on a graph that
 /// reached a third of the planted conversations' turns, recall@10 was 0.533 without them, 0.600
 /// with 5, 0.611 with 10 and 0.617 with 20; at 10,000 it did not move (bench/history/2026-12.md,
-/// "Scale: blocks of consecutive turns, a prototype").
+/// "Scale: blocks of consecutive turns, a prototype"). A large workspace takes more
+/// ([`nearest_blocks`]).
 pub const NEAREST_BLOCKS: u64 = 10;
+
+/// The blocks a search ranks in a workspace of [`LARGE_WORKSPACE`] messages or more, where the
+/// bit graph misses most: once the blocks came from the nearest sessions only
+/// ([`NEAREST_SESSIONS`]) their scan was cheap enough for more. On a 1M corpus, 0.606 with 10 and
+/// 0.617 with 15 or 20 (within context 0.639 → 0.656); on `make eval`'s corpora of 5,000 turns,
+/// where the graph misses little, 20 lost one or two questions of 660 at r@5 and within context
+/// and gained none (docs/search.md, "The nearest sessions, then their blocks").
+pub const NEAREST_BLOCKS_IN_LARGE_WORKSPACE: u64 = 20;
+
+/// A workspace this large searches with the widest scan beam ([`vector_scan_beam`]) and the most
+/// blocks ([`nearest_blocks`]).
+pub const LARGE_WORKSPACE: u64 = MESSAGES_PER_BEAM_SLOT * DEFAULT_SEARCH_BEAM as u64;
+
+/// The blocks of turns a search ranks in a workspace of `messages` messages.
+pub fn nearest_blocks(messages: u64) -> u64 {
+    if messages >= LARGE_WORKSPACE {
+        NEAREST_BLOCKS_IN_LARGE_WORKSPACE
+    } else {
+        NEAREST_BLOCKS
+    }
+}
+
+/// Sessions whose summed vectors (`message_session_sums`) are nearest the query, the only ones
+/// whose blocks a search of a workspace or a peer scans. At a million messages the exact scan of
+/// every block (31,521 sums) was a quarter of a workspace search; the sessions' sums are a
+/// few hundred rows there, and the blocks of 20 sessions of 2,000 turns some 1,260. On that
+/// corpus, the 180 planted questions: recall@10 0.606 with 10 sessions (the same blocks' hits but
+/// one) and 0.617 with 20 or 30, search p50 102-107 ms before and 84-86 ms after.
+pub const NEAREST_SESSIONS: u64 = 20;
 
 /// The narrowest HNSW scan beam (`hnsw.ef_search`) a search uses in a workspace of 100,000
 /// messages or more, however few candidates it reads ([`vector_scan_beam`]): pgvector's widest. The bit graph's neighbour lists are rough, and in a large workspace
@@ -342,15 +377,26 @@ impl Store {
         }
         let vector = self.embed_query(&text).await;
         let with_vector = vector.is_some();
+        let messages = match with_vector {
+            true => self.messages_in_workspace(scope.workspace()).await?,
+            false => 0,
+        };
         let conclusion_keys = keys == SearchKeys::WithConclusions && self.conclusion_keys();
-        let (sql, values) = hybrid_query(scope, &text, vector, &filter, limit, conclusion_keys)
-            .build(PostgresQueryBuilder);
+        let (sql, values) = hybrid_query(
+            scope,
+            &text,
+            vector,
+            nearest_blocks(messages),
+            &filter,
+            limit,
+            conclusion_keys,
+        )
+        .build(PostgresQueryBuilder);
         let statement = Statement::from_sql_and_values(DbBackend::Postgres, sql, values);
         let select = || message::Entity::find().from_raw_sql(statement.clone());
         if !with_vector {
             return Ok(select().all(self.reader()).await?);
         }
-        let messages = self.messages_in_workspace(scope.workspace()).await?;
         let options = TxOptions::default()
             .iterative_scan(IterativeScan::Relaxed)
             .ef_search_for(vector_scan_beam(limit, self.search_beam(), messages));
@@ -712,9 +758,11 @@ fn vector_leg(
     filter: &Filter,
     q: &SqlValue,
     dims: usize,
-    pool: u64,
-    candidates: u64,
+    limit: u64,
+    blocks: u64,
 ) -> SelectStatement {
+    let pool = limit * POOL_PER_RESULT;
+    let candidates = vector_candidates(limit);
     // Candidates from the index over the vectors' sign bits, in Hamming order (the expression
     // is the index's, so the planner can use it), then ranked by exact cosine.
     let mut near = leg(
@@ -766,7 +814,10 @@ fn vector_leg(
         .column(a("embedding"))
         .from(a("vec_near"));
     candidates.union(UnionType::All, around);
-    candidates.union(UnionType::All, nearest_blocks(with, scope, filter, q));
+    candidates.union(
+        UnionType::All,
+        blocks_nearest(with, scope, filter, q, blocks),
+    );
     with.cte(cte("vec_candidates", candidates, false));
     let mut hits = Query::select();
     hits.column(a("id"))
@@ -794,29 +845,39 @@ fn vectors_in_scope(scope: SearchScope<'_>, filter: &Filter) -> SelectStatement 
     q
 }
 
-/// The messages of the [`NEAREST_BLOCKS`] blocks of consecutive turns whose summed vectors are
-/// nearest the query (`message_blocks`, an exact scan of the scope's blocks), for the vector leg
-/// to rank by exact cosine: where the bit graph reaches a conversation badly, its blocks still
-/// point at it. The block's CTE goes into `with`.
-fn nearest_blocks(
+/// The messages of the `blocks` blocks of consecutive turns whose summed vectors are
+/// nearest the query (`message_blocks`, an exact scan of the blocks of the session searched, or
+/// of the [`NEAREST_SESSIONS`] sessions nearest it), for the vector leg to rank by exact cosine:
+/// where the bit graph reaches a conversation badly, its blocks still point at it. The CTEs go
+/// into `with`.
+fn blocks_nearest(
     with: &mut WithClause,
     scope: SearchScope<'_>,
     filter: &Filter,
     q: &SqlValue,
+    blocks: u64,
 ) -> SelectStatement {
-    let mut near = Query::select();
-    near.column(a("session_name"))
-        .column(a("block"))
-        .from(a("message_blocks"))
-        .and_where(Expr::col(a("workspace_name")).eq(scope.workspace()))
-        .and_where(Expr::cust(HAS_TERMS))
-        .order_by_expr(
-            Expr::cust_with_values(r#""vector_sum" <=> $1"#, [q.clone()]),
-            Order::Asc,
-        )
-        .limit(NEAREST_BLOCKS);
+    let mut near = nearest_sums(
+        scope,
+        "message_blocks",
+        &["session_name", "block"],
+        q,
+        blocks,
+    );
     if let MessageScope::Session(_, session) = scope {
         near.and_where(Expr::col(a("session_name")).eq(session));
+    } else {
+        let sessions = nearest_sums(
+            scope,
+            "message_session_sums",
+            &["session_name"],
+            q,
+            NEAREST_SESSIONS,
+        );
+        with.cte(cte("near_sessions", sessions, true));
+        near.and_where(Expr::cust(
+            r#""session_name" IN (SELECT "session_name" FROM "near_sessions")"#,
+        ));
     }
     with.cte(cte("near_blocks", near, true));
     let mut in_blocks = vectors_in_scope(scope, filter);
@@ -831,6 +892,28 @@ fn nearest_blocks(
             )),
         );
     in_blocks
+}
+
+/// The `n` rows of the summed vectors' table `sums` in the scope's workspace nearest the query
+/// `q` (an exact scan), as their `columns`.
+fn nearest_sums(
+    scope: SearchScope<'_>,
+    sums: &str,
+    columns: &[&str],
+    q: &SqlValue,
+    n: u64,
+) -> SelectStatement {
+    let mut near = Query::select();
+    near.columns(columns.iter().map(|c| a(c)))
+        .from(a(sums))
+        .and_where(Expr::col(a("workspace_name")).eq(scope.workspace()))
+        .and_where(Expr::cust(HAS_TERMS))
+        .order_by_expr(
+            Expr::cust_with_values(r#""vector_sum" <=> $1"#, [q.clone()]),
+            Order::Asc,
+        )
+        .limit(n);
+    near
 }
 
 /// The full-text leg's order: BM25, then the newest, then the id, so one search gives one order.
@@ -983,12 +1066,14 @@ fn share_weighted(text: &str) -> SelectStatement {
     r
 }
 
-/// The whole search as one statement (see the module documentation for its shape). With
+/// The whole search as one statement (see the module documentation for its shape), the vector
+/// leg ranking the turns of the `blocks` nearest blocks ([`nearest_blocks`]). With
 /// `conclusion_keys`, the conclusions citing messages are a third leg ([`search_keys`]).
 pub fn hybrid_query(
     scope: SearchScope<'_>,
     text: &str,
     vector: Option<Vec<f32>>,
+    blocks: u64,
     filter: &Filter,
     limit: u64,
     conclusion_keys: bool,
@@ -1003,13 +1088,7 @@ pub fn hybrid_query(
     let text_ranks = full_text_leg(&mut with, scope, text, filter, pool, vector.is_some());
     if let Some((dims, q)) = &vector {
         leg_ranks.push(vector_leg(
-            &mut with,
-            scope,
-            filter,
-            q,
-            *dims,
-            pool,
-            vector_candidates(limit),
+            &mut with, scope, filter, q, *dims, limit, blocks,
         ));
     }
     leg_ranks.push(text_ranks);
@@ -1126,6 +1205,15 @@ mod tests {
         assert_eq!(vector_scan_beam(10, DEFAULT_SEARCH_BEAM, 50_000), 500);
         assert_eq!(vector_scan_beam(10, DEFAULT_SEARCH_BEAM, 100_000), 1000);
         assert_eq!(vector_scan_beam(10, DEFAULT_SEARCH_BEAM, 10_000_000), 1000);
+    }
+
+    #[test]
+    fn a_workspace_of_100k_messages_or_more_ranks_twice_the_blocks() {
+        assert_eq!(LARGE_WORKSPACE, 100_000);
+        assert_eq!(nearest_blocks(0), NEAREST_BLOCKS);
+        assert_eq!(nearest_blocks(99_999), NEAREST_BLOCKS);
+        assert_eq!(nearest_blocks(100_000), NEAREST_BLOCKS_IN_LARGE_WORKSPACE);
+        assert_eq!(nearest_blocks(10_000_000), 2 * NEAREST_BLOCKS);
     }
 
     #[test]
@@ -1266,6 +1354,7 @@ mod tests {
             MessageScope::Workspace("ws"),
             "favorite color",
             Some(vec![0.5; 3]),
+            NEAREST_BLOCKS,
             &f,
             50,
             false,
@@ -1292,12 +1381,48 @@ mod tests {
     }
 
     #[test]
+    fn a_workspace_search_scans_the_blocks_of_its_nearest_sessions_and_a_session_search_its_own() {
+        let f = filter::parse(Resource::Message, &Value::Null).unwrap();
+        let build = |scope| {
+            hybrid_query(
+                scope,
+                "zebra",
+                Some(vec![0.5; 3]),
+                NEAREST_BLOCKS,
+                &f,
+                10,
+                false,
+            )
+            .build(PostgresQueryBuilder)
+            .0
+        };
+        let nearest = r#"IN (SELECT "session_name" FROM "near_sessions")"#;
+        for scope in [
+            MessageScope::Workspace("ws"),
+            MessageScope::Peer("ws", "alice"),
+        ] {
+            let sql = build(scope);
+            assert!(
+                sql.contains(r#""near_sessions" AS  MATERIALIZED (SELECT "session_name" FROM "message_session_sums""#)
+                    && sql.contains(nearest),
+                "{sql}"
+            );
+        }
+        let sql = build(MessageScope::Session("ws", "s"));
+        assert!(
+            !sql.contains("message_session_sums") && !sql.contains(nearest),
+            "{sql}"
+        );
+    }
+
+    #[test]
     fn one_statement_with_both_legs_and_the_fusion() {
         let f = filter::parse(Resource::Message, &Value::Null).unwrap();
         let (sql, values) = hybrid_query(
             MessageScope::Session("ws", "s"),
             "favorite color",
             Some(vec![0.5; 3]),
+            NEAREST_BLOCKS,
             &f,
             10,
             false,
@@ -1348,6 +1473,7 @@ mod tests {
             MessageScope::Session("ws", "s"),
             "bob@example.com",
             None,
+            NEAREST_BLOCKS,
             &f,
             10,
             false,
@@ -1356,8 +1482,16 @@ mod tests {
         assert!(sql.contains(r#""m"."content" ILIKE $"#), "{sql}");
 
         // Without an embedder: the full-text leg alone.
-        let (sql, _) = hybrid_query(MessageScope::Workspace("ws"), "a.b", None, &f, 10, false)
-            .build(PostgresQueryBuilder);
+        let (sql, _) = hybrid_query(
+            MessageScope::Workspace("ws"),
+            "a.b",
+            None,
+            NEAREST_BLOCKS,
+            &f,
+            10,
+            false,
+        )
+        .build(PostgresQueryBuilder);
         assert!(
             !sql.contains("vec_hits") && sql.contains("fts_hits") && !sql.contains("key_hits"),
             "{sql}"
@@ -1370,8 +1504,16 @@ mod tests {
     fn conclusion_keys_are_a_third_leg_over_live_explicit_conclusions_in_scope() {
         let f = filter::parse(Resource::Message, &Value::Null).unwrap();
         let scope = MessageScope::Peer("ws", "alice");
-        let (sql, _) = hybrid_query(scope, "pottery", Some(vec![0.5; 3]), &f, 10, true)
-            .build(PostgresQueryBuilder);
+        let (sql, _) = hybrid_query(
+            scope,
+            "pottery",
+            Some(vec![0.5; 3]),
+            NEAREST_BLOCKS,
+            &f,
+            10,
+            true,
+        )
+        .build(PostgresQueryBuilder);
         for part in [
             r#""key_near" AS  MATERIALIZED (SELECT"#,
             r#""c"."deleted_at" IS NULL AND "c"."level" = 'explicit'"#,
@@ -1388,8 +1530,8 @@ mod tests {
             "{sql}"
         );
         // Without a vector the conclusions are ranked by full text.
-        let (sql, _) =
-            hybrid_query(scope, "pottery", None, &f, 10, true).build(PostgresQueryBuilder);
+        let (sql, _) = hybrid_query(scope, "pottery", None, NEAREST_BLOCKS, &f, 10, true)
+            .build(PostgresQueryBuilder);
         assert!(
             sql.contains(r#""c"."content_tsv" @@ replace(plainto_tsquery"#)
                 && !sql.contains(r#""c"."embedding""#),

@@ -314,7 +314,7 @@ async fn a_database_that_ran_the_wider_graph_beam_migration_still_migrates() {
 
 /// How many `down` steps revert the migration whose name holds `fragment` and those after it,
 /// wherever it is in the list.
-fn steps_down_through(fragment: &str) -> u32 {
+pub(crate) fn steps_down_through(fragment: &str) -> u32 {
     let names: Vec<String> = Migrator::migrations()
         .iter()
         .map(|m| m.name().to_owned())

@@ -362,14 +362,16 @@ async fn signs_disagree_app() -> TestApp {
 }
 
 #[tokio::test]
-async fn a_turn_the_bit_index_never_reads_and_no_text_hit_is_near_is_found_through_its_block() {
-    use honcho_graphql::store::search::{NEAREST_BLOCKS, vector_candidates};
+async fn a_turn_the_bit_index_never_reads_and_no_text_hit_is_near_is_found_through_its_session_and_block()
+ {
+    use honcho_graphql::store::search::{NEAREST_BLOCKS, NEAREST_SESSIONS, vector_candidates};
 
     let app = signs_disagree_app().await;
-    // More sessions of "weather" turns than the blocks a search reads, and more of their turns
-    // than the index's candidates for three results: the "river" turn is reached neither by the
-    // bit index nor by the window of a text hit (nothing holds "zebra"), only by its block's sum.
-    let sessions = NEAREST_BLOCKS + 2;
+    // More sessions of "weather" turns than the sessions and the blocks a search reads, and more
+    // of their turns than the index's candidates for three results: the "river" turn is reached
+    // neither by the bit index nor by the window of a text hit (nothing holds "zebra"), only by
+    // its session's sum and then its block's.
+    let sessions = NEAREST_BLOCKS.max(NEAREST_SESSIONS) + 2;
     let per_session = vector_candidates(3) / sessions + 1;
     for s in 0..sessions {
         let weather: Vec<String> = (0..per_session)
@@ -392,8 +394,17 @@ const BLOCKS_OFF: &str = "SELECT count(*) FROM message_blocks b FULL JOIN (
     WHERE b.vectors IS DISTINCT FROM r.n OR b.vector_sum IS NULL OR r.s IS NULL
        OR (b.vector_sum <-> r.s) > 1e-4";
 
+/// Sessions whose stored sum or count differs from the messages' (0: `message_session_sums` is
+/// exact).
+const SESSIONS_OFF: &str = "SELECT count(*) FROM message_session_sums b FULL JOIN (
+      SELECT workspace_name, session_name, count(*)::int AS n, sum(embedding) AS s
+      FROM messages WHERE embedding IS NOT NULL GROUP BY 1, 2) r
+    USING (workspace_name, session_name)
+    WHERE b.vectors IS DISTINCT FROM r.n OR b.vector_sum IS NULL OR r.s IS NULL
+       OR (b.vector_sum <-> r.s) > 1e-4";
+
 #[tokio::test]
-async fn block_sums_follow_inserts_vector_writes_deletes_and_session_cascades() {
+async fn block_and_session_sums_follow_inserts_vector_writes_deletes_and_session_cascades() {
     use sea_orm::ConnectionTrait;
 
     let app = signs_disagree_app().await;
@@ -403,32 +414,75 @@ async fn block_sums_follow_inserts_vector_writes_deletes_and_session_cascades() 
     // "long": turns 1-31 and 32-40; "short": one block.
     assert_eq!(app.sql_i64(blocks).await, 3);
     assert_eq!(app.sql_i64(BLOCKS_OFF).await, 0);
+    let sessions = "SELECT count(*) FROM message_session_sums";
+    assert_eq!(app.sql_i64(sessions).await, 2);
+    assert_eq!(app.sql_i64(SESSIONS_OFF).await, 0);
 
     let db = app.store.db();
-    for (write, left) in [
+    for (write, left, sessions_left) in [
         // A vector written again elsewhere, and one emptied.
         (
             "UPDATE messages SET embedding = (SELECT embedding FROM messages WHERE session_name = 'short' AND seq_in_session = 1)
              WHERE session_name = 'long' AND seq_in_session = 3",
             3,
+            2,
         ),
         (
             "UPDATE messages SET embedding = NULL WHERE session_name = 'long' AND seq_in_session = 4",
             3,
+            2,
         ),
         // A write that changes no vector.
-        ("UPDATE messages SET metadata = '{\"k\": 1}'", 3),
+        ("UPDATE messages SET metadata = '{\"k\": 1}'", 3, 2),
         // The block of turns 32-40 emptied, then a whole session by cascade.
         (
             "DELETE FROM messages WHERE session_name = 'long' AND seq_in_session >= 32",
             2,
+            2,
         ),
-        ("DELETE FROM sessions WHERE name = 'short'", 1),
+        ("DELETE FROM sessions WHERE name = 'short'", 1, 1),
     ] {
         db.execute_unprepared(write).await.unwrap();
         assert_eq!(app.sql_i64(blocks).await, left, "{write}");
         assert_eq!(app.sql_i64(BLOCKS_OFF).await, 0, "{write}");
+        assert_eq!(app.sql_i64(sessions).await, sessions_left, "{write}");
+        assert_eq!(app.sql_i64(SESSIONS_OFF).await, 0, "{write}");
     }
+}
+
+#[tokio::test]
+async fn the_session_sums_migration_sums_the_vectors_written_before_it_and_goes_down_to_blocks_alone()
+ {
+    use migration::{Migrator, MigratorTrait};
+    use sea_orm::ConnectionTrait;
+
+    let app = signs_disagree_app().await;
+    let db = app.store.db();
+    Migrator::down(
+        db,
+        Some(crate::migrations::steps_down_through(
+            "_000300_message_session_sums",
+        )),
+    )
+    .await
+    .unwrap();
+    alice_writes(&app, "before", 35, |i| format!("the weather {i}")).await;
+    assert_eq!(app.sql_i64(BLOCKS_OFF).await, 0, "the blocks alone kept");
+    Migrator::up(db, None).await.unwrap();
+    assert_eq!(
+        app.sql_i64("SELECT count(*) FROM message_session_sums")
+            .await,
+        1
+    );
+    assert_eq!(app.sql_i64(SESSIONS_OFF).await, 0);
+    alice_writes(&app, "after", 3, |i| format!("the weather {}", 200 + i)).await;
+    db.execute_unprepared(
+        "DELETE FROM messages WHERE session_name = 'before' AND seq_in_session < 3",
+    )
+    .await
+    .unwrap();
+    assert_eq!(app.sql_i64(SESSIONS_OFF).await, 0);
+    assert_eq!(app.sql_i64(BLOCKS_OFF).await, 0);
 }
 
 #[tokio::test]
@@ -1048,7 +1102,7 @@ async fn a_speakers_name_finds_their_turns() {
 #[tokio::test]
 async fn the_vector_leg_reads_candidates_from_the_bit_index() {
     use honcho_graphql::store::filter::{self, Resource};
-    use honcho_graphql::store::search::hybrid_query;
+    use honcho_graphql::store::search::{NEAREST_BLOCKS, hybrid_query};
     use sea_orm::sea_query::PostgresQueryBuilder;
     use sea_orm::{ConnectionTrait, TransactionTrait};
 
@@ -1070,6 +1124,7 @@ async fn the_vector_leg_reads_candidates_from_the_bit_index() {
         SearchScope::Session("ws", "s"),
         "filler",
         Some(vec![0.05; 384]),
+        NEAREST_BLOCKS,
         &none,
         10,
         true,
@@ -1086,7 +1141,7 @@ async fn the_vector_leg_reads_candidates_from_the_bit_index() {
 #[tokio::test]
 async fn the_full_text_leg_looks_each_lexeme_up_in_the_index() {
     use honcho_graphql::store::filter::{self, Resource};
-    use honcho_graphql::store::search::hybrid_query;
+    use honcho_graphql::store::search::{NEAREST_BLOCKS, hybrid_query};
     use sea_orm::ConnectionTrait;
     use sea_orm::sea_query::PostgresQueryBuilder;
 
@@ -1109,6 +1164,7 @@ async fn the_full_text_leg_looks_each_lexeme_up_in_the_index() {
         SearchScope::Session("ws", "s"),
         "What about word7 and word9?",
         None,
+        NEAREST_BLOCKS,
         &none,
         10,
         true,
@@ -1160,7 +1216,7 @@ async fn two_speakers_and_a_rare_word(app: &TestApp, word: &str, rare: i64) {
 #[tokio::test]
 async fn a_question_naming_a_speaker_reads_only_the_turns_holding_its_rarer_words() {
     use honcho_graphql::store::filter::{self, Resource};
-    use honcho_graphql::store::search::hybrid_query;
+    use honcho_graphql::store::search::{NEAREST_BLOCKS, hybrid_query};
     use sea_orm::sea_query::PostgresQueryBuilder;
 
     let app = TestApp::new().await;
@@ -1172,6 +1228,7 @@ async fn a_question_naming_a_speaker_reads_only_the_turns_holding_its_rarer_word
         SearchScope::Session("ws", "s"),
         question,
         None,
+        NEAREST_BLOCKS,
         &none,
         10,
         true,

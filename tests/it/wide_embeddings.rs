@@ -10,7 +10,7 @@ use honcho_graphql::embed::{EmbedError, Embedder};
 use honcho_graphql::graphql::{self, AppSchema, Limits};
 use honcho_graphql::store::Store;
 use honcho_graphql::store::filter::{self, Resource};
-use honcho_graphql::store::search::{SearchScope, hybrid_query};
+use honcho_graphql::store::search::{NEAREST_BLOCKS, SearchScope, hybrid_query};
 use honcho_graphql::store::search_keys::SearchKeys;
 use sea_orm::sea_query::PostgresQueryBuilder;
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, TransactionTrait};
@@ -155,6 +155,7 @@ async fn vector_legs_read_their_indexes(db: &DatabaseConnection, dims: usize) {
         SearchScope::Workspace("ws"),
         "honeybees",
         Some(q.clone()),
+        NEAREST_BLOCKS,
         &none,
         10,
         true,
