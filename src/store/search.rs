@@ -209,7 +209,8 @@ pub const NEAREST_BLOCKS: u64 = 10;
 /// ([`NEAREST_SESSIONS`]) their scan was cheap enough for more. On a 1M corpus, 0.606 with 10 and
 /// 0.617 with 15 or 20 (within context 0.639 → 0.656); on `make eval`'s corpora of 5,000 turns,
 /// where the graph misses little, 20 lost one or two questions of 660 at r@5 and within context
-/// and gained none (docs/search.md, "The nearest sessions, then their blocks").
+/// (the evaluation's run-to-run spread) and gained none (docs/search.md, "The nearest sessions,
+/// then their blocks").
 pub const NEAREST_BLOCKS_IN_LARGE_WORKSPACE: u64 = 20;
 
 /// A workspace this large searches with the widest scan beam ([`vector_scan_beam`]) and the most
