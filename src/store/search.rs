@@ -378,9 +378,10 @@ impl Store {
         }
         let vector = self.embed_query(&text).await;
         let with_vector = vector.is_some();
-        let messages = match with_vector {
-            true => self.messages_in_workspace(scope.workspace()).await?,
-            false => 0,
+        let messages = if with_vector {
+            self.messages_in_workspace(scope.workspace()).await?
+        } else {
+            0
         };
         let conclusion_keys = keys == SearchKeys::WithConclusions && self.conclusion_keys();
         let (sql, values) = hybrid_query(
@@ -1183,7 +1184,29 @@ fn speaker_weighted(text: &str) -> Expr {
 mod tests {
     use super::*;
     use chrono::Utc;
+    use sea_orm::sea_query::Values;
     use serde_json::json;
+
+    /// The search's statement with no filter, ranking the blocks of a small workspace.
+    fn unfiltered(
+        scope: MessageScope<'_>,
+        text: &str,
+        vector: Option<Vec<f32>>,
+        limit: u64,
+        conclusion_keys: bool,
+    ) -> (String, Values) {
+        let none = filter::parse(Resource::Message, &Value::Null).unwrap();
+        hybrid_query(
+            scope,
+            text,
+            vector,
+            NEAREST_BLOCKS,
+            &none,
+            limit,
+            conclusion_keys,
+        )
+        .build(PostgresQueryBuilder)
+    }
 
     #[test]
     fn the_vector_scan_is_never_narrower_than_the_server_beam_nor_than_its_candidates() {
@@ -1350,17 +1373,13 @@ mod tests {
 
     #[test]
     fn a_search_of_fifty_looks_around_its_best_twenty_text_hits_only() {
-        let f = filter::parse(Resource::Message, &Value::Null).unwrap();
-        let (sql, values) = hybrid_query(
+        let (sql, values) = unfiltered(
             MessageScope::Workspace("ws"),
             "favorite color",
             Some(vec![0.5; 3]),
-            NEAREST_BLOCKS,
-            &f,
             50,
             false,
-        )
-        .build(PostgresQueryBuilder);
+        );
         // The first mention of a CTE is its definition; its LIMIT is bound as a parameter.
         let bound_limit = |cte: &str| {
             let at = sql.find(&format!(r#""{cte}" AS "#)).unwrap();
@@ -1383,20 +1402,7 @@ mod tests {
 
     #[test]
     fn a_workspace_search_scans_the_blocks_of_its_nearest_sessions_and_a_session_search_its_own() {
-        let f = filter::parse(Resource::Message, &Value::Null).unwrap();
-        let build = |scope| {
-            hybrid_query(
-                scope,
-                "zebra",
-                Some(vec![0.5; 3]),
-                NEAREST_BLOCKS,
-                &f,
-                10,
-                false,
-            )
-            .build(PostgresQueryBuilder)
-            .0
-        };
+        let build = |scope| unfiltered(scope, "zebra", Some(vec![0.5; 3]), 10, false).0;
         let nearest = r#"IN (SELECT "session_name" FROM "near_sessions")"#;
         for scope in [
             MessageScope::Workspace("ws"),
@@ -1418,17 +1424,13 @@ mod tests {
 
     #[test]
     fn one_statement_with_both_legs_and_the_fusion() {
-        let f = filter::parse(Resource::Message, &Value::Null).unwrap();
-        let (sql, values) = hybrid_query(
+        let (sql, values) = unfiltered(
             MessageScope::Session("ws", "s"),
             "favorite color",
             Some(vec![0.5; 3]),
-            NEAREST_BLOCKS,
-            &f,
             10,
             false,
-        )
-        .build(PostgresQueryBuilder);
+        );
         let fusion = format!(r#"SUM("w" / ({RRF_K} + "rank"))"#);
         for part in [
             r#"WITH "terms" AS  MATERIALIZED (SELECT"#,
@@ -1470,29 +1472,17 @@ mod tests {
         assert!(values.0.len() >= 8, "{values:?}");
         // Words need no substring match; a symbol does.
         assert!(!sql.contains("ILIKE"), "{sql}");
-        let (sql, _) = hybrid_query(
+        let (sql, _) = unfiltered(
             MessageScope::Session("ws", "s"),
             "bob@example.com",
             None,
-            NEAREST_BLOCKS,
-            &f,
             10,
             false,
-        )
-        .build(PostgresQueryBuilder);
+        );
         assert!(sql.contains(r#""m"."content" ILIKE $"#), "{sql}");
 
         // Without an embedder: the full-text leg alone.
-        let (sql, _) = hybrid_query(
-            MessageScope::Workspace("ws"),
-            "a.b",
-            None,
-            NEAREST_BLOCKS,
-            &f,
-            10,
-            false,
-        )
-        .build(PostgresQueryBuilder);
+        let (sql, _) = unfiltered(MessageScope::Workspace("ws"), "a.b", None, 10, false);
         assert!(
             !sql.contains("vec_hits") && sql.contains("fts_hits") && !sql.contains("key_hits"),
             "{sql}"
@@ -1503,18 +1493,8 @@ mod tests {
 
     #[test]
     fn conclusion_keys_are_a_third_leg_over_live_explicit_conclusions_in_scope() {
-        let f = filter::parse(Resource::Message, &Value::Null).unwrap();
         let scope = MessageScope::Peer("ws", "alice");
-        let (sql, _) = hybrid_query(
-            scope,
-            "pottery",
-            Some(vec![0.5; 3]),
-            NEAREST_BLOCKS,
-            &f,
-            10,
-            true,
-        )
-        .build(PostgresQueryBuilder);
+        let (sql, _) = unfiltered(scope, "pottery", Some(vec![0.5; 3]), 10, true);
         for part in [
             r#""key_near" AS  MATERIALIZED (SELECT"#,
             r#""c"."deleted_at" IS NULL AND "c"."level" = 'explicit'"#,
@@ -1531,8 +1511,7 @@ mod tests {
             "{sql}"
         );
         // Without a vector the conclusions are ranked by full text.
-        let (sql, _) = hybrid_query(scope, "pottery", None, NEAREST_BLOCKS, &f, 10, true)
-            .build(PostgresQueryBuilder);
+        let (sql, _) = unfiltered(scope, "pottery", None, 10, true);
         assert!(
             sql.contains(r#""c"."content_tsv" @@ replace(plainto_tsquery"#)
                 && !sql.contains(r#""c"."embedding""#),
