@@ -64,6 +64,42 @@ where
     result
 }
 
+/// The URL of the kept database `name` on DATABASE_URL's server, created when missing, and
+/// dropped first when `fresh`.
+#[allow(dead_code)] // only honcho-bench-scale and honcho-bench-replicas name theirs
+pub async fn named_database(name: &str, fresh: bool) -> anyhow::Result<String> {
+    anyhow::ensure!(
+        name.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+        "--database takes lowercase letters, digits and _"
+    );
+    let url = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let (base, query) = server_url(&url);
+    let admin = Database::connect(format!("{base}/postgres{query}"))
+        .await
+        .context("connecting to DATABASE_URL's server")?;
+    if fresh {
+        admin
+            .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .await?;
+    }
+    let exists = admin
+        .query_one_raw(sea_orm::Statement::from_sql_and_values(
+            sea_orm::DbBackend::Postgres,
+            "SELECT 1 AS one FROM pg_database WHERE datname = $1",
+            [name.into()],
+        ))
+        .await?
+        .is_some();
+    if !exists {
+        admin
+            .execute_unprepared(&format!("CREATE DATABASE {name}"))
+            .await?;
+    }
+    Ok(format!("{base}/{name}{query}"))
+}
+
 #[derive(Serialize, Clone, Debug, Default)]
 pub struct Stats {
     pub n: usize,
@@ -115,6 +151,15 @@ pub async fn serve(store: Store) -> anyhow::Result<String> {
 /// [`serve`] on a given port (0: any free one), for a run that must keep to a range of ports.
 pub async fn serve_on(store: Store, port: u16) -> anyhow::Result<String> {
     let schema = graphql::build_schema(store.clone(), &Limits::default());
+    serve_schema_on(schema, store, port).await
+}
+
+/// [`serve_on`] with a schema of the caller's (one fed by an event bus, say).
+pub async fn serve_schema_on(
+    schema: graphql::AppSchema,
+    store: Store,
+    port: u16,
+) -> anyhow::Result<String> {
     let app = honcho_graphql::http::router(schema, store, 32 << 20);
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     let addr = listener.local_addr()?;
