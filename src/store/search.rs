@@ -213,9 +213,8 @@ pub const NEAREST_BLOCKS: u64 = 10;
 /// then their blocks").
 pub const NEAREST_BLOCKS_IN_LARGE_WORKSPACE: u64 = 20;
 
-/// A workspace this large searches with the widest scan beam ([`vector_scan_beam`]) and the most
-/// blocks ([`nearest_blocks`]).
-pub const LARGE_WORKSPACE: u64 = MESSAGES_PER_BEAM_SLOT * DEFAULT_SEARCH_BEAM as u64;
+/// A workspace this large ranks the most blocks ([`nearest_blocks`]).
+pub const LARGE_WORKSPACE: u64 = 100_000;
 
 /// The blocks of turns a search ranks in a workspace of `messages` messages.
 pub fn nearest_blocks(messages: u64) -> u64 {
@@ -234,13 +233,15 @@ pub fn nearest_blocks(messages: u64) -> u64 {
 /// one) and 0.617 with 20 or 30, search p50 102-107 ms before and 84-86 ms after.
 pub const NEAREST_SESSIONS: u64 = 20;
 
-/// The narrowest HNSW scan beam (`hnsw.ef_search`) a search uses in a workspace of 100,000
-/// messages or more, however few candidates it reads ([`vector_scan_beam`]): pgvector's widest. The bit graph's neighbour lists are rough, and in a large workspace
-/// a narrow scan stops short of neighbours an exact scan finds. At a million messages recall@10
-/// on the planted evaluation was 0.48 at a beam of 100, 0.58 at 1,000 and 0.63 for an exact
-/// scan, for about 18% more search time; at 10,000 the beam changed neither (docs/search.md,
-/// "Vector recall at a million messages").
-pub const DEFAULT_SEARCH_BEAM: u16 = 1000;
+/// The narrowest HNSW scan beam (`hnsw.ef_search`) a search uses in a workspace of 10,000
+/// messages or more, however few candidates it reads ([`vector_scan_beam`]): a search of the
+/// default 10 results' own width. It was pgvector's widest, 1000, while the bit graph alone found
+/// the turns of a large workspace, as a narrow scan stops short of neighbours an exact scan
+/// finds (recall@10 0.48 at 100 and 0.58 at 1000 at a million messages). Since the nearest
+/// sessions' blocks find what the graph misses, every beam from 40 to 1000 read the same
+/// recall@10 (0.617) and recall@50 (0.717) on that corpus, and the widest only cost time
+/// (docs/search.md, "The scan beam, once the blocks find the islands").
+pub const DEFAULT_SEARCH_BEAM: u16 = 100;
 
 /// The server's search settings (docs/configuration.md).
 #[derive(Args, Clone, Copy, Debug)]
@@ -263,8 +264,8 @@ pub fn vector_candidates(limit: u64) -> u64 {
 }
 
 /// Messages of a workspace per slot of the HNSW scan's beam floor: the floor is one slot per
-/// this many messages, up to the server's [`DEFAULT_SEARCH_BEAM`] (HONCHO_SEARCH_BEAM), which a
-/// workspace of 100,000 messages reaches. The wide beam is for recall in large workspaces; at
+/// this many messages, up to the server's beam (HONCHO_SEARCH_BEAM; [`DEFAULT_SEARCH_BEAM`], which
+/// a workspace of 10,000 messages reaches). A wide beam is for recall in large workspaces; at
 /// 10,000 messages it changed no recall, and its cost there made the planner prefer an exact
 /// scan of the bits over the scope's rows, which reads every vector (with 1536 dimensions each
 /// is 6 kB and stored out of line: 65-92 ms of an 84 ms session search, against 6 ms through the
@@ -1211,24 +1212,35 @@ mod tests {
     #[test]
     fn the_vector_scan_is_never_narrower_than_the_server_beam_nor_than_its_candidates() {
         let large = 1_000_000;
-        assert_eq!(vector_scan_beam(10, DEFAULT_SEARCH_BEAM, large), 1000);
+        assert_eq!(vector_scan_beam(10, 1000, large), 1000);
+        assert_eq!(vector_scan_beam(1, DEFAULT_SEARCH_BEAM, large), 100);
         assert_eq!(vector_scan_beam(10, 40, large), vector_candidates(10));
         assert_eq!(vector_scan_beam(100, 300, large), vector_candidates(100));
         assert_eq!(vector_scan_beam(1, 300, large), 300);
     }
 
     #[test]
-    fn the_beam_floor_grows_with_the_workspace_up_to_the_server_beam_at_100k_messages() {
-        // At 10,000 messages: the candidates' own width, not 1000.
-        assert_eq!(vector_scan_beam(10, DEFAULT_SEARCH_BEAM, 10_000), 100);
-        assert_eq!(vector_scan_beam(1, DEFAULT_SEARCH_BEAM, 10_000), 100);
+    fn the_beam_floor_grows_with_the_workspace_up_to_the_server_beam() {
+        // A server beam of 1000: reached at 100,000 messages; at 10,000, the candidates' width.
+        assert_eq!(vector_scan_beam(10, 1000, 10_000), 100);
+        assert_eq!(vector_scan_beam(1, 1000, 10_000), 100);
+        assert_eq!(vector_scan_beam(1, 1000, 0), vector_candidates(1));
+        assert_eq!(vector_scan_beam(10, 1000, 50_000), 500);
+        assert_eq!(vector_scan_beam(10, 1000, 100_000), 1000);
+        assert_eq!(vector_scan_beam(10, 1000, 10_000_000), 1000);
+    }
+
+    #[test]
+    fn by_default_a_search_of_ten_or_more_scans_at_its_candidates_width_at_any_size() {
+        for messages in [0, 10_000, 1_000_000, 10_000_000] {
+            assert_eq!(vector_scan_beam(10, DEFAULT_SEARCH_BEAM, messages), 100);
+            assert_eq!(vector_scan_beam(50, DEFAULT_SEARCH_BEAM, messages), 500);
+        }
         assert_eq!(
-            vector_scan_beam(1, DEFAULT_SEARCH_BEAM, 0),
+            vector_scan_beam(1, DEFAULT_SEARCH_BEAM, 1_000),
             vector_candidates(1)
         );
-        assert_eq!(vector_scan_beam(10, DEFAULT_SEARCH_BEAM, 50_000), 500);
-        assert_eq!(vector_scan_beam(10, DEFAULT_SEARCH_BEAM, 100_000), 1000);
-        assert_eq!(vector_scan_beam(10, DEFAULT_SEARCH_BEAM, 10_000_000), 1000);
+        assert_eq!(vector_scan_beam(1, DEFAULT_SEARCH_BEAM, 1_000_000), 100);
     }
 
     #[test]
