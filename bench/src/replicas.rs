@@ -423,6 +423,18 @@ async fn subscriber(url: &str, w: &str, session: &str) -> anyhow::Result<Arrival
     let (mut ws, _) = tokio_tungstenite::connect_async(req).await?;
     let send = json!({"type": "connection_init"}).to_string();
     ws.send(Message::Text(send.into())).await?;
+    // The protocol has a client subscribe only once the server acknowledged the connection.
+    loop {
+        let next = tokio::time::timeout(Duration::from_secs(10), ws.next()).await;
+        let Ok(Some(msg)) = next else {
+            bail!("no connection_ack from {url} within 10 s");
+        };
+        if let Message::Text(text) = msg?
+            && serde_json::from_str::<Value>(text.as_str())?["type"] == "connection_ack"
+        {
+            break;
+        }
+    }
     let vars = json!({"w": w, "s": session});
     let subscribe = json!({"id": "1", "type": "subscribe",
                            "payload": {"query": SUBSCRIBE, "variables": vars}});
