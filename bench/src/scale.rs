@@ -850,22 +850,10 @@ async fn fill_big(
 
 /// Fills `--tenants` workspaces of one session of `--tenant-messages` messages and a hundred
 /// conclusions each, ten workspaces per transaction.
-/// Tenants filled between two [`analyze_referenced`].
+/// Tenants filled between two rounds of the server's own analysis of stale tables
+/// (`Store::analyze_stale_tables`): the fill writes past the server, whose loop would otherwise
+/// keep the foreign keys' lookups planned for tables of a few rows.
 const TENANTS_PER_ANALYZE: usize = 500;
-
-/// Fresh statistics for the tables a message's foreign keys and triggers look up. With
-/// autovacuum off nothing else takes them, and a connection keeps the plans it chose for those
-/// lookups while the tables were small: a sequential scan of `peers` for every inserted row made
-/// the tenants' fill 50 workspaces a minute, against 740 after an `ANALYZE` (which invalidates
-/// those plans).
-async fn analyze_referenced(db: &DatabaseConnection) -> anyhow::Result<()> {
-    db.execute_unprepared(
-        "ANALYZE workspaces, peers, sessions, session_peers, conclusions, message_blocks, \
-         message_session_sums, search_corpus, search_terms",
-    )
-    .await?;
-    Ok(())
-}
 
 async fn fill_tenants(
     db: &DatabaseConnection,
@@ -899,7 +887,7 @@ async fn fill_tenants(
             txn.commit().await?;
             i = (i + 10).min(args.tenants);
             if i.is_multiple_of(TENANTS_PER_ANALYZE) {
-                analyze_referenced(db).await?;
+                Store::new(db.clone()).analyze_stale_tables().await?;
             }
         }
         pb.finish();
