@@ -46,6 +46,7 @@ mod m20261206_000270_message_graph_beam_back_to_24;
 mod m20261206_000280_message_blocks;
 mod m20261207_000290_block_update_skips_first_vectors;
 mod m20261207_000300_message_session_sums;
+mod m20261207_000310_session_author_seq_index;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -195,6 +196,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000280_message_blocks::Migration),
             Box::new(m20261207_000290_block_update_skips_first_vectors::Migration),
             Box::new(m20261207_000300_message_session_sums::Migration),
+            Box::new(m20261207_000310_session_author_seq_index::Migration),
         ]
     }
 }

@@ -26,6 +26,21 @@ async fn seed(app: &TestApp) {
     .await;
 }
 
+/// The seed, then seqs 21 to 20,000 of session s inserted directly, each by `author` (SQL of the
+/// seq `g`), and analyzed: enough rows that the planner prefers an index to a scan.
+async fn long_session(app: &TestApp, author: &str) {
+    seed(app).await;
+    app.store
+        .db()
+        .execute_unprepared(&format!(
+            "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, seq_in_session, content)
+             SELECT lpad(g::text, 21, 'x'), 'ws', 's', {author}, g, 'filler' FROM generate_series(21, 20000) g;
+             ANALYZE messages;"
+        ))
+        .await
+        .unwrap();
+}
+
 async fn seqs(app: &TestApp, filter: Value) -> Vec<i64> {
     let d = app.ok(SESSION_MESSAGES, json!({"f": filter})).await;
     d["workspace"]["session"]["messages"]["nodes"]
@@ -282,17 +297,7 @@ async fn bad_filters_are_bad_user_input_naming_the_key_path() {
 #[tokio::test]
 async fn a_seq_range_on_a_session_is_an_index_range_on_seq() {
     let app = TestApp::new().await;
-    seed(&app).await;
-    // Enough rows that the planner prefers an index to a scan.
-    app.store
-        .db()
-        .execute_unprepared(
-            "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, seq_in_session, content)
-             SELECT lpad(g::text, 21, 'x'), 'ws', 's', 'alice', g, 'filler' FROM generate_series(21, 20000) g;
-             ANALYZE messages;",
-        )
-        .await
-        .unwrap();
+    long_session(&app, "'alice'").await;
     app.take_sql();
     let got = seqs(&app, json!({"seqInSession": {"gte": 10000, "lte": 10005}})).await;
     assert_eq!(got, (10000..=10005).collect::<Vec<_>>());
@@ -310,4 +315,49 @@ async fn a_seq_range_on_a_session_is_an_index_range_on_seq() {
             && l.contains("seq_in_session <= 10005")
     });
     assert!(ranged, "plan:\n{plan}");
+}
+
+#[tokio::test]
+async fn a_page_of_one_authors_messages_reads_only_that_authors_entries_in_seq_order() {
+    let app = TestApp::new().await;
+    // Alice writes one message in ten: her page must neither read bob's entries to find hers nor
+    // read all of hers to sort them (migration m20261207_000310).
+    long_session(&app, "CASE WHEN g % 10 = 0 THEN 'alice' ELSE 'bob' END").await;
+    let hers: Vec<i64> = (1..=19)
+        .step_by(2)
+        .chain((30..).step_by(10))
+        .take(100)
+        .collect();
+    for (author, want) in [("alice", hers), ("carol", vec![])] {
+        app.take_sql();
+        assert_eq!(
+            seqs(&app, json!({"peer_id": author})).await,
+            want,
+            "{author}"
+        );
+        let select = app
+            .take_sql()
+            .into_iter()
+            .find(|s| s.contains(&format!("'{author}'")) && s.contains("LIMIT"))
+            .expect("the page's query");
+        let plan = crate::harness::explain_with(
+            app.store.db(),
+            "ANALYZE, COSTS OFF, TIMING OFF",
+            &select,
+            sea_orm::Values(vec![]),
+        )
+        .await;
+        let ranged = plan
+            .lines()
+            .any(|l| l.contains("Index Cond") && l.contains(&format!("peer_name = '{author}'")));
+        assert!(ranged, "{author}'s entries are not a range:\n{plan}");
+        assert!(
+            !plan.contains("Rows Removed by Filter"),
+            "{author}:\n{plan}"
+        );
+        assert!(
+            !plan.contains("top-N"),
+            "{author}'s entries sorted:\n{plan}"
+        );
+    }
 }

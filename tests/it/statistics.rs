@@ -90,9 +90,31 @@ async fn vacuums(app: &TestApp, table: &str) -> i64 {
 #[tokio::test]
 async fn a_grown_table_is_vacuumed_once_and_a_sessions_count_by_author_is_an_index_only_scan() {
     let app = TestApp::new().await;
-    fill_session(&app, "ANALYZE messages;").await;
+    // Bob writes in `s` too, and alice in `s2`: an index of the session alone, or of the author
+    // alone, would read 20,000 more entries than alice's in `s`.
+    for peer in ["alice", "bob"] {
+        app.ok(
+            "mutation($m: [MessageInput!]!) { createMessages(workspaceId: \"ws\", sessionId: \"s2\", messages: $m) { id } }",
+            json!({"m": [{"peerId": peer, "content": "hello"}]}),
+        )
+        .await;
+    }
+    fill_session(
+        &app,
+        "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, seq_in_session, content)
+         SELECT lpad(g::text, 21, 'y'), 'ws', 's', 'bob', g, 'filler' FROM generate_series(3002, 23001) g;
+         INSERT INTO messages (public_id, workspace_name, session_name, peer_name, seq_in_session, content)
+         SELECT lpad(g::text, 21, 'z'), 'ws', 's2', 'alice', g, 'filler' FROM generate_series(3, 20002) g;
+         ANALYZE messages;",
+    )
+    .await;
     let before = count_plan(&app).await;
     assert_eq!(scan(&before)["Node Type"], "Index Only Scan", "{before}");
+    let cond = scan(&before)["Index Cond"].as_str().unwrap_or_default();
+    assert!(
+        cond.contains("session_name") && cond.contains("peer_name"),
+        "{before}"
+    );
     assert_eq!(scan(&before)["Heap Fetches"], 3001, "{before}");
 
     let first = app.store.vacuum_stale_tables().await.unwrap();
