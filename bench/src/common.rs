@@ -100,6 +100,24 @@ pub async fn named_database(name: &str, fresh: bool) -> anyhow::Result<String> {
     Ok(format!("{base}/{name}{query}"))
 }
 
+/// The one integer `sql` (a `count(*)`, say) returns, bound to `values`.
+#[allow(dead_code)] // only honcho-bench-scale and honcho-bench-replicas count rows
+pub async fn count<C: ConnectionTrait>(
+    db: &C,
+    sql: &str,
+    values: Vec<sea_orm::Value>,
+) -> anyhow::Result<i64> {
+    let row = db
+        .query_one_raw(sea_orm::Statement::from_sql_and_values(
+            sea_orm::DbBackend::Postgres,
+            sql,
+            values,
+        ))
+        .await?
+        .context("a count returns a row")?;
+    Ok(row.try_get_by_index::<i64>(0)?)
+}
+
 #[derive(Serialize, Clone, Debug, Default)]
 pub struct Stats {
     pub n: usize,

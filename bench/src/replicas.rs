@@ -124,14 +124,7 @@ async fn run(args: Args, url: String) -> anyhow::Result<()> {
     };
     let w = workspace.as_str();
     let sessions = seed(&http, &alone, w, args.messages).await?;
-    let messages: i64 = db
-        .query_one_raw(sea_orm::Statement::from_string(
-            sea_orm::DbBackend::Postgres,
-            "SELECT count(*) AS n FROM messages",
-        ))
-        .await?
-        .context("a count has a row")?
-        .try_get("", "n")?;
+    let messages = common::count(&db, "SELECT count(*) FROM messages", vec![]).await?;
     println!(
         "workspace {w}: {} messages; the database: {messages}",
         args.messages

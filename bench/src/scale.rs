@@ -40,7 +40,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, TransactionTrait};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use common::{Stats, bar, connect, embedder, serve_on, stats};
+use common::{Stats, bar, connect, count, embedder, serve_on, stats};
 use seed::{Rng, stmt};
 
 #[derive(Parser, Debug, Clone)]
@@ -378,18 +378,6 @@ fn human(n: usize) -> String {
         n if n >= 1_000 && n % 1_000 == 0 => format!("{}k", n / 1_000),
         n => n.to_string(),
     }
-}
-
-async fn count<C: ConnectionTrait>(
-    db: &C,
-    sql: &str,
-    values: Vec<sea_orm::Value>,
-) -> anyhow::Result<i64> {
-    let row = db
-        .query_one_raw(stmt(sql, values))
-        .await?
-        .context("a count returns a row")?;
-    Ok(row.try_get_by_index::<i64>(0)?)
 }
 
 /// What `bench_pool` holds, in `bench_scale_state`: a pool of another kind (the sentences of
@@ -848,13 +836,13 @@ async fn fill_big(
     Ok((fill, index))
 }
 
-/// Fills `--tenants` workspaces of one session of `--tenant-messages` messages and a hundred
-/// conclusions each, ten workspaces per transaction.
 /// Tenants filled between two rounds of the server's own analysis of stale tables
 /// (`Store::analyze_stale_tables`): the fill writes past the server, whose loop would otherwise
 /// keep the foreign keys' lookups planned for tables of a few rows.
 const TENANTS_PER_ANALYZE: usize = 500;
 
+/// Fills `--tenants` workspaces of one session of `--tenant-messages` messages and a hundred
+/// conclusions each, ten workspaces per transaction.
 async fn fill_tenants(
     db: &DatabaseConnection,
     args: &Args,
@@ -871,6 +859,7 @@ async fn fill_tenants(
     if have < args.tenants {
         drop_indexes(db).await?;
         let pb = bar((args.tenants - have) as u64, "fill tenants");
+        let store = Store::new(db.clone());
         let mut i = have;
         while i < args.tenants {
             let txn = db.begin().await?;
@@ -887,7 +876,7 @@ async fn fill_tenants(
             txn.commit().await?;
             i = (i + 10).min(args.tenants);
             if i.is_multiple_of(TENANTS_PER_ANALYZE) {
-                Store::new(db.clone()).analyze_stale_tables().await?;
+                store.analyze_stale_tables().await?;
             }
         }
         pb.finish();
