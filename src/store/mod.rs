@@ -80,6 +80,9 @@ pub struct Store {
     conclusion_keys: bool,
     /// The vector leg's narrowest HNSW scan beam (HONCHO_SEARCH_BEAM).
     search_beam: u16,
+    /// The legs read a query's words naming a peer of the workspace, as before 2026-12-07 (for
+    /// `make eval`'s comparison; docs/search.md, "The legs read a question without the names").
+    names_in_query: bool,
     webhooks: webhook::WebhookPolicy,
     /// The server's settings under every workspace's configuration.
     defaults: configuration::Defaults,
@@ -96,6 +99,7 @@ impl Store {
             dreams: true,
             conclusion_keys: true,
             search_beam: search::DEFAULT_SEARCH_BEAM,
+            names_in_query: false,
             webhooks: webhook::WebhookPolicy::default(),
             defaults: configuration::Defaults::default(),
         }
@@ -193,6 +197,18 @@ impl Store {
 
     pub fn search_beam(&self) -> u16 {
         self.search_beam
+    }
+
+    /// Let the legs of a search read the words of its query that name a peer, as the server did
+    /// before 2026-12-07 (off by default: the speaker weight reads the names, the legs the rest).
+    /// For `make eval`'s comparison.
+    pub fn with_names_in_query(mut self, on: bool) -> Self {
+        self.names_in_query = on;
+        self
+    }
+
+    pub fn names_in_query(&self) -> bool {
+        self.names_in_query
     }
 
     /// What registering a webhook endpoint checks (which targets, how many per workspace).

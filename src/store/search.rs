@@ -122,6 +122,8 @@
 //! - Snippets are ordered by the rank of their best match in `results`, not grouped by session:
 //!   the best evidence comes first whichever conversation holds it.
 
+use std::borrow::Cow;
+
 use clap::Args;
 use sea_orm::sea_query::{
     Alias, CommonTableExpression, Condition, Expr, ExprTrait, Func, JoinType, Order,
@@ -377,17 +379,35 @@ impl Store {
         if text.trim().is_empty() || filter.matches_nothing() {
             return Ok(Vec::new());
         }
-        let vector = self.embed_query(&text).await;
-        let with_vector = vector.is_some();
-        let messages = if with_vector {
-            self.messages_in_workspace(scope.workspace()).await?
-        } else {
-            0
+        // Beside a vector, the legs read the query without the peers it names (`without_names`);
+        // with no vector (no embedder, or embedding failed) full text answers alone and keeps
+        // them, as the name is then the only way to the speaker's turns.
+        let (vector, messages, legs_text) = match self.embedder() {
+            Some(_) => {
+                let (messages, named) = self.workspace_reach(scope.workspace(), &text).await?;
+                let legs_text = if self.names_in_query() {
+                    Cow::Borrowed(text.as_str())
+                } else {
+                    without_names(&text, &named)
+                };
+                let vector = self.embed_query(&legs_text).await;
+                let legs_text = if vector.is_some() {
+                    legs_text
+                } else {
+                    Cow::Borrowed(text.as_str())
+                };
+                (vector, messages, legs_text)
+            }
+            None => (None, 0, Cow::Borrowed(text.as_str())),
         };
+        let with_vector = vector.is_some();
         let conclusion_keys = keys == SearchKeys::WithConclusions && self.conclusion_keys();
         let (sql, values) = hybrid_query(
             scope,
-            &text,
+            SearchText {
+                legs: &legs_text,
+                asked: &text,
+            },
             vector,
             nearest_blocks(messages),
             &filter,
@@ -409,20 +429,26 @@ impl Store {
     }
 
     /// How many messages `workspace` holds, from the count the full-text statistics keep
-    /// (`search_corpus`, one row per workspace; 0 for none).
-    async fn messages_in_workspace(&self, workspace: &str) -> StoreResult<u64> {
+    /// (`search_corpus`, one row per workspace; 0 for none), and which of its peers `text`
+    /// names ([`peer_id_candidates`]): one statement, each part an index lookup.
+    async fn workspace_reach(
+        &self,
+        workspace: &str,
+        text: &str,
+    ) -> StoreResult<(u64, Vec<String>)> {
         let row = self
             .reader()
             .query_one_raw(stmt(
-                "SELECT docs FROM search_corpus WHERE workspace_name = $1",
-                [workspace.into()],
+                "SELECT (SELECT docs FROM search_corpus WHERE workspace_name = $1) AS docs, \
+                 ARRAY(SELECT name FROM peers WHERE workspace_name = $1 AND name = ANY($2)) AS named",
+                [workspace.into(), SqlValue::from(peer_id_candidates(text))],
             ))
             .await?;
-        let docs: i64 = match row {
-            Some(row) => row.try_get("", "docs")?,
-            None => 0,
+        let (docs, named): (Option<i64>, Vec<String>) = match row {
+            Some(row) => (row.try_get("", "docs")?, row.try_get("", "named")?),
+            None => (None, Vec::new()),
         };
-        Ok(u64::try_from(docs).unwrap_or(0))
+        Ok((u64::try_from(docs.unwrap_or(0)).unwrap_or(0), named))
     }
 
     /// The query's embedding, or None (no embedder, or it failed: full text answers alone).
@@ -1069,18 +1095,36 @@ fn share_weighted(text: &str) -> SelectStatement {
     r
 }
 
+/// A query as the legs read it and as it was asked: beside a vector the legs read it without the
+/// peers it names ([`without_names`]); the speaker weight reads it as asked. A `&str` is both.
+#[derive(Clone, Copy, Debug)]
+pub struct SearchText<'a> {
+    pub legs: &'a str,
+    pub asked: &'a str,
+}
+
+impl<'a> From<&'a str> for SearchText<'a> {
+    fn from(text: &'a str) -> Self {
+        SearchText {
+            legs: text,
+            asked: text,
+        }
+    }
+}
+
 /// The whole search as one statement (see the module documentation for its shape), the vector
 /// leg ranking the turns of the `blocks` nearest blocks ([`nearest_blocks`]). With
 /// `conclusion_keys`, the conclusions citing messages are a third leg ([`search_keys`]).
-pub fn hybrid_query(
+pub fn hybrid_query<'t>(
     scope: SearchScope<'_>,
-    text: &str,
+    text: impl Into<SearchText<'t>>,
     vector: Option<Vec<f32>>,
     blocks: u64,
     filter: &Filter,
     limit: u64,
     conclusion_keys: bool,
 ) -> WithQuery {
+    let SearchText { legs: text, asked } = text.into();
     let pool = limit * POOL_PER_RESULT;
     let mut with = WithClause::new();
     let mut leg_ranks: Vec<SelectStatement> = Vec::new();
@@ -1143,31 +1187,69 @@ pub fn hybrid_query(
             m(),
             Expr::col((m(), message::Column::Id)).equals((a("f"), a("id"))),
         )
-        .order_by_expr(speaker_weighted(text), Order::Desc)
+        .order_by_expr(speaker_weighted(asked), Order::Desc)
         .order_by((m(), message::Column::PublicId), Order::Asc)
         .limit(limit);
     out.with(with)
 }
 
-/// The words of a query that could be a peer's id, lower-cased: split at white space, with the
-/// punctuation around a word and an English possessive taken off ("Caroline's?" → "caroline").
-/// Ids hold `-`, `_` and `.` inside them, so those stay.
+/// A word of a query as a peer's id would be written: the punctuation around it and an English
+/// possessive taken off ("Caroline's?" → "Caroline"). Ids hold `-`, `_` and `.` inside them, so
+/// those stay.
+fn id_like(word: &str) -> &str {
+    let w = word.trim_matches(|c: char| !c.is_alphanumeric());
+    w.strip_suffix("'s")
+        .or_else(|| w.strip_suffix("’s"))
+        .unwrap_or(w)
+}
+
+/// The words of a query that could be a peer's id, lower-cased ([`id_like`]).
 pub fn named_words(text: &str) -> Vec<String> {
     let mut words: Vec<String> = text
         .split_whitespace()
-        .map(|w| {
-            let w = w.trim_matches(|c: char| !c.is_alphanumeric());
-            let w = w
-                .strip_suffix("'s")
-                .or_else(|| w.strip_suffix("’s"))
-                .unwrap_or(w);
-            w.to_lowercase()
-        })
+        .map(|w| id_like(w).to_lowercase())
         .filter(|w| !w.is_empty())
         .collect();
     words.sort();
     words.dedup();
     words
+}
+
+/// The ids a query's words could be, as written and lower-cased, for an index lookup of the
+/// workspace's peers (an id is matched as stored; the speaker weight compares lower-cased).
+fn peer_id_candidates(text: &str) -> Vec<String> {
+    let mut ids: Vec<String> = text
+        .split_whitespace()
+        .map(id_like)
+        .filter(|w| !w.is_empty())
+        .flat_map(|w| [w.to_owned(), w.to_lowercase()])
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
+/// The query as the legs read it: without the words naming one of `peers`. Messages are embedded
+/// with their speaker's id (`embed::message_text`), so a question naming a speaker lies near
+/// every turn of theirs whatever it says, and the name outweighs the words that carry the
+/// question; in full text the name is in half a conversation's turns. The speaker weight reads
+/// the names instead ([`SPEAKER_WEIGHT`]). A query that is only names keeps them (a query of
+/// nothing would find nothing). Measured: docs/search.md, "The legs read a question without the
+/// names".
+pub fn without_names<'a>(text: &'a str, peers: &[String]) -> Cow<'a, str> {
+    if peers.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    let peers: Vec<String> = peers.iter().map(|p| p.to_lowercase()).collect();
+    let kept: Vec<&str> = text
+        .split_whitespace()
+        .filter(|w| !peers.contains(&id_like(w).to_lowercase()))
+        .collect();
+    if kept.iter().any(|w| w.chars().any(char::is_alphanumeric)) {
+        Cow::Owned(kept.join(" "))
+    } else {
+        Cow::Borrowed(text)
+    }
 }
 
 /// The fused score, raised for the messages of a speaker the query names ([`SPEAKER_WEIGHT`]).
@@ -1268,6 +1350,37 @@ mod tests {
             ]
         );
         assert_eq!(named_words("  ?! "), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_query_is_embedded_without_the_peers_it_names_unless_it_is_only_names() {
+        let peers = ["caroline".to_owned(), "Agent-B".to_owned()];
+        assert_eq!(
+            without_names("What did Caroline's friend tell agent-b?", &peers),
+            "What did friend tell"
+        );
+        // A word that only looks like a peer's id stays ("Carolines" is no possessive).
+        assert_eq!(
+            without_names("Carolines and Melanie", &peers),
+            "Carolines and Melanie"
+        );
+        assert_eq!(without_names("Caroline?", &peers), "Caroline?");
+        assert_eq!(
+            without_names("caroline agent-b", &peers),
+            "caroline agent-b"
+        );
+        assert!(matches!(
+            without_names("Does Caroline swim?", &[]),
+            Cow::Borrowed("Does Caroline swim?")
+        ));
+    }
+
+    #[test]
+    fn peer_ids_are_looked_up_as_written_and_lower_cased() {
+        assert_eq!(
+            peer_id_candidates("Did Caroline's cat meet caroline?"),
+            ["Caroline", "Did", "caroline", "cat", "did", "meet"]
+        );
     }
 
     fn msg(session: &str, seq: i64) -> Message {

@@ -275,6 +275,55 @@ async fn a_turn_holding_only_the_speakers_name_no_longer_outranks_the_nearest_tu
 }
 
 #[tokio::test]
+async fn a_question_naming_a_speaker_finds_the_turn_that_answers_it_not_the_turn_nearest_the_name()
+{
+    let app = TestApp::with_embedder().await;
+    // Every turn is embedded with its speaker's id, so a question naming Caroline lies near each
+    // of her turns; the answer shares no word with the question but her name. Embedded with the
+    // name, the question's nearest turns are her chit-chat; without it, the greyhound.
+    let mut turns: Vec<(&str, &str)> = Vec::new();
+    for (mel, caro) in [
+        (
+            "Hey Caroline, long time!",
+            "Hi Melanie! Caroline here, back from the trip.",
+        ),
+        (
+            "How was it?",
+            "Honestly, it was lovely. I'm Caroline the tourist now, haha.",
+        ),
+        (
+            "Did you get any sleep?",
+            "Not much, but that's me, Caroline never sleeps.",
+        ),
+        ("Ha, typical.", "I know, I know."),
+    ] {
+        turns.push(("melanie", mel));
+        turns.push(("caroline", caro));
+    }
+    turns.push(("melanie", "Anything new at home?"));
+    turns.push((
+        "caroline",
+        "I adopted a rescue greyhound last month, she sleeps on my bed every night.",
+    ));
+    write(&app, "chat", &turns).await;
+    let answer = turns.len() as i64;
+    let question = "Would Caroline likely be considered an animal lover?";
+    let vars = json!({"s": "chat", "q": question, "limit": 3});
+    let d = app.ok(&session_search(), vars).await;
+    let found = seqs(&d["workspace"]["session"]["search"]["results"]);
+    assert_eq!(found[0], answer, "{found:?}");
+
+    // The server before: the same question embedded with the name.
+    let before = app.store.clone().with_names_in_query(true);
+    let found: Vec<i64> = search_all(&before, SearchScope::Session("ws", "chat"), question, 3)
+        .await
+        .iter()
+        .map(|m| m.seq_in_session)
+        .collect();
+    assert_ne!(found[0], answer, "{found:?}");
+}
+
+#[tokio::test]
 async fn beside_the_vector_leg_a_substring_match_counts_whole_whatever_lexemes_it_holds() {
     let app = TestApp::with_embedder().await;
     // "e_c" has the lexemes e and c; "snake_case" holds neither, only the query as a substring.
@@ -1076,11 +1125,10 @@ async fn a_query_of_stop_words_only_finds_nothing() {
     }
 }
 
-#[tokio::test]
-async fn a_speakers_name_finds_their_turns() {
-    let app = TestApp::new().await;
+/// Caroline's turns 1 and 3, Melanie's 2 and 4; both speak of pottery (1 and 2).
+async fn pottery_chat(app: &TestApp) {
     write(
-        &app,
+        app,
         "chat",
         &[
             ("caroline", "I went to a pottery class yesterday"),
@@ -1090,9 +1138,28 @@ async fn a_speakers_name_finds_their_turns() {
         ],
     )
     .await;
+}
+
+#[tokio::test]
+async fn a_speakers_name_finds_their_turns() {
+    let app = TestApp::new().await;
+    pottery_chat(&app).await;
     let hits = in_session(&app, "Caroline", false, 2).await;
     assert_eq!(sorted(seqs(&hits["results"])), [1, 3]);
     // Name and topic together: Caroline's pottery turn before Melanie's.
+    let hits = in_session(&app, "What did Caroline say about pottery?", false, 2).await;
+    assert_eq!(seqs(&hits["results"])[0], 1, "{hits}");
+}
+
+#[tokio::test]
+async fn with_an_embedder_a_query_of_only_a_speakers_name_keeps_it_and_finds_their_turns() {
+    let app = TestApp::with_embedder().await;
+    pottery_chat(&app).await;
+    // The legs read a question without the names it holds, but a query of names only keeps them:
+    // her turns first (the vector leg fills the rest with Melanie's).
+    let hits = in_session(&app, "Caroline's?", false, 2).await;
+    let found = seqs(&hits["results"]);
+    assert_eq!(sorted(found[..2].to_vec()), [1, 3], "{hits}");
     let hits = in_session(&app, "What did Caroline say about pottery?", false, 2).await;
     assert_eq!(seqs(&hits["results"])[0], 1, "{hits}");
 }

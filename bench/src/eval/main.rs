@@ -14,6 +14,8 @@
 //!   `vector`, it shows what the index loses.
 //! - `bm25`: plain BM25 (the `bm25` crate: English stemming and stop words) over the turns'
 //!   content, in memory: the baseline to beat.
+//! - `fused, names in the query`: the server as its legs read a query before 2026-12-07, with
+//!   the words naming a peer (docs/search.md, "The legs read a question without the names").
 //! - with `--derive`, `fused, no conclusion keys`: the server with HONCHO_SEARCH_CONCLUSION_KEYS
 //!   off, over the same stored turns and conclusions (`fused` then ranks by the keys too).
 //!
@@ -138,6 +140,22 @@ impl Client {
         let vars = json!({"w": workspace, "q": q, "limit": limit});
         let d = common::graphql_data(&self.http, url, Q_SEARCH, vars).await?;
         Ok(common::search_ids(&d["workspace"]["search"]))
+    }
+
+    /// A server's top `TOP` with its snippets' context, and how long the request took.
+    async fn timed(
+        &self,
+        url: &str,
+        workspace: &str,
+        q: &str,
+    ) -> anyhow::Result<(Answer, Duration)> {
+        let t = Instant::now();
+        let (ranked, context) = self.search(url, workspace, q, TOP).await?;
+        let answer = Answer {
+            ranked,
+            context: Some(context),
+        };
+        Ok((answer, t.elapsed()))
     }
 }
 
@@ -410,6 +428,7 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
             http: honcho_graphql::outbound::client(),
         },
         fused_url: serve(fused.clone()).await?,
+        names_url: serve(fused.clone().with_names_in_query(true)).await?,
         // The text leg alone: no conclusions ranking with it.
         text_url: serve(Store::new(db.clone()).with_conclusion_keys(false)).await?,
         no_keys_url,
@@ -446,6 +465,11 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
         &answers.fused,
         Some(answers.fused_ms.clone()),
     )];
+    results.push(scoring.system(
+        "fused, names in the query",
+        &answers.names,
+        Some(answers.names_ms.clone()),
+    ));
     if systems.no_keys_url.is_some() {
         results.push(scoring.system(
             "fused, no conclusion keys",
@@ -507,6 +531,8 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
 struct Systems {
     client: Client,
     fused_url: String,
+    /// The server reading the peers' names in the query, as before 2026-12-07.
+    names_url: String,
     text_url: String,
     /// The server without conclusion keys (with `--derive`).
     no_keys_url: Option<String>,
@@ -523,6 +549,8 @@ struct Answers {
     vector_indexed: Vec<Answer>,
     plain: Vec<Answer>,
     fused_ms: Vec<Duration>,
+    names: Vec<Answer>,
+    names_ms: Vec<Duration>,
     text_ms: Vec<Duration>,
     no_keys: Vec<Answer>,
     no_keys_ms: Vec<Duration>,
@@ -539,24 +567,16 @@ impl Systems {
         let bar = bar(questions.len() as u64, "questions");
         for q in questions {
             let ws = workspace(q.conversation);
-            let t = Instant::now();
-            let (ranked, context) = self
-                .client
-                .search(&self.fused_url, &ws, &q.text, TOP)
-                .await?;
-            answers.fused_ms.push(t.elapsed());
-            answers.fused.push(Answer {
-                ranked,
-                context: Some(context),
-            });
+            let (answer, took) = self.client.timed(&self.fused_url, &ws, &q.text).await?;
+            answers.fused.push(answer);
+            answers.fused_ms.push(took);
+            let (answer, took) = self.client.timed(&self.names_url, &ws, &q.text).await?;
+            answers.names.push(answer);
+            answers.names_ms.push(took);
             if let Some(url) = &self.no_keys_url {
-                let t = Instant::now();
-                let (ranked, context) = self.client.search(url, &ws, &q.text, TOP).await?;
-                answers.no_keys_ms.push(t.elapsed());
-                answers.no_keys.push(Answer {
-                    ranked,
-                    context: Some(context),
-                });
+                let (answer, took) = self.client.timed(url, &ws, &q.text).await?;
+                answers.no_keys.push(answer);
+                answers.no_keys_ms.push(took);
             }
             let t = Instant::now();
             let (ranked, _) = self
