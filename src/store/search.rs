@@ -382,25 +382,21 @@ impl Store {
         // Beside a vector, the legs read the query without the peers it names (`without_names`);
         // with no vector (no embedder, or embedding failed) full text answers alone and keeps
         // them, as the name is then the only way to the speaker's turns.
-        let (vector, messages, legs_text) = match self.embedder() {
-            Some(_) => {
-                let (messages, named) = self.workspace_reach(scope.workspace(), &text).await?;
-                let legs_text = if self.names_in_query() {
-                    Cow::Borrowed(text.as_str())
-                } else {
-                    without_names(&text, &named)
-                };
-                let vector = self.embed_query(&legs_text).await;
-                let legs_text = if vector.is_some() {
-                    legs_text
-                } else {
-                    Cow::Borrowed(text.as_str())
-                };
-                (vector, messages, legs_text)
-            }
-            None => (None, 0, Cow::Borrowed(text.as_str())),
+        let (messages, mut named) = match self.embedder() {
+            Some(_) => self.workspace_reach(scope.workspace(), &text).await?,
+            None => (0, Vec::new()),
         };
+        if self.names_in_query() {
+            named.clear();
+        }
+        let unnamed = without_names(&text, &named);
+        let vector = self.embed_query(&unnamed).await;
         let with_vector = vector.is_some();
+        let legs_text = if with_vector {
+            unnamed
+        } else {
+            Cow::Borrowed(text.as_str())
+        };
         let conclusion_keys = keys == SearchKeys::WithConclusions && self.conclusion_keys();
         let (sql, values) = hybrid_query(
             scope,
@@ -1203,13 +1199,16 @@ fn id_like(word: &str) -> &str {
         .unwrap_or(w)
 }
 
+/// The query's words as ids would be written ([`id_like`]), those left empty dropped.
+fn id_words(text: &str) -> impl Iterator<Item = &str> {
+    text.split_whitespace()
+        .map(id_like)
+        .filter(|w| !w.is_empty())
+}
+
 /// The words of a query that could be a peer's id, lower-cased ([`id_like`]).
 pub fn named_words(text: &str) -> Vec<String> {
-    let mut words: Vec<String> = text
-        .split_whitespace()
-        .map(|w| id_like(w).to_lowercase())
-        .filter(|w| !w.is_empty())
-        .collect();
+    let mut words: Vec<String> = id_words(text).map(str::to_lowercase).collect();
     words.sort();
     words.dedup();
     words
@@ -1218,10 +1217,7 @@ pub fn named_words(text: &str) -> Vec<String> {
 /// The ids a query's words could be, as written and lower-cased, for an index lookup of the
 /// workspace's peers (an id is matched as stored; the speaker weight compares lower-cased).
 fn peer_id_candidates(text: &str) -> Vec<String> {
-    let mut ids: Vec<String> = text
-        .split_whitespace()
-        .map(id_like)
-        .filter(|w| !w.is_empty())
+    let mut ids: Vec<String> = id_words(text)
         .flat_map(|w| [w.to_owned(), w.to_lowercase()])
         .collect();
     ids.sort();
