@@ -83,6 +83,8 @@ pub struct Store {
     /// The legs read a query's words naming a peer of the workspace, as before 2026-12-07 (for
     /// `make eval`'s comparison; docs/search.md, "The legs read a question without the names").
     names_in_query: bool,
+    /// The weight of a named speaker's turns (`search::SPEAKER_WEIGHT`; another for `make eval`).
+    speaker_weight: f64,
     webhooks: webhook::WebhookPolicy,
     /// The server's settings under every workspace's configuration.
     defaults: configuration::Defaults,
@@ -100,6 +102,7 @@ impl Store {
             conclusion_keys: true,
             search_beam: search::DEFAULT_SEARCH_BEAM,
             names_in_query: false,
+            speaker_weight: search::SPEAKER_WEIGHT,
             webhooks: webhook::WebhookPolicy::default(),
             defaults: configuration::Defaults::default(),
         }
@@ -209,6 +212,17 @@ impl Store {
 
     pub fn names_in_query(&self) -> bool {
         self.names_in_query
+    }
+
+    /// Weigh the turns of a speaker a query names by `1 + weight` instead of
+    /// `1 + search::SPEAKER_WEIGHT`. For `make eval`'s comparison with the weight of before.
+    pub fn with_speaker_weight(mut self, weight: f64) -> Self {
+        self.speaker_weight = weight;
+        self
+    }
+
+    pub fn speaker_weight(&self) -> f64 {
+        self.speaker_weight
     }
 
     /// What registering a webhook endpoint checks (which targets, how many per workspace).

@@ -160,9 +160,15 @@ pub const VECTOR_WEIGHT: f64 = 1.0;
 pub const TEXT_WEIGHT: f64 = 1.0;
 /// A message whose author the query names ("What did Caroline say about pottery?") has its fused
 /// score multiplied by `1 + SPEAKER_WEIGHT`: in a conversation the other speaker talks about the
-/// same things, and the name alone cannot lift the named speaker's turns (it is in half of them,
-/// so its BM25 weight is small). See docs/search.md, "Query understanding".
-pub const SPEAKER_WEIGHT: f64 = 1.0;
+/// same things, and since the legs read the query without the names ([`without_names`]) the
+/// weight is the only place the name counts. 1.0 until 2026-12-07; 3 once the names were out of
+/// the legs: `make eval` r@10 +14 and +9 questions of 660 on its two corpora, no kind losing one
+/// (docs/search.md, "A question naming a speaker weighs that speaker's turns"). Higher weights
+/// gained more there only because every generated question's evidence is the named speaker's
+/// turn. At 3 a named turn outranks an other speaker's turn that both legs rank first only when
+/// its own fused score is over a quarter of that turn's, which at most ten turns can reach in the
+/// worst arrangement of the legs' ranks (six at 2, twenty-two at 6).
+pub const SPEAKER_WEIGHT: f64 = 3.0;
 
 /// Beside the vector leg, a full-text hit counts in the fusion only when it holds more than one
 /// in `SHARE_FLOOR_DENOMINATOR` of the query's lexemes (or the whole query as a substring); below
@@ -403,6 +409,7 @@ impl Store {
             SearchText {
                 legs: &legs_text,
                 asked: &text,
+                speaker_weight: self.speaker_weight(),
             },
             vector,
             nearest_blocks(messages),
@@ -1097,6 +1104,8 @@ fn share_weighted(text: &str) -> SelectStatement {
 pub struct SearchText<'a> {
     pub legs: &'a str,
     pub asked: &'a str,
+    /// How much a peer `asked` names weighs ([`SPEAKER_WEIGHT`] but in `make eval`'s comparison).
+    pub speaker_weight: f64,
 }
 
 impl<'a> From<&'a str> for SearchText<'a> {
@@ -1104,6 +1113,7 @@ impl<'a> From<&'a str> for SearchText<'a> {
         SearchText {
             legs: text,
             asked: text,
+            speaker_weight: SPEAKER_WEIGHT,
         }
     }
 }
@@ -1120,7 +1130,11 @@ pub fn hybrid_query<'t>(
     limit: u64,
     conclusion_keys: bool,
 ) -> WithQuery {
-    let SearchText { legs: text, asked } = text.into();
+    let SearchText {
+        legs: text,
+        asked,
+        speaker_weight,
+    } = text.into();
     let pool = limit * POOL_PER_RESULT;
     let mut with = WithClause::new();
     let mut leg_ranks: Vec<SelectStatement> = Vec::new();
@@ -1183,7 +1197,7 @@ pub fn hybrid_query<'t>(
             m(),
             Expr::col((m(), message::Column::Id)).equals((a("f"), a("id"))),
         )
-        .order_by_expr(speaker_weighted(asked), Order::Desc)
+        .order_by_expr(speaker_weighted(asked, speaker_weight), Order::Desc)
         .order_by((m(), message::Column::PublicId), Order::Asc)
         .limit(limit);
     out.with(with)
@@ -1249,11 +1263,11 @@ pub fn without_names<'a>(text: &'a str, peers: &[String]) -> Cow<'a, str> {
 }
 
 /// The fused score, raised for the messages of a speaker the query names ([`SPEAKER_WEIGHT`]).
-fn speaker_weighted(text: &str) -> Expr {
+fn speaker_weighted(text: &str, speaker_weight: f64) -> Expr {
     Expr::cust_with_values(
         format!(
             r#""f"."score" * CASE WHEN lower("m"."peer_name") = ANY($1) THEN {} ELSE 1 END"#,
-            1.0 + SPEAKER_WEIGHT
+            1.0 + speaker_weight
         ),
         [SqlValue::from(named_words(text))],
     )
@@ -1580,9 +1594,9 @@ mod tests {
             r#""score" FROM "fts_first_scored" ORDER BY "score" DESC OFFSET 19 LIMIT 1"#,
             "UNION ALL",
             fusion.as_str(),
-            // The speaker named in the question weighs double.
+            // The speaker named in the question weighs four times.
             r#"ORDER BY "f"."score" * CASE WHEN lower("m"."peer_name") = ANY("#,
-            r#"THEN 2 ELSE 1 END DESC, "m"."public_id" ASC LIMIT"#,
+            r#"THEN 4 ELSE 1 END DESC, "m"."public_id" ASC LIMIT"#,
             // Beside the vector leg a text hit counts by the share of the query it holds.
             r#"FROM "terms" AS "t" WHERE "m"."content_tsv" @@ "t"."query") * 3 > (SELECT count(*) FROM "terms")"#,
         ] {

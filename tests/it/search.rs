@@ -218,17 +218,26 @@ async fn include_context_returns_snippet_hits_with_results_and_snippets() {
     assert!(peers.contains(&"alice") && peers.contains(&"bob"));
 }
 
+/// Six turns each of Caroline and Bob holding none of the questions' words, so that each
+/// speaker's name is in half the turns.
+fn small_talk_of_caroline_and_bob() -> Vec<(&'static str, &'static str)> {
+    (0..6)
+        .flat_map(|_| {
+            [
+                ("Caroline", "the weather is nice today"),
+                ("Bob", "the weather is nice today"),
+            ]
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn a_question_naming_a_speaker_ranks_their_turn_above_the_other_speakers_on_the_same_topic() {
     let app = TestApp::new().await;
     // Each speaker's name is in half the turns (a turn's search text holds its author), so it
     // weighs little; Bob's turn matches more of the question's other words than Caroline's.
     // Without the speaker's weight Bob's turn comes first for both questions.
-    let mut turns: Vec<(&str, &str)> = Vec::new();
-    for _ in 0..6 {
-        turns.push(("Caroline", "the weather is nice today"));
-        turns.push(("Bob", "the weather is nice today"));
-    }
+    let mut turns = small_talk_of_caroline_and_bob();
     turns.push(("Caroline", "I made a bowl in my pottery class"));
     turns.push((
         "Bob",
@@ -240,6 +249,34 @@ async fn a_question_naming_a_speaker_ranks_their_turn_above_the_other_speakers_o
     assert_eq!(first(in_session(&app, q, false, 0).await), "Caroline");
     let q = "What did Bob make in pottery?";
     assert_eq!(first(in_session(&app, q, false, 0).await), "Bob");
+}
+
+#[tokio::test]
+async fn a_named_speakers_fourth_turn_by_its_words_outranks_the_other_speakers_first() {
+    let app = TestApp::new().await;
+    // Bob's three turns hold three of the question's words each; Caroline's holds one and her
+    // name, which is in half the turns: by the words alone hers is the fourth. Weighed four
+    // times (1/5 · 4 against 1/2) it comes first; weighed double, as before 2026-12-07, it
+    // did not (1/5 · 2).
+    let mut turns = small_talk_of_caroline_and_bob();
+    turns.push(("Bob", "I make mugs in my pottery class"));
+    turns.push(("Bob", "our pottery class will make vases next"));
+    turns.push(("Bob", "we make plates in pottery class"));
+    turns.push(("Caroline", "a bowl, from pottery"));
+    write(&app, "chat", &turns).await;
+    let hers = turns.len() as i64;
+    let q = "What did Caroline make in pottery class?";
+    let order =
+        |found: Vec<Message>| -> Vec<i64> { found.iter().map(|m| m.seq_in_session).collect() };
+    let scope = SearchScope::Session("ws", "chat");
+    let by_words = app.store.clone().with_speaker_weight(0.0);
+    let alone = order(search_all(&by_words, scope, q, 5).await);
+    assert_eq!(alone[3], hers, "by its words hers is the fourth: {alone:?}");
+    let weighed_double = app.store.clone().with_speaker_weight(1.0);
+    let before = order(search_all(&weighed_double, scope, q, 5).await);
+    assert_ne!(before[0], hers, "{before:?}");
+    let found = order(search_all(&app.store, scope, q, 5).await);
+    assert_eq!(found[0], hers, "{found:?}");
 }
 
 #[tokio::test]

@@ -429,6 +429,7 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
         },
         fused_url: serve(fused.clone()).await?,
         names_url: serve(fused.clone().with_names_in_query(true)).await?,
+        weight_1_url: serve(fused.clone().with_speaker_weight(1.0)).await?,
         // The text leg alone: no conclusions ranking with it.
         text_url: serve(Store::new(db.clone()).with_conclusion_keys(false)).await?,
         no_keys_url,
@@ -469,6 +470,11 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
         "fused, names in the query",
         &answers.names,
         Some(answers.names_ms.clone()),
+    ));
+    results.push(scoring.system(
+        "fused, speaker weight 1",
+        &answers.weight_1,
+        Some(answers.weight_1_ms.clone()),
     ));
     if systems.no_keys_url.is_some() {
         results.push(scoring.system(
@@ -533,6 +539,8 @@ struct Systems {
     fused_url: String,
     /// The server reading the peers' names in the query, as before 2026-12-07.
     names_url: String,
+    /// The server weighing a named speaker's turns by 2, as before the names left the legs.
+    weight_1_url: String,
     text_url: String,
     /// The server without conclusion keys (with `--derive`).
     no_keys_url: Option<String>,
@@ -551,6 +559,8 @@ struct Answers {
     fused_ms: Vec<Duration>,
     names: Vec<Answer>,
     names_ms: Vec<Duration>,
+    weight_1: Vec<Answer>,
+    weight_1_ms: Vec<Duration>,
     text_ms: Vec<Duration>,
     no_keys: Vec<Answer>,
     no_keys_ms: Vec<Duration>,
@@ -573,6 +583,9 @@ impl Systems {
             let (answer, took) = self.client.timed(&self.names_url, &ws, &q.text).await?;
             answers.names.push(answer);
             answers.names_ms.push(took);
+            let (answer, took) = self.client.timed(&self.weight_1_url, &ws, &q.text).await?;
+            answers.weight_1.push(answer);
+            answers.weight_1_ms.push(took);
             if let Some(url) = &self.no_keys_url {
                 let (answer, took) = self.client.timed(url, &ws, &q.text).await?;
                 answers.no_keys.push(answer);
