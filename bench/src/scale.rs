@@ -440,6 +440,7 @@ fn filler_turns(n: usize) -> Vec<(String, String)> {
         sessions: 16,
         questions: 60,
         inferences: 0,
+        second_hand: 0,
     };
     let (conversations, _) = corpus::generate(FILLER_SEED, &shape);
     let mut out = Vec::with_capacity(n);
@@ -1114,6 +1115,7 @@ async fn plant_eval(
         sessions: 16,
         questions: 60,
         inferences: 0,
+        second_hand: 0,
     };
     let (conversations, questions) = corpus::generate(EVAL_SEED, &shape);
     let planted = count(db, "SELECT count(*) FROM bench_scale_eval", vec![]).await?;

@@ -18,6 +18,10 @@
 //!   answer follows from, in other words than the question's ("I adopted a rescue greyhound" for
 //!   "Would Caroline likely be considered an animal lover?"). Drawn from their own random
 //!   stream after the other kinds, so `Shape::inferences = 0` gives the corpus of before.
+//! - `second-hand`: the evidence is the *other* speaker's turn about the person the question
+//!   names ("Congrats on the new job at the bakery!" for "Where did Caroline get a new job?"), the
+//!   case a search that favours the named speaker's turns can lose. Drawn from a stream of their
+//!   own after the inference questions, so `Shape::second_hand = 0` gives the corpus of before.
 
 use crate::seed::Rng;
 
@@ -33,15 +37,18 @@ pub enum Category {
     Reply,
     #[serde(rename = "inference")]
     Inference,
+    #[serde(rename = "second-hand")]
+    SecondHand,
 }
 
 impl Category {
-    pub const ALL: [Category; 5] = [
+    pub const ALL: [Category; 6] = [
         Category::SingleHop,
         Category::Temporal,
         Category::MultiHop,
         Category::Reply,
         Category::Inference,
+        Category::SecondHand,
     ];
 
     pub fn name(self) -> &'static str {
@@ -51,6 +58,7 @@ impl Category {
             Category::MultiHop => "multi-hop",
             Category::Reply => "reply",
             Category::Inference => "inference",
+            Category::SecondHand => "second-hand",
         }
     }
 }
@@ -631,6 +639,8 @@ pub struct Shape {
     pub questions: usize,
     /// Inference questions per conversation, beside `questions` (at most `INFERENCES.len()`).
     pub inferences: usize,
+    /// Second-hand questions per conversation, beside the others (at most `SECOND_HAND.len()`).
+    pub second_hand: usize,
 }
 
 /// Inference questions: (what `{P}` tells, what a deriver concludes from it, the question). The
@@ -732,6 +742,85 @@ const INFERENCES: &[(&str, &str, &str)] = &[
 /// own random stream; any constant would do.
 const INFERENCE_STREAM: u64 = 0x01fe_2ece;
 
+/// Second-hand questions: (what the other speaker says to `{P}`, what a deriver concludes about
+/// that speaker `{S}` from it, the question about `{P}`). A deriver observes a turn's speaker, so
+/// the fact is about `{S}`. About half the questions share a word with the turn, as the other
+/// kinds' do.
+const SECOND_HAND: &[(&str, &str, &str)] = &[
+    (
+        "Congrats on the new job at the bakery!",
+        "{S} congratulated {P} on a new job at a bakery.",
+        "Where did {P} get a new job?",
+    ),
+    (
+        "How is your sister Anna settling into college?",
+        "{S} asked about {P}'s sister Anna at college.",
+        "What is the name of {P}'s sister?",
+    ),
+    (
+        "Happy birthday! Thirty looks good on you.",
+        "{S} wished {P} a happy thirtieth birthday.",
+        "How old did {P} turn on their birthday?",
+    ),
+    (
+        "Your garden looked amazing when I drove by, those sunflowers are taller than you!",
+        "{S} admired the sunflowers in {P}'s garden.",
+        "What flowers does {P} grow?",
+    ),
+    (
+        "I still can't believe you swam across the whole lake last summer!",
+        "{S} recalled {P} swimming across a lake.",
+        "What did {P} swim across?",
+    ),
+    (
+        "Give Biscuit a belly rub from me, he's the cutest beagle.",
+        "{S} is fond of {P}'s beagle Biscuit.",
+        "What is {P}'s dog called?",
+    ),
+    (
+        "How was the move to Denver? Is the new apartment unpacked yet?",
+        "{S} asked about {P}'s move to Denver.",
+        "Which city did {P} move to?",
+    ),
+    (
+        "Your lasagna at the party was the best thing I've eaten all year.",
+        "{S} praised {P}'s lasagna at a party.",
+        "What dish did {P} bring to the party?",
+    ),
+    (
+        "Good luck with the driving test tomorrow, you've got this!",
+        "{S} wished {P} luck on a driving test.",
+        "What test was {P} about to take?",
+    ),
+    (
+        "Did your mom like the scarf you knitted for her?",
+        "{S} asked about the scarf {P} knitted for their mom.",
+        "What did {P} knit for their mother?",
+    ),
+    (
+        "Your band sounded great at the open mic night!",
+        "{S} heard {P}'s band at an open mic night.",
+        "Where did {P}'s band play?",
+    ),
+    (
+        "Thanks again for fixing my laptop, you're a genius with computers.",
+        "{S}'s laptop was fixed by {P}.",
+        "What did {P} repair for a friend?",
+    ),
+];
+
+/// What the person says back to a second-hand turn.
+const THANKS: &[&str] = &[
+    "Aw, thank you!",
+    "Haha, thanks so much!",
+    "Thanks, that means a lot.",
+    "Oh stop, you're too kind!",
+    "Thank you, it's been a lot of work.",
+];
+
+/// The second-hand questions' stream, as [`INFERENCE_STREAM`] is the inference questions'.
+const SECOND_HAND_STREAM: u64 = 0x5ec0_44d0;
+
 fn fill(template: &str, o: &str, q: &str, person: &str) -> String {
     let mut cap = o.to_owned();
     if let Some(first) = cap.get(..1) {
@@ -800,6 +889,54 @@ impl Episode {
     }
 }
 
+/// A question placed after the layout, with its one evidence turn.
+type Placed = (Category, String, TurnRef);
+
+/// A conversation's laid-out sessions, while blocks of turns go in between their episodes.
+struct Layout<'a> {
+    sessions: &'a mut [Session],
+    /// Per session and episode, where its evidence turns are.
+    placed: &'a mut [Vec<Vec<usize>>],
+    /// Per session, the points between episodes where a block may go in.
+    between: &'a mut [Vec<usize>],
+    extra: &'a mut Vec<Placed>,
+}
+
+impl Layout<'_> {
+    /// Where the next block goes, drawn from `rng`: a session, a point between its episodes, and
+    /// the small talk (0-2 turns) that opens the block.
+    fn spot(&self, rng: &mut Rng) -> (usize, usize, Vec<Turn>) {
+        let s = rng.range(0, self.sessions.len() - 1);
+        let at = *rng.pick(&self.between[s]);
+        let mut block = Vec::new();
+        let n = rng.range(0, 2);
+        small_talk(rng, &mut block, n);
+        (s, at, block)
+    }
+
+    /// Puts `block` into session `s` before turn `at`, moving every turn placed after it. The
+    /// point `at` itself stays, so a later block at the same point goes before this one.
+    fn insert(&mut self, s: usize, at: usize, block: Vec<Turn>) {
+        let k = block.len();
+        let shift = |t: &mut usize| {
+            if *t >= at {
+                *t += k;
+            }
+        };
+        self.placed[s].iter_mut().flatten().for_each(shift);
+        self.between[s]
+            .iter_mut()
+            .filter(|b| **b > at)
+            .for_each(|b| *b += k);
+        for (_, _, (es, t)) in self.extra.iter_mut() {
+            if *es == s {
+                shift(t);
+            }
+        }
+        self.sessions[s].turns.splice(at..at, block);
+    }
+}
+
 /// Builds every conversation and question.
 pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) {
     let mut rng = Rng::new(seed);
@@ -846,7 +983,9 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
                         Category::Temporal => free >= 1 && !rel.when.is_empty(),
                         Category::MultiHop => free >= 2 && !rel.both.is_empty(),
                         Category::Reply => free >= 1 && !rel.ask.is_empty(),
-                        Category::Inference => unreachable!("drawn after the layout"),
+                        Category::Inference | Category::SecondHand => {
+                            unreachable!("drawn after the layout")
+                        }
                     }
                 })
                 .collect();
@@ -925,7 +1064,9 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
                         vec![(session, slots[session].len() - 1)],
                     ));
                 }
-                Category::Inference => unreachable!("drawn after the layout"),
+                Category::Inference | Category::SecondHand => {
+                    unreachable!("drawn after the layout")
+                }
             }
             // Up to two distractors on the same topic, by either speaker, somewhere else.
             for _ in 0..rng.range(0, 2) {
@@ -986,48 +1127,62 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
             placed.push(where_);
             between.push(bounds);
         }
-        // Inference questions, from their own stream and placed after the layout (between two
-        // episodes), so every other draw and question is the one without them.
+        // Inference and second-hand questions, each kind from its own stream and placed after
+        // the layout (between two episodes), so every other draw and question is the one without
+        // them.
+        let mut extra: Vec<Placed> = Vec::new();
+        let mut layout = Layout {
+            sessions: &mut sessions,
+            placed: &mut placed,
+            between: &mut between,
+            extra: &mut extra,
+        };
         let mut irng = Rng::new(seed ^ INFERENCE_STREAM ^ ((c as u64) << 8));
         let mut free: Vec<usize> = (0..INFERENCES.len()).collect();
-        let mut inferred: Vec<(String, TurnRef)> = Vec::new();
         for i in 0..shape.inferences.min(INFERENCES.len()) {
             let (tell, fact, question) =
                 INFERENCES[free.swap_remove(irng.range(0, free.len() - 1))];
             let person = i % 2;
             let name = names[person];
-            let s = irng.range(0, shape.sessions - 1);
-            let at = *irng.pick(&between[s]);
-            let mut block = Vec::new();
-            let n = irng.range(0, 2);
-            small_talk(&mut irng, &mut block, n);
+            let (s, at, mut block) = layout.spot(&mut irng);
+            let evidence = (s, at + block.len());
             let tell = chatty(&mut irng, tell.to_owned());
             let told = Episode::told(&mut irng, person, tell, fill(fact, "", "", name));
-            for (speaker, text, fact) in told.turns {
-                block.push(Turn {
-                    speaker,
-                    text,
-                    fact,
-                });
-            }
-            let k = block.len();
-            let shift = |t: &mut usize| {
-                if *t >= at {
-                    *t += k;
-                }
-            };
-            placed[s].iter_mut().flatten().for_each(shift);
-            between[s]
-                .iter_mut()
-                .filter(|b| **b > at)
-                .for_each(|b| *b += k);
-            for (_, (is, t)) in inferred.iter_mut() {
-                if *is == s {
-                    shift(t);
-                }
-            }
-            sessions[s].turns.splice(at..at, block);
-            inferred.push((fill(question, "", "", name), (s, at + n)));
+            block.extend(told.turns.into_iter().map(|(speaker, text, fact)| Turn {
+                speaker,
+                text,
+                fact,
+            }));
+            layout.insert(s, at, block);
+            let question = fill(question, "", "", name);
+            layout.extra.push((Category::Inference, question, evidence));
+        }
+        let mut srng = Rng::new(seed ^ SECOND_HAND_STREAM ^ ((c as u64) << 8));
+        let mut free: Vec<usize> = (0..SECOND_HAND.len()).collect();
+        for i in 0..shape.second_hand.min(SECOND_HAND.len()) {
+            let (said, fact, question) =
+                SECOND_HAND[free.swap_remove(srng.range(0, free.len() - 1))];
+            let person = i % 2;
+            let other = 1 - person;
+            let name = names[person];
+            let (s, at, mut block) = layout.spot(&mut srng);
+            let evidence = (s, at + block.len());
+            let said = chatty(&mut srng, said.to_owned());
+            block.push(Turn {
+                speaker: other,
+                text: said,
+                fact: Some(fill(fact, "", "", name).replace("{S}", names[other])),
+            });
+            block.push(Turn {
+                speaker: person,
+                text: srng.pick(THANKS).to_string(),
+                fact: None,
+            });
+            layout.insert(s, at, block);
+            let question = fill(question, "", "", name);
+            layout
+                .extra
+                .push((Category::SecondHand, question, evidence));
         }
         for (category, text, refs) in pending {
             let evidence = refs
@@ -1041,11 +1196,11 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
                 evidence,
             });
         }
-        for (text, evidence) in inferred {
+        for (category, text, evidence) in extra {
             questions.push(Question {
                 conversation: c,
                 text,
-                category: Category::Inference,
+                category,
                 evidence: vec![evidence],
             });
         }
@@ -1058,16 +1213,26 @@ pub fn generate(seed: u64, shape: &Shape) -> (Vec<Conversation>, Vec<Question>) 
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_same_seed_gives_the_same_corpus_and_evidence_points_at_the_person() {
-        let shape = Shape {
+    fn shape(inferences: usize, second_hand: usize) -> Shape {
+        Shape {
             conversations: 3,
             sessions: 12,
             questions: 60,
-            inferences: 6,
-        };
-        let (a, qa) = generate(7, &shape);
-        let (b, qb) = generate(7, &shape);
+            inferences,
+            second_hand,
+        }
+    }
+
+    /// Whether `text` holds `name` as a word ("Jon" is not in "John's").
+    fn names(text: &str, name: &str) -> bool {
+        text.split(|c: char| !c.is_alphanumeric())
+            .any(|w| w == name)
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_corpus_and_evidence_points_at_the_person() {
+        let (a, qa) = generate(7, &shape(6, 6));
+        let (b, qb) = generate(7, &shape(6, 6));
         assert_eq!(qa.len(), qb.len());
         for (x, y) in qa.iter().zip(&qb) {
             assert_eq!((&x.text, &x.evidence), (&y.text, &y.evidence));
@@ -1078,46 +1243,66 @@ mod tests {
             assert!(!q.evidence.is_empty());
             for &(s, t) in &q.evidence {
                 let turn = &c.sessions[s].turns[t];
-                // Evidence is said by the person the question names.
-                assert!(q.text.contains(c.names[turn.speaker]), "{}", q.text);
+                let (speaker, other) = (c.names[turn.speaker], c.names[1 - turn.speaker]);
+                if q.category == Category::SecondHand {
+                    // Said to the person the question names, by the other.
+                    assert!(
+                        names(&q.text, other) && !names(&q.text, speaker),
+                        "{}",
+                        q.text
+                    );
+                    assert!(turn.fact.as_deref().is_some_and(|f| f.starts_with(speaker)));
+                } else {
+                    // Said by the person the question names.
+                    assert!(names(&q.text, speaker), "{}", q.text);
+                }
             }
             if q.category == Category::MultiHop {
                 assert_eq!(q.evidence.len(), 2);
             }
         }
+        let second_hand = qa.iter().filter(|q| q.category == Category::SecondHand);
+        assert_eq!(second_hand.count(), 18);
     }
 
-    #[test]
-    fn inference_questions_leave_the_other_kinds_questions_as_they_were() {
-        let shape = |inferences| Shape {
-            conversations: 2,
-            sessions: 12,
-            questions: 60,
-            inferences,
-        };
-        let (plain, without) = generate(7, &shape(0));
-        let (corpus, with) = generate(7, &shape(6));
-        let others: Vec<&String> = with
-            .iter()
-            .filter(|q| q.category != Category::Inference)
-            .map(|q| &q.text)
-            .collect();
-        assert_eq!(others, without.iter().map(|q| &q.text).collect::<Vec<_>>());
-        let kept = with.iter().filter(|q| q.category != Category::Inference);
-        for (q, before) in kept.zip(&without) {
-            for (&(s, t), &(s0, t0)) in q.evidence.iter().zip(&before.evidence) {
+    /// The questions of `questions` whose kind is `kept` are `before`'s, in order, and their evidence
+    /// turns say the same.
+    fn assert_kept(
+        (turns, questions): (&[Conversation], &[Question]),
+        (before_turns, before): (&[Conversation], &[Question]),
+        kept: impl Fn(Category) -> bool,
+    ) {
+        let kept: Vec<&Question> = questions.iter().filter(|q| kept(q.category)).collect();
+        assert_eq!(
+            kept.iter().map(|q| &q.text).collect::<Vec<_>>(),
+            before.iter().map(|q| &q.text).collect::<Vec<_>>()
+        );
+        for (q, b) in kept.iter().zip(before) {
+            for (&(s, t), &(s0, t0)) in q.evidence.iter().zip(&b.evidence) {
                 let c = q.conversation;
                 assert_eq!(
-                    corpus[c].sessions[s].turns[t].text,
-                    plain[c].sessions[s0].turns[t0].text
+                    turns[c].sessions[s].turns[t].text,
+                    before_turns[c].sessions[s0].turns[t0].text
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_kinds_drawn_after_the_layout_leave_the_earlier_questions_as_they_were() {
+        let (plain, without) = generate(7, &shape(0, 0));
+        let (corpus, with) = generate(7, &shape(6, 6));
+        let (inferred, with_inferences) = generate(7, &shape(6, 0));
+        let earlier = |c| c != Category::Inference && c != Category::SecondHand;
+        assert_kept((&corpus, &with), (&plain, &without), earlier);
+        assert_kept((&corpus, &with), (&inferred, &with_inferences), |c| {
+            c != Category::SecondHand
+        });
         let inferences: Vec<&Question> = with
             .iter()
             .filter(|q| q.category == Category::Inference)
             .collect();
-        assert_eq!(inferences.len(), 12);
+        assert_eq!(inferences.len(), 18);
         for q in inferences {
             let [(s, t)] = q.evidence[..] else {
                 panic!("one evidence turn: {:?}", q.evidence)

@@ -16,6 +16,9 @@
 //!   content, in memory: the baseline to beat.
 //! - `fused, names in the query`: the server as its legs read a query before 2026-12-07, with
 //!   the words naming a peer (docs/search.md, "The legs read a question without the names").
+//! - `fused, speaker weight W`: the server weighing a named speaker's turns by `1 + W` instead
+//!   of `1 + SPEAKER_WEIGHT`, for each W of `--speaker-weights` (default 1, the weight before
+//!   2026-12-07).
 //! - with `--derive`, `fused, no conclusion keys`: the server with HONCHO_SEARCH_CONCLUSION_KEYS
 //!   off, over the same stored turns and conclusions (`fused` then ranks by the keys too).
 //!
@@ -64,6 +67,10 @@ struct Args {
     /// before this kind existed, 2026-12-06).
     #[arg(long, default_value_t = 6)]
     inferences: usize,
+    /// Second-hand questions per conversation (the evidence is the other speaker's turn), beside
+    /// the others (0 gives the corpus of before this kind existed, 2026-12-07).
+    #[arg(long, default_value_t = 6)]
+    second_hand: usize,
     #[arg(long, default_value_t = 7)]
     seed: u64,
     /// Results are written to `<out>/<label>.json` and `<out>/<label>.svg`.
@@ -93,6 +100,10 @@ struct Args {
     /// that setting existed.
     #[arg(long, default_value_t = honcho_graphql::store::search::DEFAULT_SEARCH_BEAM)]
     search_beam: u16,
+    /// Speaker weights served beside the server, each as its own system on the same stored turns
+    /// ("fused, speaker weight W"; the server's is `SPEAKER_WEIGHT`).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    speaker_weights: Vec<f64>,
 }
 
 /// Where a stored turn is: its conversation, session and seq.
@@ -398,6 +409,7 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
         sessions: args.sessions,
         questions: args.questions,
         inferences: args.inferences,
+        second_hand: args.second_hand,
     };
     let (conversations, questions) = corpus::generate(args.seed, &shape);
     let turns: usize = conversations
@@ -429,7 +441,14 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
         },
         fused_url: serve(fused.clone()).await?,
         names_url: serve(fused.clone().with_names_in_query(true)).await?,
-        weight_1_url: serve(fused.clone().with_speaker_weight(1.0)).await?,
+        weighted: {
+            let mut served = Vec::new();
+            for &w in &args.speaker_weights {
+                let url = serve(fused.clone().with_speaker_weight(w)).await?;
+                served.push((format!("fused, speaker weight {w}"), url));
+            }
+            served
+        },
         // The text leg alone: no conclusions ranking with it.
         text_url: serve(Store::new(db.clone()).with_conclusion_keys(false)).await?,
         no_keys_url,
@@ -471,11 +490,9 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
         &answers.names,
         Some(answers.names_ms.clone()),
     ));
-    results.push(scoring.system(
-        "fused, speaker weight 1",
-        &answers.weight_1,
-        Some(answers.weight_1_ms.clone()),
-    ));
+    for ((name, _), (answers, times)) in systems.weighted.iter().zip(&answers.weighted) {
+        results.push(scoring.system(name, answers, Some(times.clone())));
+    }
     if systems.no_keys_url.is_some() {
         results.push(scoring.system(
             "fused, no conclusion keys",
@@ -520,7 +537,9 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
     let out = json!({
         "label": args.label,
         "args": {"conversations": args.conversations, "sessions": args.sessions,
-                 "questions": args.questions, "inferences": args.inferences, "seed": args.seed},
+                 "questions": args.questions, "inferences": args.inferences,
+                 "second_hand": args.second_hand, "seed": args.seed,
+                 "speaker_weights": args.speaker_weights},
         "embedder": systems.minilm.model_id(),
         "turns": turns,
         "questions": questions.len(),
@@ -539,8 +558,8 @@ struct Systems {
     fused_url: String,
     /// The server reading the peers' names in the query, as before 2026-12-07.
     names_url: String,
-    /// The server weighing a named speaker's turns by 2, as before the names left the legs.
-    weight_1_url: String,
+    /// The server at other speaker weights (`--speaker-weights`): (system name, url).
+    weighted: Vec<(String, String)>,
     text_url: String,
     /// The server without conclusion keys (with `--derive`).
     no_keys_url: Option<String>,
@@ -559,8 +578,8 @@ struct Answers {
     fused_ms: Vec<Duration>,
     names: Vec<Answer>,
     names_ms: Vec<Duration>,
-    weight_1: Vec<Answer>,
-    weight_1_ms: Vec<Duration>,
+    /// Per `Systems::weighted`, its answers and search times.
+    weighted: Vec<(Vec<Answer>, Vec<Duration>)>,
     text_ms: Vec<Duration>,
     no_keys: Vec<Answer>,
     no_keys_ms: Vec<Duration>,
@@ -573,7 +592,10 @@ impl Systems {
         questions: &[Question],
         engines: &[bm25::SearchEngine<String>],
     ) -> anyhow::Result<Answers> {
-        let mut answers = Answers::default();
+        let mut answers = Answers {
+            weighted: self.weighted.iter().map(|_| Default::default()).collect(),
+            ..Answers::default()
+        };
         let bar = bar(questions.len() as u64, "questions");
         for q in questions {
             let ws = workspace(q.conversation);
@@ -583,9 +605,11 @@ impl Systems {
             let (answer, took) = self.client.timed(&self.names_url, &ws, &q.text).await?;
             answers.names.push(answer);
             answers.names_ms.push(took);
-            let (answer, took) = self.client.timed(&self.weight_1_url, &ws, &q.text).await?;
-            answers.weight_1.push(answer);
-            answers.weight_1_ms.push(took);
+            for ((_, url), (got, times)) in self.weighted.iter().zip(&mut answers.weighted) {
+                let (answer, took) = self.client.timed(url, &ws, &q.text).await?;
+                got.push(answer);
+                times.push(took);
+            }
             if let Some(url) = &self.no_keys_url {
                 let (answer, took) = self.client.timed(url, &ws, &q.text).await?;
                 answers.no_keys.push(answer);
