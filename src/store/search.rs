@@ -171,6 +171,33 @@ pub const TEXT_WEIGHT: f64 = 1.0;
 /// questions at r@10 and loses 10 at r@5 and 5 of the 60 second-hand ones, on each corpus.
 pub const SPEAKER_WEIGHT: f64 = 3.0;
 
+/// The legs read a query without the peers it names ([`without_names`]) only when its scope has
+/// at most this many peers: a conversation's two. Among more, the legs' 20 candidates come from
+/// every conversation on the question's topic, and the name is what brings the named speaker's
+/// turns among them for the weight to raise: `make bench-scale`'s planted questions (three
+/// conversations and eight other peers in one workspace) fell from r@10 0.628 / 0.628 / 0.594
+/// to 0.550 / 0.350 / 0.233 at 10k / 100k / 1M messages with the names out (docs/search.md,
+/// "Among more than two peers the legs keep the names").
+pub const NAMES_OUT_MAX_PEERS: i64 = 2;
+
+/// The speaker weight when the legs read the names ([`NAMES_OUT_MAX_PEERS`]): the weight the
+/// server had with the names in the legs, before 2026-12-07. With the names in the legs as well,
+/// 3 counts a name twice over (`make eval`'s `fused, names in the query` reads r@10 0.585 at 3
+/// against 0.623 at 1).
+pub const SPEAKER_WEIGHT_NAMES_IN: f64 = 1.0;
+
+/// What a search reaches, read before its legs run.
+#[derive(Debug, Default)]
+struct Reach {
+    /// The workspace's messages, from the count the full-text statistics keep (`search_corpus`,
+    /// one row per workspace; 0 for none).
+    messages: u64,
+    /// The workspace's peers the query names ([`peer_id_candidates`]).
+    named: Vec<String>,
+    /// The scope's peers, counted up to `NAMES_OUT_MAX_PEERS + 1`.
+    peers: i64,
+}
+
 /// Beside the vector leg, a full-text hit counts in the fusion only when it holds more than one
 /// in `SHARE_FLOOR_DENOMINATOR` of the query's lexemes (or the whole query as a substring); below
 /// that its weight is [`BELOW_SHARE_WEIGHT`]. A hit holding one word of a five-word question
@@ -388,14 +415,22 @@ impl Store {
         }
         // Beside a vector, the legs read the query without the peers it names (`without_names`);
         // with no vector (no embedder, or embedding failed) full text answers alone and keeps
-        // them, as the name is then the only way to the speaker's turns.
-        let (messages, mut named) = match self.embedder() {
-            Some(_) => self.workspace_reach(scope.workspace(), &text).await?,
-            None => (0, Vec::new()),
+        // them, as the name is then the only way to the speaker's turns. Among more peers than a
+        // conversation's two the legs keep them too ([`NAMES_OUT_MAX_PEERS`]).
+        let reach = match self.embedder() {
+            Some(_) => self.reach(scope, &text).await?,
+            None => Reach::default(),
         };
-        if self.names_in_query() {
+        let (messages, mut named) = (reach.messages, reach.named);
+        let many_peers = reach.peers > NAMES_OUT_MAX_PEERS;
+        if self.names_in_query() || many_peers {
             named.clear();
         }
+        let speaker_weight = if many_peers {
+            SPEAKER_WEIGHT_NAMES_IN
+        } else {
+            self.speaker_weight()
+        };
         let unnamed = without_names(&text, &named);
         let vector = self.embed_query(&unnamed).await;
         let with_vector = vector.is_some();
@@ -410,7 +445,7 @@ impl Store {
             SearchText {
                 legs: &legs_text,
                 asked: &text,
-                speaker_weight: self.speaker_weight(),
+                speaker_weight,
             },
             vector,
             nearest_blocks(messages),
@@ -432,27 +467,49 @@ impl Store {
             .await
     }
 
-    /// How many messages `workspace` holds, from the count the full-text statistics keep
-    /// (`search_corpus`, one row per workspace; 0 for none), and which of its peers `text`
-    /// names ([`peer_id_candidates`]): one statement, each part an index lookup.
-    async fn workspace_reach(
-        &self,
-        workspace: &str,
-        text: &str,
-    ) -> StoreResult<(u64, Vec<String>)> {
+    /// What a search of `scope` for `text` reaches ([`Reach`]): one statement, each part an
+    /// index lookup.
+    async fn reach(&self, scope: SearchScope<'_>, text: &str) -> StoreResult<Reach> {
+        // Counting stops past NAMES_OUT_MAX_PEERS: only "more than that" matters.
+        let peers = match scope {
+            SearchScope::Workspace(_) => {
+                "SELECT 1 FROM peers WHERE workspace_name = $1 LIMIT $4".to_owned()
+            }
+            SearchScope::Session(..) => "SELECT 1 FROM session_peers \
+                 WHERE workspace_name = $1 AND session_name = $3 LIMIT $4"
+                .to_owned(),
+            // One author: nobody else's turns to crowd the legs.
+            SearchScope::Peer(..) => "SELECT 1".to_owned(),
+        };
+        let session = match scope {
+            SearchScope::Session(_, s) => s,
+            _ => "",
+        };
         let row = self
             .reader()
             .query_one_raw(stmt(
-                "SELECT (SELECT docs FROM search_corpus WHERE workspace_name = $1) AS docs, \
-                 ARRAY(SELECT name FROM peers WHERE workspace_name = $1 AND name = ANY($2)) AS named",
-                [workspace.into(), SqlValue::from(peer_id_candidates(text))],
+                &format!(
+                    "SELECT (SELECT docs FROM search_corpus WHERE workspace_name = $1) AS docs, \
+                     ARRAY(SELECT name FROM peers WHERE workspace_name = $1 AND name = ANY($2)) \
+                     AS named, (SELECT count(*) FROM ({peers}) p) AS peers"
+                ),
+                [
+                    scope.workspace().into(),
+                    SqlValue::from(peer_id_candidates(text)),
+                    session.into(),
+                    (NAMES_OUT_MAX_PEERS + 1).into(),
+                ],
             ))
             .await?;
-        let (docs, named): (Option<i64>, Vec<String>) = match row {
-            Some(row) => (row.try_get("", "docs")?, row.try_get("", "named")?),
-            None => (None, Vec::new()),
+        let Some(row) = row else {
+            return Ok(Reach::default());
         };
-        Ok((u64::try_from(docs.unwrap_or(0)).unwrap_or(0), named))
+        let docs: Option<i64> = row.try_get("", "docs")?;
+        Ok(Reach {
+            messages: u64::try_from(docs.unwrap_or(0)).unwrap_or(0),
+            named: row.try_get("", "named")?,
+            peers: row.try_get("", "peers")?,
+        })
     }
 
     /// The query's embedding, or None (no embedder, or it failed: full text answers alone).

@@ -280,6 +280,49 @@ async fn a_named_speakers_fourth_turn_by_its_words_outranks_the_other_speakers_f
 }
 
 #[tokio::test]
+async fn among_many_peers_a_question_naming_one_finds_their_turn_past_the_others_on_the_topic() {
+    let app = TestApp::with_embedder().await;
+    // Caroline's answer sits in a workspace where 24 turns by three other peers ask nearly the
+    // question itself: without her name both legs rank those 24 first, past the 20 candidates
+    // the speaker weight can raise. Among more than two peers the legs keep the name.
+    write(
+        &app,
+        "chat",
+        &[
+            ("caroline", "I made a bowl in my pottery class"),
+            ("melanie", "That's lovely!"),
+        ],
+    )
+    .await;
+    let others = ["dave", "erin", "frank"];
+    let mut asked: Vec<(&str, String)> = Vec::new();
+    for i in 0..24 {
+        let text = format!("What did you make in pottery class on day {i}?");
+        asked.push((others[i % 3], text));
+    }
+    let asked: Vec<(&str, &str)> = asked.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    write(&app, "others", &asked).await;
+    let found = search_all(
+        &app.store,
+        SearchScope::Workspace("ws"),
+        "What did Caroline make in pottery class?",
+        10,
+    )
+    .await;
+    let authors: Vec<&str> = found.iter().map(|m| m.peer_name.as_str()).collect();
+    assert_eq!(authors.first(), Some(&"caroline"), "{authors:?}");
+    // A session's scope (no members joined: two-person) and a peer's find it too.
+    let q = "What did Caroline make in pottery class?";
+    for scope in [
+        SearchScope::Session("ws", "chat"),
+        SearchScope::Peer("ws", "caroline"),
+    ] {
+        let found = search_all(&app.store, scope, q, 10).await;
+        assert_eq!(found[0].peer_name, "caroline", "{scope:?}");
+    }
+}
+
+#[tokio::test]
 async fn a_turn_holding_only_the_speakers_name_no_longer_outranks_the_nearest_turn() {
     let app = TestApp::with_embedder().await;
     // The question has three lexemes (colour, carolin, ador); every Caroline turn holds one
