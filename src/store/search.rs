@@ -1302,7 +1302,8 @@ fn peer_id_candidates(text: &str) -> Vec<String> {
 /// every turn of theirs whatever it says, and the name outweighs the words that carry the
 /// question; in full text the name is in half a conversation's turns. The speaker weight reads
 /// the names instead ([`SPEAKER_WEIGHT`]). A query that is only names keeps them (a query of
-/// nothing would find nothing). Measured: docs/search.md, "The legs read a question without the
+/// nothing would find nothing). The caller passes no peers for a scope of more than
+/// [`NAMES_OUT_MAX_PEERS`]. Measured: docs/search.md, "The legs read a question without the
 /// names".
 pub fn without_names<'a>(text: &'a str, peers: &[String]) -> Cow<'a, str> {
     if peers.is_empty() {
