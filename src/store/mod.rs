@@ -83,6 +83,9 @@ pub struct Store {
     /// The legs read a query's words naming a peer of the workspace, as before 2026-12-07 (for
     /// `make eval`'s comparison; docs/search.md, "The legs read a question without the names").
     names_in_query: bool,
+    /// The most peers a scope has for the legs to read a query without its names
+    /// (`search::NAMES_OUT_MAX_PEERS`; another for `make eval --one-workspace`'s comparison).
+    names_out_max_peers: i64,
     /// The weight of a named speaker's turns (`search::SPEAKER_WEIGHT`; another for `make eval`).
     speaker_weight: f64,
     webhooks: webhook::WebhookPolicy,
@@ -102,6 +105,7 @@ impl Store {
             conclusion_keys: true,
             search_beam: search::DEFAULT_SEARCH_BEAM,
             names_in_query: false,
+            names_out_max_peers: search::NAMES_OUT_MAX_PEERS,
             speaker_weight: search::SPEAKER_WEIGHT,
             webhooks: webhook::WebhookPolicy::default(),
             defaults: configuration::Defaults::default(),
@@ -212,6 +216,18 @@ impl Store {
 
     pub fn names_in_query(&self) -> bool {
         self.names_in_query
+    }
+
+    /// Let the legs read a query without its names in scopes of up to `peers` peers instead of
+    /// `search::NAMES_OUT_MAX_PEERS` (`i64::MAX`: any scope, as on 2026-12-07 before the rule).
+    /// For `make eval`'s comparison.
+    pub fn with_names_out_max_peers(mut self, peers: i64) -> Self {
+        self.names_out_max_peers = peers;
+        self
+    }
+
+    pub fn names_out_max_peers(&self) -> i64 {
+        self.names_out_max_peers
     }
 
     /// Weigh the turns of a speaker a query names by `1 + weight` instead of

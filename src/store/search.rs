@@ -194,7 +194,8 @@ struct Reach {
     messages: u64,
     /// The workspace's peers the query names ([`peer_id_candidates`]).
     named: Vec<String>,
-    /// The scope's peers, counted up to `NAMES_OUT_MAX_PEERS + 1`.
+    /// The scope's peers, counted up to one more than the names-out bound
+    /// ([`NAMES_OUT_MAX_PEERS`], `Store::names_out_max_peers`).
     peers: i64,
 }
 
@@ -422,7 +423,7 @@ impl Store {
             None => Reach::default(),
         };
         let (messages, mut named) = (reach.messages, reach.named);
-        let many_peers = reach.peers > NAMES_OUT_MAX_PEERS;
+        let many_peers = reach.peers > self.names_out_max_peers();
         if self.names_in_query() || many_peers {
             named.clear();
         }
@@ -470,7 +471,7 @@ impl Store {
     /// What a search of `scope` for `text` reaches ([`Reach`]): one statement, each part an
     /// index lookup.
     async fn reach(&self, scope: SearchScope<'_>, text: &str) -> StoreResult<Reach> {
-        // Counting stops past NAMES_OUT_MAX_PEERS: only "more than that" matters.
+        // Counting stops one past the most peers for names out: only "more than that" matters.
         let peers = match scope {
             SearchScope::Workspace(_) => {
                 "SELECT 1 FROM peers WHERE workspace_name = $1 LIMIT $4".to_owned()
@@ -497,7 +498,7 @@ impl Store {
                     scope.workspace().into(),
                     SqlValue::from(peer_id_candidates(text)),
                     session.into(),
-                    (NAMES_OUT_MAX_PEERS + 1).into(),
+                    self.names_out_max_peers().saturating_add(1).into(),
                 ],
             ))
             .await?;

@@ -19,6 +19,9 @@
 //! - `fused, speaker weight W`: the server weighing a named speaker's turns by `1 + W` instead
 //!   of `1 + SPEAKER_WEIGHT`, for each W of `--speaker-weights` (default 1, the weight before
 //!   2026-12-07).
+//! - with `--one-workspace`, `fused, names out among any peers`: the server taking a query's
+//!   names out of its legs whatever the number of peers, as on 2026-12-07 before
+//!   `NAMES_OUT_MAX_PEERS` (docs/search.md, "Among more than two peers the legs keep the names").
 //! - with `--derive`, `fused, no conclusion keys`: the server with HONCHO_SEARCH_CONCLUSION_KEYS
 //!   off, over the same stored turns and conclusions (`fused` then ranks by the keys too).
 //!
@@ -104,6 +107,12 @@ struct Args {
     /// ("fused, speaker weight W"; the server's is `SPEAKER_WEIGHT`).
     #[arg(long, value_delimiter = ',', default_value = "1")]
     speaker_weights: Vec<f64>,
+    /// Store every conversation in one workspace (a session per sitting), as an app's workspace
+    /// holds many conversations, and ask each question of the whole workspace. Only the
+    /// conversations whose people no earlier conversation names are kept, so that a question's
+    /// name means one person. Also serves `fused, names out among any peers`.
+    #[arg(long)]
+    one_workspace: bool,
 }
 
 /// Where a stored turn is: its conversation, session and seq.
@@ -170,8 +179,55 @@ impl Client {
     }
 }
 
-fn workspace(c: usize) -> String {
-    format!("conv{c}")
+/// Where the conversations are stored: a workspace each, or all in one (`--one-workspace`).
+#[derive(Clone, Copy)]
+struct Stored {
+    one_workspace: bool,
+}
+
+impl Stored {
+    fn workspace(self, c: usize) -> String {
+        if self.one_workspace {
+            "all".to_owned()
+        } else {
+            format!("conv{c}")
+        }
+    }
+
+    fn session(self, c: usize, s: usize) -> String {
+        if self.one_workspace {
+            format!("c{c}-s{s}")
+        } else {
+            format!("s{s}")
+        }
+    }
+}
+
+/// The conversations none of whose people an earlier one names, and their questions
+/// (renumbered).
+fn distinct_people(
+    conversations: Vec<Conversation>,
+    questions: Vec<Question>,
+) -> (Vec<Conversation>, Vec<Question>) {
+    let mut seen = std::collections::HashSet::new();
+    let mut renumbered = HashMap::new();
+    let mut kept = Vec::new();
+    for (i, c) in conversations.into_iter().enumerate() {
+        if c.names.iter().any(|n| seen.contains(n)) {
+            continue;
+        }
+        seen.extend(c.names);
+        renumbered.insert(i, kept.len());
+        kept.push(c);
+    }
+    let questions = questions
+        .into_iter()
+        .filter_map(|mut q| {
+            q.conversation = *renumbered.get(&q.conversation)?;
+            Some(q)
+        })
+        .collect();
+    (kept, questions)
 }
 
 /// Writes every conversation through `createMessages` (batches of at most 100), one message per
@@ -181,6 +237,7 @@ async fn ingest(
     client: &Client,
     url: &str,
     conversations: &[Conversation],
+    stored: Stored,
 ) -> anyhow::Result<(
     HashMap<String, Place>,
     HashMap<(usize, usize, usize), String>,
@@ -208,7 +265,7 @@ async fn ingest(
                                "createdAt": at.to_rfc3339()})
                     })
                     .collect();
-                let vars = json!({"w": workspace(ci), "s": format!("s{si}"), "m": m});
+                let vars = json!({"w": stored.workspace(ci), "s": stored.session(ci, si), "m": m});
                 let d = common::graphql_data(&client.http, url, M_CREATE, vars).await?;
                 for (i, made) in d["createMessages"]
                     .as_array()
@@ -412,6 +469,14 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
         second_hand: args.second_hand,
     };
     let (conversations, questions) = corpus::generate(args.seed, &shape);
+    let stored = Stored {
+        one_workspace: args.one_workspace,
+    };
+    let (conversations, questions) = if stored.one_workspace {
+        distinct_people(conversations, questions)
+    } else {
+        (conversations, questions)
+    };
     let turns: usize = conversations
         .iter()
         .flat_map(|c| c.sessions.iter().map(|s| s.turns.len()))
@@ -447,17 +512,22 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
                 let url = serve(fused.clone().with_speaker_weight(w)).await?;
                 served.push((format!("fused, speaker weight {w}"), url));
             }
+            if stored.one_workspace {
+                let url = serve(fused.clone().with_names_out_max_peers(i64::MAX)).await?;
+                served.push(("fused, names out among any peers".to_owned(), url));
+            }
             served
         },
         // The text leg alone: no conclusions ranking with it.
         text_url: serve(Store::new(db.clone()).with_conclusion_keys(false)).await?,
         no_keys_url,
+        stored,
         db,
         minilm,
     };
 
     let (places, ids, ingest_rate) =
-        ingest(&systems.client, &systems.fused_url, &conversations).await?;
+        ingest(&systems.client, &systems.fused_url, &conversations, stored).await?;
     let derived = if args.derive {
         Some(derive::run(&fused, &conversations, &ids).await?)
     } else {
@@ -472,7 +542,7 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
                 .collect()
         })
         .collect();
-    let engines = bm25_engines(&conversations, &ids);
+    let engines = bm25_engines(&conversations, &ids, stored);
     let answers = systems.ask_all(&questions, &engines).await?;
 
     let scoring = Scoring {
@@ -539,7 +609,7 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
         "args": {"conversations": args.conversations, "sessions": args.sessions,
                  "questions": args.questions, "inferences": args.inferences,
                  "second_hand": args.second_hand, "seed": args.seed,
-                 "speaker_weights": args.speaker_weights},
+                 "speaker_weights": args.speaker_weights, "one_workspace": args.one_workspace},
         "embedder": systems.minilm.model_id(),
         "turns": turns,
         "questions": questions.len(),
@@ -558,8 +628,10 @@ struct Systems {
     fused_url: String,
     /// The server reading the peers' names in the query, as before 2026-12-07.
     names_url: String,
-    /// The server at other speaker weights (`--speaker-weights`): (system name, url).
+    /// Other servers on the same turns: the speaker weights of `--speaker-weights`, and with
+    /// `--one-workspace` the names out among any number of peers: (system name, url).
     weighted: Vec<(String, String)>,
+    stored: Stored,
     text_url: String,
     /// The server without conclusion keys (with `--derive`).
     no_keys_url: Option<String>,
@@ -598,7 +670,7 @@ impl Systems {
         };
         let bar = bar(questions.len() as u64, "questions");
         for q in questions {
-            let ws = workspace(q.conversation);
+            let ws = self.stored.workspace(q.conversation);
             let (answer, took) = self.client.timed(&self.fused_url, &ws, &q.text).await?;
             answers.fused.push(answer);
             answers.fused_ms.push(took);
@@ -636,11 +708,15 @@ impl Systems {
                 context: None,
             });
             answers.plain.push(Answer {
-                ranked: engines[q.conversation]
-                    .search(&q.text, DEPTH)
-                    .into_iter()
-                    .map(|r| r.document.id)
-                    .collect(),
+                ranked: engines[if self.stored.one_workspace {
+                    0
+                } else {
+                    q.conversation
+                }]
+                .search(&q.text, DEPTH)
+                .into_iter()
+                .map(|r| r.document.id)
+                .collect(),
                 context: None,
             });
             bar.inc(1);
@@ -650,16 +726,18 @@ impl Systems {
     }
 }
 
-/// BM25 over each conversation's turns, in memory, one engine per conversation.
+/// BM25 over each conversation's turns, in memory, one engine per conversation (one for all
+/// with `--one-workspace`).
 fn bm25_engines(
     conversations: &[Conversation],
     ids: &HashMap<(usize, usize, usize), String>,
+    stored: Stored,
 ) -> Vec<bm25::SearchEngine<String>> {
-    conversations
-        .iter()
-        .enumerate()
-        .map(|(ci, c)| {
-            let docs = c.sessions.iter().enumerate().flat_map(|(si, s)| {
+    let docs = |ci: usize, c: &Conversation| -> Vec<bm25::Document<String>> {
+        c.sessions
+            .iter()
+            .enumerate()
+            .flat_map(|(si, s)| {
                 s.turns
                     .iter()
                     .enumerate()
@@ -667,11 +745,18 @@ fn bm25_engines(
                         id: ids[&(ci, si, ti)].clone(),
                         contents: t.text.clone(),
                     })
-            });
-            bm25::SearchEngineBuilder::<String>::with_documents(bm25::Language::English, docs)
-                .build()
-        })
-        .collect()
+            })
+            .collect()
+    };
+    let build = |docs: Vec<bm25::Document<String>>| {
+        bm25::SearchEngineBuilder::<String>::with_documents(bm25::Language::English, docs).build()
+    };
+    let each = conversations.iter().enumerate().map(|(ci, c)| docs(ci, c));
+    if stored.one_workspace {
+        vec![build(each.flatten().collect())]
+    } else {
+        each.map(build).collect()
+    }
 }
 
 /// What answers are scored against: the questions, their evidence, where each stored turn is.
@@ -779,4 +864,44 @@ fn write_results(args: &Args, out: &Value, results: &[SystemResult]) -> anyhow::
     std::fs::write(&svg_path, plot::recall(&rows))?;
     eprintln!("wrote {} and {}", json_path.display(), svg_path.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_workspace_keeps_the_conversations_whose_people_no_earlier_one_names() {
+        let shape = Shape {
+            conversations: 10,
+            sessions: 4,
+            questions: 12,
+            inferences: 2,
+            second_hand: 2,
+        };
+        let (conversations, questions) = corpus::generate(7, &shape);
+        let all: Vec<[&str; 2]> = conversations.iter().map(|c| c.names).collect();
+        let texts: Vec<(usize, String)> = questions
+            .iter()
+            .map(|q| (q.conversation, q.text.clone()))
+            .collect();
+        let (kept, asked) = distinct_people(conversations, questions);
+        assert!(kept.len() > 1 && kept.len() < all.len(), "{all:?}");
+        let mut people: Vec<&str> = kept.iter().flat_map(|c| c.names).collect();
+        let n = people.len();
+        people.sort();
+        people.dedup();
+        assert_eq!(people.len(), n, "one person, one conversation");
+        // Each kept question still names its own conversation's people, in the same order.
+        for q in &asked {
+            let [a, b] = kept[q.conversation].names;
+            assert!(q.text.contains(a) || q.text.contains(b), "{}", q.text);
+        }
+        let before: Vec<&String> = texts
+            .iter()
+            .filter(|(c, _)| kept.iter().any(|k| k.names == all[*c]))
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(asked.iter().map(|q| &q.text).collect::<Vec<_>>(), before);
+    }
 }
