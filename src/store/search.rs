@@ -472,19 +472,16 @@ impl Store {
     /// index lookup.
     async fn reach(&self, scope: SearchScope<'_>, text: &str) -> StoreResult<Reach> {
         // Counting stops one past the most peers for names out: only "more than that" matters.
-        let peers = match scope {
+        let (peers, session) = match scope {
             SearchScope::Workspace(_) => {
-                "SELECT 1 FROM peers WHERE workspace_name = $1 LIMIT $4".to_owned()
+                ("SELECT 1 FROM peers WHERE workspace_name = $1 LIMIT $4", "")
             }
-            SearchScope::Session(..) => "SELECT 1 FROM session_peers \
-                 WHERE workspace_name = $1 AND session_name = $3 LIMIT $4"
-                .to_owned(),
+            SearchScope::Session(_, s) => (
+                "SELECT 1 FROM session_peers WHERE workspace_name = $1 AND session_name = $3 LIMIT $4",
+                s,
+            ),
             // One author: nobody else's turns to crowd the legs.
-            SearchScope::Peer(..) => "SELECT 1".to_owned(),
-        };
-        let session = match scope {
-            SearchScope::Session(_, s) => s,
-            _ => "",
+            SearchScope::Peer(..) => ("SELECT 1", ""),
         };
         let row = self
             .reader()
