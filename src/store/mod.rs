@@ -86,6 +86,9 @@ pub struct Store {
     /// The most peers a scope has for the legs to read a query without its names
     /// (`search::NAMES_OUT_MAX_PEERS`; another for `make eval --one-workspace`'s comparison).
     names_out_max_peers: i64,
+    /// Beyond those, the share of a workspace's messages holding the named peers' names for the
+    /// legs to read a query without them (`search::NAMES_OUT_MIN_SHARE`; another for `make eval`).
+    names_out_min_share: f64,
     /// The weight of a named speaker's turns (`search::SPEAKER_WEIGHT`; another for `make eval`).
     speaker_weight: f64,
     webhooks: webhook::WebhookPolicy,
@@ -106,6 +109,7 @@ impl Store {
             search_beam: search::DEFAULT_SEARCH_BEAM,
             names_in_query: false,
             names_out_max_peers: search::NAMES_OUT_MAX_PEERS,
+            names_out_min_share: search::NAMES_OUT_MIN_SHARE,
             speaker_weight: search::SPEAKER_WEIGHT,
             webhooks: webhook::WebhookPolicy::default(),
             defaults: configuration::Defaults::default(),
@@ -228,6 +232,19 @@ impl Store {
 
     pub fn names_out_max_peers(&self) -> i64 {
         self.names_out_max_peers
+    }
+
+    /// Let the legs read a query without its names in a workspace of more peers when the named
+    /// peers' names are in at least `share` of its messages, instead of
+    /// `search::NAMES_OUT_MIN_SHARE` (`f64::INFINITY`: never, as before the share was read).
+    /// For `make eval --one-workspace`'s comparison.
+    pub fn with_names_out_min_share(mut self, share: f64) -> Self {
+        self.names_out_min_share = share;
+        self
+    }
+
+    pub fn names_out_min_share(&self) -> f64 {
+        self.names_out_min_share
     }
 
     /// Weigh the turns of a speaker a query names by `1 + weight` instead of

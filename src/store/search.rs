@@ -180,6 +180,14 @@ pub const SPEAKER_WEIGHT: f64 = 3.0;
 /// "Among more than two peers the legs keep the names").
 pub const NAMES_OUT_MAX_PEERS: i64 = 2;
 
+/// Among more peers, a workspace search still reads a query without the peers it names when
+/// their name is in at least this share of the workspace's messages: a name that common selects
+/// little, and its words drown the question's, as in a conversation of two. Read from the
+/// full-text statistics (the name's lexemes are in every message its peer wrote, and in those
+/// that mention it), so it costs a key lookup per lexeme. Measured: docs/search.md, "Names out
+/// where a name is common".
+pub const NAMES_OUT_MIN_SHARE: f64 = 0.1;
+
 /// The speaker weight when the legs read the names ([`NAMES_OUT_MAX_PEERS`]): the weight the
 /// server had with the names in the legs, before 2026-12-07. With the names in the legs as well,
 /// 3 counts a name twice over (`make eval`'s `fused, names in the query` reads r@10 0.585 at 3
@@ -197,6 +205,21 @@ struct Reach {
     /// The scope's peers, counted up to one more than the names-out bound
     /// ([`NAMES_OUT_MAX_PEERS`], `Store::names_out_max_peers`).
     peers: i64,
+    /// The workspace's messages holding a named peer's name, summed over the named peers: for
+    /// each, the fewest messages holding one of its name's lexemes ([`NAMES_OUT_MIN_SHARE`]).
+    named_messages: i64,
+}
+
+impl Reach {
+    /// Whether the legs read the query without its names: in a scope of a conversation's peers,
+    /// or in a workspace where the named peers' names are common ([`NAMES_OUT_MIN_SHARE`]).
+    /// A session of more peers keeps them: the statistics are the workspace's.
+    fn names_out(&self, scope: &SearchScope<'_>, max_peers: i64, min_share: f64) -> bool {
+        self.peers <= max_peers
+            || (matches!(scope, SearchScope::Workspace(_))
+                && self.messages > 0
+                && self.named_messages as f64 >= min_share * self.messages as f64)
+    }
 }
 
 /// Beside the vector leg, a full-text hit counts in the fusion only when it holds more than one
@@ -417,17 +440,22 @@ impl Store {
         // Beside a vector, the legs read the query without the peers it names (`without_names`);
         // with no vector (no embedder, or embedding failed) full text answers alone and keeps
         // them, as the name is then the only way to the speaker's turns. Among more peers than a
-        // conversation's two the legs keep them too ([`NAMES_OUT_MAX_PEERS`]).
+        // conversation's two the legs keep them too, unless the name is common
+        // ([`NAMES_OUT_MAX_PEERS`], [`NAMES_OUT_MIN_SHARE`]).
         let reach = match self.embedder() {
             Some(_) => self.reach(scope, &text).await?,
             None => Reach::default(),
         };
+        let names_in = !reach.names_out(
+            &scope,
+            self.names_out_max_peers(),
+            self.names_out_min_share(),
+        );
         let (messages, mut named) = (reach.messages, reach.named);
-        let many_peers = reach.peers > self.names_out_max_peers();
-        if self.names_in_query() || many_peers {
+        if self.names_in_query() || names_in {
             named.clear();
         }
-        let speaker_weight = if many_peers {
+        let speaker_weight = if names_in {
             SPEAKER_WEIGHT_NAMES_IN
         } else {
             self.speaker_weight()
@@ -487,9 +515,15 @@ impl Store {
             .reader()
             .query_one_raw(stmt(
                 &format!(
-                    "SELECT (SELECT docs FROM search_corpus WHERE workspace_name = $1) AS docs, \
-                     ARRAY(SELECT name FROM peers WHERE workspace_name = $1 AND name = ANY($2)) \
-                     AS named, (SELECT count(*) FROM ({peers}) p) AS peers"
+                    "WITH named AS (SELECT name FROM peers WHERE workspace_name = $1 AND name = ANY($2)) \
+                     SELECT (SELECT docs FROM search_corpus WHERE workspace_name = $1) AS docs, \
+                     ARRAY(SELECT name FROM named) AS named, \
+                     (SELECT count(*) FROM ({peers}) p) AS peers, \
+                     (SELECT COALESCE(sum(fewest), 0)::bigint FROM ( \
+                        SELECT min(t.docs) AS fewest FROM named n \
+                        CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector('english', n.name))) AS l(lexeme) \
+                        JOIN search_terms t ON t.workspace_name = $1 AND t.lexeme = l.lexeme \
+                        GROUP BY n.name) f) AS named_messages"
                 ),
                 [
                     scope.workspace().into(),
@@ -507,6 +541,7 @@ impl Store {
             messages: u64::try_from(docs.unwrap_or(0)).unwrap_or(0),
             named: row.try_get("", "named")?,
             peers: row.try_get("", "peers")?,
+            named_messages: row.try_get("", "named_messages")?,
         })
     }
 
@@ -1301,8 +1336,8 @@ fn peer_id_candidates(text: &str) -> Vec<String> {
 /// question; in full text the name is in half a conversation's turns. The speaker weight reads
 /// the names instead ([`SPEAKER_WEIGHT`]). A query that is only names keeps them (a query of
 /// nothing would find nothing). The caller passes no peers for a scope of more than
-/// [`NAMES_OUT_MAX_PEERS`]. Measured: docs/search.md, "The legs read a question without the
-/// names".
+/// [`NAMES_OUT_MAX_PEERS`] whose named peers' names are rare ([`NAMES_OUT_MIN_SHARE`]).
+/// Measured: docs/search.md, "The legs read a question without the names".
 pub fn without_names<'a>(text: &'a str, peers: &[String]) -> Cow<'a, str> {
     if peers.is_empty() {
         return Cow::Borrowed(text);
@@ -1336,6 +1371,30 @@ mod tests {
     use chrono::Utc;
     use sea_orm::sea_query::Values;
     use serde_json::json;
+
+    #[test]
+    fn among_more_than_two_peers_only_a_workspace_search_for_a_common_name_reads_it_out() {
+        let reach = |peers, named_messages| Reach {
+            messages: 1000,
+            named: Vec::new(),
+            peers,
+            named_messages,
+        };
+        let (max, share) = (NAMES_OUT_MAX_PEERS, NAMES_OUT_MIN_SHARE);
+        let workspace = SearchScope::Workspace("w");
+        assert!(reach(2, 0).names_out(&workspace, max, share));
+        assert!(!reach(3, 99).names_out(&workspace, max, share));
+        assert!(reach(3, 100).names_out(&workspace, max, share));
+        // A session's statistics are its workspace's: a group chat keeps the names.
+        let group = SearchScope::Session("w", "s");
+        assert!(!reach(3, 500).names_out(&group, max, share));
+        assert!(reach(2, 0).names_out(&group, max, share));
+        let empty = Reach {
+            messages: 0,
+            ..reach(3, 0)
+        };
+        assert!(!empty.names_out(&workspace, max, share));
+    }
 
     /// The search's statement with no filter, ranking the blocks of a small workspace.
     fn unfiltered(

@@ -354,13 +354,9 @@ async fn a_turn_holding_only_the_speakers_name_no_longer_outranks_the_nearest_tu
     assert_eq!(sorted(found), (1..=answer).collect::<Vec<_>>());
 }
 
-#[tokio::test]
-async fn a_question_naming_a_speaker_finds_the_turn_that_answers_it_not_the_turn_nearest_the_name()
-{
-    let app = TestApp::with_embedder().await;
-    // Every turn is embedded with its speaker's id, so a question naming Caroline lies near each
-    // of her turns; the answer shares no word with the question but her name. Embedded with the
-    // name, the question's nearest turns are her chit-chat; without it, the greyhound.
+/// Caroline's chit-chat, full of her name, and then her answer about a greyhound, which shares
+/// no word with "Would Caroline likely be considered an animal lover?" but her name.
+fn caroline_and_the_greyhound() -> Vec<(&'static str, &'static str)> {
     let mut turns: Vec<(&str, &str)> = Vec::new();
     for (mel, caro) in [
         (
@@ -385,6 +381,17 @@ async fn a_question_naming_a_speaker_finds_the_turn_that_answers_it_not_the_turn
         "caroline",
         "I adopted a rescue greyhound last month, she sleeps on my bed every night.",
     ));
+    turns
+}
+
+#[tokio::test]
+async fn a_question_naming_a_speaker_finds_the_turn_that_answers_it_not_the_turn_nearest_the_name()
+{
+    let app = TestApp::with_embedder().await;
+    // Every turn is embedded with its speaker's id, so a question naming Caroline lies near each
+    // of her turns; the answer shares no word with the question but her name. Embedded with the
+    // name, the question's nearest turns are her chit-chat; without it, the greyhound.
+    let turns = caroline_and_the_greyhound();
     write(&app, "chat", &turns).await;
     let answer = turns.len() as i64;
     let question = "Would Caroline likely be considered an animal lover?";
@@ -401,6 +408,39 @@ async fn a_question_naming_a_speaker_finds_the_turn_that_answers_it_not_the_turn
         .map(|m| m.seq_in_session)
         .collect();
     assert_ne!(found[0], answer, "{found:?}");
+}
+
+#[tokio::test]
+async fn among_many_peers_a_question_naming_a_peer_whose_name_is_common_is_read_without_it() {
+    let app = TestApp::with_embedder().await;
+    // The conversation above beside one of two more peers: four in the workspace, and
+    // Caroline's name in 6 of its 16 messages (hers and a greeting), well over
+    // NAMES_OUT_MIN_SHARE. The legs read the question without it, as in a conversation of two.
+    let turns = caroline_and_the_greyhound();
+    write(&app, "chat", &turns).await;
+    write(
+        &app,
+        "other",
+        &[
+            ("dave", "The bus was late again this morning."),
+            ("erin", "Mine too, I walked in the rain."),
+            ("dave", "Did the meeting move to Thursday?"),
+            ("erin", "Yes, at ten, in the small room."),
+            ("dave", "I will bring the slides."),
+            ("erin", "Great, see you there."),
+        ],
+    )
+    .await;
+    let answer = turns.len() as i64;
+    let question = "Would Caroline likely be considered an animal lover?";
+    let first = |found: Vec<Message>| (found[0].session_name.clone(), found[0].seq_in_session);
+    let scope = SearchScope::Workspace("ws");
+    let found = first(search_all(&app.store, scope, question, 3).await);
+    assert_eq!(found, ("chat".to_owned(), answer));
+    // Counting the peers alone, as before the share was read, the legs keep her name.
+    let by_count = app.store.clone().with_names_out_min_share(f64::INFINITY);
+    let before = first(search_all(&by_count, scope, question, 3).await);
+    assert_ne!(before, ("chat".to_owned(), answer));
 }
 
 #[tokio::test]

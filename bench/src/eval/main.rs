@@ -21,7 +21,9 @@
 //!   2026-12-07).
 //! - with `--one-workspace`, `fused, names out among any peers`: the server taking a query's
 //!   names out of its legs whatever the number of peers, as on 2026-12-07 before
-//!   `NAMES_OUT_MAX_PEERS` (docs/search.md, "Among more than two peers the legs keep the names").
+//!   `NAMES_OUT_MAX_PEERS` (docs/search.md, "Among more than two peers the legs keep the names");
+//!   and `fused, names out among two peers only`: the server before `NAMES_OUT_MIN_SHARE`
+//!   (docs/search.md, "Names out where a name is common").
 //! - with `--derive`, `fused, no conclusion keys`: the server with HONCHO_SEARCH_CONCLUSION_KEYS
 //!   off, over the same stored turns and conclusions (`fused` then ranks by the keys too).
 //!
@@ -201,6 +203,32 @@ impl Stored {
             format!("s{s}")
         }
     }
+}
+
+/// The share of the one workspace's messages holding each peer's name, as the server reads it
+/// to take a query's names out of its legs (`NAMES_OUT_MIN_SHARE`): least, median and most.
+async fn print_name_shares(db: &DatabaseConnection) -> anyhow::Result<()> {
+    let rows = db
+        .query_all_raw(Statement::from_string(
+            DbBackend::Postgres,
+            "SELECT (min(t.docs)::float8 / c.docs) AS share FROM peers p \
+             CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector('english', p.name))) AS l(lexeme) \
+             JOIN search_terms t ON t.workspace_name = p.workspace_name AND t.lexeme = l.lexeme \
+             JOIN search_corpus c ON c.workspace_name = p.workspace_name \
+             WHERE p.workspace_name = 'all' GROUP BY p.name, c.docs ORDER BY 1",
+        ))
+        .await?;
+    let shares: Vec<f64> = rows
+        .iter()
+        .map(|r| r.try_get::<f64>("", "share"))
+        .collect::<Result<_, _>>()?;
+    if let (Some(least), Some(most)) = (shares.first(), shares.last()) {
+        eprintln!(
+            "the peers' names are in {least:.3} / {:.3} / {most:.3} of the messages (least / median / most)",
+            shares[shares.len() / 2]
+        );
+    }
+    Ok(())
 }
 
 /// The conversations none of whose people an earlier one names, and their questions
@@ -515,6 +543,8 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
             if stored.one_workspace {
                 let url = serve(fused.clone().with_names_out_max_peers(i64::MAX)).await?;
                 served.push(("fused, names out among any peers".to_owned(), url));
+                let url = serve(fused.clone().with_names_out_min_share(f64::INFINITY)).await?;
+                served.push(("fused, names out among two peers only".to_owned(), url));
             }
             served
         },
@@ -528,6 +558,9 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
 
     let (places, ids, ingest_rate) =
         ingest(&systems.client, &systems.fused_url, &conversations, stored).await?;
+    if stored.one_workspace {
+        print_name_shares(&systems.db).await?;
+    }
     let derived = if args.derive {
         Some(derive::run(&fused, &conversations, &ids).await?)
     } else {
