@@ -80,17 +80,9 @@ pub struct Store {
     conclusion_keys: bool,
     /// The vector leg's narrowest HNSW scan beam (HONCHO_SEARCH_BEAM).
     search_beam: u16,
-    /// The legs read a query's words naming a peer of the workspace, as before 2026-12-07 (for
-    /// `make eval`'s comparison; docs/search.md, "The legs read a question without the names").
-    names_in_query: bool,
-    /// The most peers a scope has for the legs to read a query without its names
-    /// (`search::NAMES_OUT_MAX_PEERS`; another for `make eval --one-workspace`'s comparison).
-    names_out_max_peers: i64,
-    /// Beyond those, the share of a workspace's messages holding the named peers' names for the
-    /// legs to read a query without them (`search::NAMES_OUT_MIN_SHARE`; another for `make eval`).
-    names_out_min_share: f64,
-    /// The weight of a named speaker's turns (`search::SPEAKER_WEIGHT`; another for `make eval`).
-    speaker_weight: f64,
+    /// How a search reads the peers its query names (`search::NameRule`: the constants, or
+    /// another rule for `make eval`'s comparisons).
+    names: search::NameRule,
     webhooks: webhook::WebhookPolicy,
     /// The server's settings under every workspace's configuration.
     defaults: configuration::Defaults,
@@ -107,10 +99,7 @@ impl Store {
             dreams: true,
             conclusion_keys: true,
             search_beam: search::DEFAULT_SEARCH_BEAM,
-            names_in_query: false,
-            names_out_max_peers: search::NAMES_OUT_MAX_PEERS,
-            names_out_min_share: search::NAMES_OUT_MIN_SHARE,
-            speaker_weight: search::SPEAKER_WEIGHT,
+            names: search::NameRule::default(),
             webhooks: webhook::WebhookPolicy::default(),
             defaults: configuration::Defaults::default(),
         }
@@ -210,52 +199,15 @@ impl Store {
         self.search_beam
     }
 
-    /// Let the legs of a search read the words of its query that name a peer, as the server did
-    /// before 2026-12-07 (off by default: the speaker weight reads the names, the legs the rest).
-    /// For `make eval`'s comparison.
-    pub fn with_names_in_query(mut self, on: bool) -> Self {
-        self.names_in_query = on;
+    /// Read the peers a query names by `rule` instead of the server's (the constants). For
+    /// `make eval`'s comparisons and the tests that pin what each constant does.
+    pub fn with_names(mut self, rule: search::NameRule) -> Self {
+        self.names = rule;
         self
     }
 
-    pub fn names_in_query(&self) -> bool {
-        self.names_in_query
-    }
-
-    /// Let the legs read a query without its names in scopes of up to `peers` peers instead of
-    /// `search::NAMES_OUT_MAX_PEERS` (`i64::MAX`: any scope, as on 2026-12-07 before the rule).
-    /// For `make eval`'s comparison.
-    pub fn with_names_out_max_peers(mut self, peers: i64) -> Self {
-        self.names_out_max_peers = peers;
-        self
-    }
-
-    pub fn names_out_max_peers(&self) -> i64 {
-        self.names_out_max_peers
-    }
-
-    /// Let the legs read a query without its names in a workspace of more peers when the named
-    /// peers' names are in at least `share` of its messages, instead of
-    /// `search::NAMES_OUT_MIN_SHARE` (`f64::INFINITY`: never, as before the share was read).
-    /// For `make eval --one-workspace`'s comparison.
-    pub fn with_names_out_min_share(mut self, share: f64) -> Self {
-        self.names_out_min_share = share;
-        self
-    }
-
-    pub fn names_out_min_share(&self) -> f64 {
-        self.names_out_min_share
-    }
-
-    /// Weigh the turns of a speaker a query names by `1 + weight` instead of
-    /// `1 + search::SPEAKER_WEIGHT`. For `make eval`'s comparison with the weight of before.
-    pub fn with_speaker_weight(mut self, weight: f64) -> Self {
-        self.speaker_weight = weight;
-        self
-    }
-
-    pub fn speaker_weight(&self) -> f64 {
-        self.speaker_weight
+    pub fn names(&self) -> search::NameRule {
+        self.names
     }
 
     /// What registering a webhook endpoint checks (which targets, how many per workspace).

@@ -194,6 +194,34 @@ pub const NAMES_OUT_MIN_SHARE: f64 = 0.1;
 /// against 0.623 at 1).
 pub const SPEAKER_WEIGHT_NAMES_IN: f64 = 1.0;
 
+/// How a search reads the peers its query names. The server's rule is the constants'
+/// (`NameRule::default()`); `make eval` serves others beside it on the same stored turns
+/// (`Store::with_names`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NameRule {
+    /// The legs read the names in every scope, as before 2026-12-07 (docs/search.md, "The legs
+    /// read a question without the names").
+    pub in_query: bool,
+    /// [`NAMES_OUT_MAX_PEERS`].
+    pub out_max_peers: i64,
+    /// [`NAMES_OUT_MIN_SHARE`].
+    pub out_min_share: f64,
+    /// [`SPEAKER_WEIGHT`]: the weight of a named speaker's turns where the names are out of the
+    /// legs (where they are in, [`SPEAKER_WEIGHT_NAMES_IN`]).
+    pub speaker_weight: f64,
+}
+
+impl Default for NameRule {
+    fn default() -> Self {
+        NameRule {
+            in_query: false,
+            out_max_peers: NAMES_OUT_MAX_PEERS,
+            out_min_share: NAMES_OUT_MIN_SHARE,
+            speaker_weight: SPEAKER_WEIGHT,
+        }
+    }
+}
+
 /// What a search reaches, read before its legs run.
 #[derive(Debug, Default)]
 struct Reach {
@@ -203,7 +231,7 @@ struct Reach {
     /// The workspace's peers the query names ([`peer_id_candidates`]).
     named: Vec<String>,
     /// The scope's peers, counted up to one more than the names-out bound
-    /// ([`NAMES_OUT_MAX_PEERS`], `Store::names_out_max_peers`).
+    /// ([`NAMES_OUT_MAX_PEERS`], `NameRule::out_max_peers`).
     peers: i64,
     /// The workspace's messages holding a named peer's name, summed over the named peers: for
     /// each, the fewest messages holding one of its name's lexemes ([`NAMES_OUT_MIN_SHARE`]).
@@ -214,11 +242,11 @@ impl Reach {
     /// Whether the legs read the query without its names: in a scope of a conversation's peers,
     /// or in a workspace where the named peers' names are common ([`NAMES_OUT_MIN_SHARE`]).
     /// A session of more peers keeps them: the statistics are the workspace's.
-    fn names_out(&self, scope: &SearchScope<'_>, max_peers: i64, min_share: f64) -> bool {
-        self.peers <= max_peers
+    fn names_out(&self, scope: &SearchScope<'_>, rule: &NameRule) -> bool {
+        self.peers <= rule.out_max_peers
             || (matches!(scope, SearchScope::Workspace(_))
                 && self.messages > 0
-                && self.named_messages as f64 >= min_share * self.messages as f64)
+                && self.named_messages as f64 >= rule.out_min_share * self.messages as f64)
     }
 }
 
@@ -446,19 +474,16 @@ impl Store {
             Some(_) => self.reach(scope, &text).await?,
             None => Reach::default(),
         };
-        let names_in = !reach.names_out(
-            &scope,
-            self.names_out_max_peers(),
-            self.names_out_min_share(),
-        );
+        let rule = self.names();
+        let names_in = !reach.names_out(&scope, &rule);
         let (messages, mut named) = (reach.messages, reach.named);
-        if self.names_in_query() || names_in {
+        if rule.in_query || names_in {
             named.clear();
         }
         let speaker_weight = if names_in {
             SPEAKER_WEIGHT_NAMES_IN
         } else {
-            self.speaker_weight()
+            rule.speaker_weight
         };
         let unnamed = without_names(&text, &named);
         let vector = self.embed_query(&unnamed).await;
@@ -529,7 +554,7 @@ impl Store {
                     scope.workspace().into(),
                     SqlValue::from(peer_id_candidates(text)),
                     session.into(),
-                    self.names_out_max_peers().saturating_add(1).into(),
+                    self.names().out_max_peers.saturating_add(1).into(),
                 ],
             ))
             .await?;
@@ -1380,20 +1405,20 @@ mod tests {
             peers,
             named_messages,
         };
-        let (max, share) = (NAMES_OUT_MAX_PEERS, NAMES_OUT_MIN_SHARE);
+        let rule = NameRule::default();
         let workspace = SearchScope::Workspace("w");
-        assert!(reach(2, 0).names_out(&workspace, max, share));
-        assert!(!reach(3, 99).names_out(&workspace, max, share));
-        assert!(reach(3, 100).names_out(&workspace, max, share));
+        assert!(reach(2, 0).names_out(&workspace, &rule));
+        assert!(!reach(3, 99).names_out(&workspace, &rule));
+        assert!(reach(3, 100).names_out(&workspace, &rule));
         // A session's statistics are its workspace's: a group chat keeps the names.
         let group = SearchScope::Session("w", "s");
-        assert!(!reach(3, 500).names_out(&group, max, share));
-        assert!(reach(2, 0).names_out(&group, max, share));
+        assert!(!reach(3, 500).names_out(&group, &rule));
+        assert!(reach(2, 0).names_out(&group, &rule));
         let empty = Reach {
             messages: 0,
             ..reach(3, 0)
         };
-        assert!(!empty.names_out(&workspace, max, share));
+        assert!(!empty.names_out(&workspace, &rule));
     }
 
     /// The search's statement with no filter, ranking the blocks of a small workspace.

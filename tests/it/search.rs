@@ -5,7 +5,7 @@ use std::sync::Arc;
 use honcho_graphql::embed::{EmbedError, Embedder};
 use honcho_graphql::store::Store;
 use honcho_graphql::store::message::Message;
-use honcho_graphql::store::search::SearchScope;
+use honcho_graphql::store::search::{NameRule, SearchScope};
 use honcho_graphql::store::search_keys::SearchKeys;
 use serde_json::{Value, json};
 
@@ -53,6 +53,14 @@ async fn search_all(store: &Store, scope: SearchScope<'_>, q: &str, limit: u64) 
         .search(scope, q, &Value::Null, limit, SearchKeys::WithConclusions)
         .await
         .unwrap()
+}
+
+/// The store with a named speaker's turns weighed `1 + weight` instead of `1 + SPEAKER_WEIGHT`.
+fn with_speaker_weight(store: &Store, weight: f64) -> Store {
+    store.clone().with_names(NameRule {
+        speaker_weight: weight,
+        ..NameRule::default()
+    })
 }
 
 /// Messages by alice in `session`: `content(i)` for each i of 1..=n.
@@ -269,10 +277,10 @@ async fn a_named_speakers_fourth_turn_by_its_words_outranks_the_other_speakers_f
     let order =
         |found: Vec<Message>| -> Vec<i64> { found.iter().map(|m| m.seq_in_session).collect() };
     let scope = SearchScope::Session("ws", "chat");
-    let by_words = app.store.clone().with_speaker_weight(0.0);
+    let by_words = with_speaker_weight(&app.store, 0.0);
     let alone = order(search_all(&by_words, scope, q, 5).await);
     assert_eq!(alone[3], hers, "by its words hers is the fourth: {alone:?}");
-    let weighed_double = app.store.clone().with_speaker_weight(1.0);
+    let weighed_double = with_speaker_weight(&app.store, 1.0);
     let before = order(search_all(&weighed_double, scope, q, 5).await);
     assert_ne!(before[0], hers, "{before:?}");
     let found = order(search_all(&app.store, scope, q, 5).await);
@@ -401,7 +409,10 @@ async fn a_question_naming_a_speaker_finds_the_turn_that_answers_it_not_the_turn
     assert_eq!(found[0], answer, "{found:?}");
 
     // The server before: the same question embedded with the name.
-    let before = app.store.clone().with_names_in_query(true);
+    let before = app.store.clone().with_names(NameRule {
+        in_query: true,
+        ..NameRule::default()
+    });
     let found: Vec<i64> = search_all(&before, SearchScope::Session("ws", "chat"), question, 3)
         .await
         .iter()
@@ -438,7 +449,10 @@ async fn among_many_peers_a_question_naming_a_peer_whose_name_is_common_is_read_
     let found = first(search_all(&app.store, scope, question, 3).await);
     assert_eq!(found, ("chat".to_owned(), answer));
     // Counting the peers alone, as before the share was read, the legs keep her name.
-    let by_count = app.store.clone().with_names_out_min_share(f64::INFINITY);
+    let by_count = app.store.clone().with_names(NameRule {
+        out_min_share: f64::INFINITY,
+        ..NameRule::default()
+    });
     let before = first(search_all(&by_count, scope, question, 3).await);
     assert_ne!(before, ("chat".to_owned(), answer));
 }

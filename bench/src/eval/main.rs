@@ -48,6 +48,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use honcho_graphql::embed::{Embedder, EmbedderKind};
 use honcho_graphql::store::Store;
+use honcho_graphql::store::search::NameRule;
 use migration::{Migrator, MigratorTrait};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 use serde::Serialize;
@@ -533,17 +534,33 @@ async fn run(args: &Args, db_url: &str) -> anyhow::Result<()> {
             http: honcho_graphql::outbound::client(),
         },
         fused_url: serve(fused.clone()).await?,
-        names_url: serve(fused.clone().with_names_in_query(true)).await?,
+        names_url: serve(fused.clone().with_names(NameRule {
+            in_query: true,
+            ..NameRule::default()
+        }))
+        .await?,
         weighted: {
             let mut served = Vec::new();
             for &w in &args.speaker_weights {
-                let url = serve(fused.clone().with_speaker_weight(w)).await?;
+                let url = serve(fused.clone().with_names(NameRule {
+                    speaker_weight: w,
+                    ..NameRule::default()
+                }))
+                .await?;
                 served.push((format!("fused, speaker weight {w}"), url));
             }
             if stored.one_workspace {
-                let url = serve(fused.clone().with_names_out_max_peers(i64::MAX)).await?;
+                let url = serve(fused.clone().with_names(NameRule {
+                    out_max_peers: i64::MAX,
+                    ..NameRule::default()
+                }))
+                .await?;
                 served.push(("fused, names out among any peers".to_owned(), url));
-                let url = serve(fused.clone().with_names_out_min_share(f64::INFINITY)).await?;
+                let url = serve(fused.clone().with_names(NameRule {
+                    out_min_share: f64::INFINITY,
+                    ..NameRule::default()
+                }))
+                .await?;
                 served.push(("fused, names out among two peers only".to_owned(), url));
             }
             served
