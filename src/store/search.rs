@@ -544,11 +544,8 @@ impl Store {
                      SELECT (SELECT docs FROM search_corpus WHERE workspace_name = $1) AS docs, \
                      ARRAY(SELECT name FROM named) AS named, \
                      (SELECT count(*) FROM ({peers}) p) AS peers, \
-                     (SELECT COALESCE(sum(fewest), 0)::bigint FROM ( \
-                        SELECT min(t.docs) AS fewest FROM named n \
-                        CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector('english', n.name))) AS l(lexeme) \
-                        JOIN search_terms t ON t.workspace_name = $1 AND t.lexeme = l.lexeme \
-                        GROUP BY n.name) f) AS named_messages"
+                     (SELECT COALESCE(sum({fewest}), 0)::bigint FROM named n) AS named_messages",
+                    fewest = name_messages_sql("n.name", "$1"),
                 ),
                 [
                     scope.workspace().into(),
@@ -588,6 +585,16 @@ impl Store {
             }
         }
     }
+}
+
+/// SQL for the messages of `workspace` holding the name `name` (both SQL expressions), as the
+/// full-text statistics count them: the fewest holding one of its lexemes, since a message's text
+/// holds its author's id ([`NAMES_OUT_MIN_SHARE`]). NULL when a lexeme is in no message.
+pub fn name_messages_sql(name: &str, workspace: &str) -> String {
+    format!(
+        "(SELECT min(t.docs) FROM unnest(tsvector_to_array(to_tsvector('english', {name}))) AS l(lexeme) \
+         JOIN search_terms t ON t.workspace_name = {workspace} AND t.lexeme = l.lexeme)"
+    )
 }
 
 /// Groups ranked results into snippet windows: per session, matches sorted by seq, windows

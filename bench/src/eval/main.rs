@@ -48,7 +48,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use honcho_graphql::embed::{Embedder, EmbedderKind};
 use honcho_graphql::store::Store;
-use honcho_graphql::store::search::NameRule;
+use honcho_graphql::store::search::{NameRule, name_messages_sql};
 use migration::{Migrator, MigratorTrait};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 use serde::Serialize;
@@ -113,7 +113,8 @@ struct Args {
     /// Store every conversation in one workspace (a session per sitting), as an app's workspace
     /// holds many conversations, and ask each question of the whole workspace. Only the
     /// conversations whose people no earlier conversation names are kept, so that a question's
-    /// name means one person. Also serves `fused, names out among any peers`.
+    /// name means one person. Also serves `fused, names out among any peers` and `fused, names
+    /// out among two peers only`, and prints the peers' name shares.
     #[arg(long)]
     one_workspace: bool,
 }
@@ -212,11 +213,12 @@ async fn print_name_shares(db: &DatabaseConnection) -> anyhow::Result<()> {
     let rows = db
         .query_all_raw(Statement::from_string(
             DbBackend::Postgres,
-            "SELECT (min(t.docs)::float8 / c.docs) AS share FROM peers p \
-             CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector('english', p.name))) AS l(lexeme) \
-             JOIN search_terms t ON t.workspace_name = p.workspace_name AND t.lexeme = l.lexeme \
-             JOIN search_corpus c ON c.workspace_name = p.workspace_name \
-             WHERE p.workspace_name = 'all' GROUP BY p.name, c.docs ORDER BY 1",
+            format!(
+                "SELECT COALESCE({}, 0)::float8 / c.docs AS share FROM peers p \
+                 JOIN search_corpus c ON c.workspace_name = p.workspace_name \
+                 WHERE p.workspace_name = 'all' ORDER BY 1",
+                name_messages_sql("p.name", "p.workspace_name")
+            ),
         ))
         .await?;
     let shares: Vec<f64> = rows
@@ -679,7 +681,8 @@ struct Systems {
     /// The server reading the peers' names in the query, as before 2026-12-07.
     names_url: String,
     /// Other servers on the same turns: the speaker weights of `--speaker-weights`, and with
-    /// `--one-workspace` the names out among any number of peers: (system name, url).
+    /// `--one-workspace` the names out among any number of peers and among two only: (system
+    /// name, url).
     weighted: Vec<(String, String)>,
     stored: Stored,
     text_url: String,
