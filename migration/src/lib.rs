@@ -96,6 +96,24 @@ pub fn check_embedding_dims(dims: u32) -> Result<(), String> {
     ))
 }
 
+/// The text-search configuration the stored `content_tsv` columns and the `search_terms`
+/// statistics are built with. A query must parse its text with the same one, or its stemming and
+/// stop words differ from what is stored and nothing matches. The migrations spell the name out:
+/// each is fixed once applied, and changing the configuration would take a new migration that
+/// rebuilds the columns, the statistics and their triggers.
+pub const TEXT_SEARCH_CONFIG: &str = "english";
+
+/// The lexemes of `text` (an SQL expression) as a `tsvector`, parsed as the stored columns are.
+pub fn to_tsvector(text: &str) -> String {
+    format!("to_tsvector('{TEXT_SEARCH_CONFIG}', {text})")
+}
+
+/// A `tsquery` matched by any of `text`'s lexemes (an SQL expression), parsed as the stored
+/// columns are. `plainto_tsquery` ANDs them; a search wants the disjunction, ranked.
+pub fn any_lexeme_tsquery(text: &str) -> String {
+    format!("replace(plainto_tsquery('{TEXT_SEARCH_CONFIG}', {text})::text, ' & ', ' | ')::tsquery")
+}
+
 /// Whether the index over `dims`-dimensional vectors is over their half-precision cast (wider
 /// than pgvector indexes at full precision). A query orders by [`indexed_distance`] to use it.
 pub fn indexes_half_precision(dims: u32) -> bool {

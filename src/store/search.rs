@@ -592,8 +592,9 @@ impl Store {
 /// holds its author's id ([`NAMES_OUT_MIN_SHARE`]). NULL when a lexeme is in no message.
 pub fn name_messages_sql(name: &str, workspace: &str) -> String {
     format!(
-        "(SELECT min(t.docs) FROM unnest(tsvector_to_array(to_tsvector('english', {name}))) AS l(lexeme) \
-         JOIN search_terms t ON t.workspace_name = {workspace} AND t.lexeme = l.lexeme)"
+        "(SELECT min(t.docs) FROM unnest(tsvector_to_array({lexemes})) AS l(lexeme) \
+         JOIN search_terms t ON t.workspace_name = {workspace} AND t.lexeme = l.lexeme)",
+        lexemes = migration::to_tsvector(name),
     )
 }
 
@@ -752,7 +753,7 @@ fn terms(workspace: &str, text: &str, pool: u64) -> SelectStatement {
         )
         .from_function(
             Func::cust("unnest").arg(Expr::cust_with_values(
-                "tsvector_to_array(to_tsvector('english', $1))",
+                format!("tsvector_to_array({})", migration::to_tsvector("$1")),
                 [text.to_owned()],
             )),
             a("t"),

@@ -111,7 +111,7 @@ pub(super) fn key_leg(
         None => {
             // Any of the query's lexemes, in the content or either peer's id (`content_tsv`),
             // as `queryConclusions` matches them; the best rank is the smallest "dist".
-            let any_lexeme = "replace(plainto_tsquery('english', $1)::text, ' & ', ' | ')::tsquery";
+            let any_lexeme = migration::any_lexeme_tsquery("$1");
             near.expr_as(
                 Expr::cust_with_values(
                     format!(r#"-ts_rank_cd("c"."content_tsv", {any_lexeme})::float8"#),

@@ -329,7 +329,7 @@ impl Store {
                 .limit(pool)
         };
         // Any of the query's lexemes, in the content or either peer's id (`content_tsv`).
-        let any_lexeme = "replace(plainto_tsquery('english', $1)::text, ' & ', ' | ')::tsquery";
+        let any_lexeme = migration::any_lexeme_tsquery("$1");
         let text = query.replace('\0', "");
         let matching = candidates
             .filter(Expr::cust_with_values(
